@@ -1,0 +1,31 @@
+"""PyTorch simulator of the attention model, to check the replica theory (THEORY §1, §7).
+
+Modules:
+
+* :mod:`numerics.data`     — sentences ``x_ℓ ~ N(0, Σ_ℓ)``, positional encodings ``P``,
+  teacher ``Q*`` and targets ``T(h*)`` (the paper's mixed target and others);
+* :mod:`numerics.models`   — students: tied / untied dot-product attention, linear baseline;
+* :mod:`numerics.train`    — the risk ``R = Σ_μ (1/2d)‖y − f‖² + Σ r(·)``, full-batch
+  (proximal) GD / Adam with convergence monitoring, exact linear baseline, test error;
+* :mod:`numerics.metrics`  — order parameters ``q, m, θ, ρ`` in the theory's conventions;
+* :mod:`numerics.simulate` — ``run_attention``, ``run_linear``, ``sweep`` and the CLI
+  ``python -m numerics.simulate {attention,linear,sweep} ...``.
+
+Importing this package does not import torch; the submodules (except ``simulate``'s
+argument checking) need it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["run_attention", "run_linear", "sweep"]
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: keep `import numerics` (and the CLI's argument checks) free of torch
+    if name in __all__:
+        from . import simulate
+
+        return getattr(simulate, name)
+    raise AttributeError(f"module 'numerics' has no attribute {name!r}")
