@@ -1,0 +1,60 @@
+"""The ``replica`` command line.
+
+Subcommands live in :mod:`replica.commands` (one module each with ``add_parser``);
+every error derived from :class:`~replica.errors.ReplicaError` becomes a one-line
+message naming the parameter and exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import warnings
+from typing import Sequence
+
+from .errors import ReplicaError
+
+#: subcommand modules, in the order ``--help`` lists them
+COMMANDS = ("models", "derive", "generate", "solve", "phase", "figures")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="replica",
+        description="Replica-symmetric saddle-point equations from sympy models: derive them, export "
+                    "LaTeX, generate numeric solvers, solve branches and phase diagrams.",
+        epilog="Examples:\n"
+               "  replica models\n"
+               "  replica derive attention --latex attention.tex\n"
+               "  replica solve attention --omega 0.3 --alpha 2 --branch semantic --json\n"
+               "  replica phase attention --omega 0.3 --json\n"
+               "  replica figures --out figures/",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"replica.commands.{name}")
+        except ModuleNotFoundError as exc:  # a subcommand still being written
+            if exc.name != f"replica.commands.{name}":
+                raise
+            continue
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
+    try:
+        return int(args.func(args) or 0)
+    except ReplicaError as exc:
+        print(f"replica {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Flags and helpers shared by the numeric subcommands (solve, phase, figures)."""
+from __future__ import annotations
+
+import argparse
+import math
+from types import ModuleType
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..quadrature import QuadratureRule, parse_rule
+
+
+def add_parameter_flags(p: argparse.ArgumentParser) -> None:
+    """``--omega --sigma --lam --A`` (paper defaults) and a generic ``--param NAME=VALUE``."""
+    g = p.add_argument_group("model parameters (defaults: the model's declaration, for attention the paper's)")
+    g.add_argument("--omega", type=float, help="positionality of the target, in [0, 1]")
+    g.add_argument("--sigma", type=float, help="token standard deviation (Sigma = sigma^2 I)")
+    g.add_argument("--lam", type=float, help="l2 regularization strength lambda >= 0")
+    g.add_argument("--A", dest="A", type=str,
+                   help="positional target matrix, L*L comma-separated row-major entries, rows summing to 1")
+    g.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="any other declared parameter (repeatable)")
+
+
+def add_numeric_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("numerics")
+    g.add_argument("--quadrature", default=None, metavar="RULE",
+                   help="energetic quadrature: fast|default|high, gh:N, smolyak:N or sobol:LOG2N")
+    g.add_argument("--tol", type=float, default=1e-8, help="relative residual at convergence (default 1e-8)")
+    g.add_argument("--max-iter", type=int, default=500, help="maximum fixed-point iterations")
+    g.add_argument("--verbose", action="store_true", help="print the residual of every iteration")
+
+
+def parameters_from_args(module: ModuleType, args: argparse.Namespace) -> dict[str, float]:
+    """Collect parameter overrides, naming the offending flag on error."""
+    names = set(module.PARAMETERS)
+    out: dict[str, float] = {}
+    for flag in ("omega", "sigma", "lam"):
+        v = getattr(args, flag, None)
+        if v is None:
+            continue
+        if flag not in names:
+            raise ParameterError(flag, f"model {module.MODEL} has no parameter {flag!r}")
+        out[flag] = v
+    if getattr(args, "A", None) is not None:
+        L = module.L
+        try:
+            vals = [float(v) for v in args.A.split(",")]
+        except ValueError:
+            raise ParameterError("A", f"expected comma-separated numbers, got {args.A!r}") from None
+        if len(vals) != L * L:
+            raise ParameterError("A", f"needs L*L = {L * L} entries (row-major), got {len(vals)}")
+        for i in range(L):
+            for j in range(L):
+                key = f"A_{i + 1}{j + 1}"
+                if key not in names:
+                    raise ParameterError("A", f"model {module.MODEL} has no positional matrix A")
+                out[key] = vals[i * L + j]
+    for item in getattr(args, "param", []) or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ParameterError("param", f"expected NAME=VALUE, got {item!r}")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise ParameterError(name.strip(), f"not a number: {value!r}") from None
+    for k, v in out.items():
+        if not math.isfinite(v):
+            raise ParameterError(k, f"must be finite, got {v}")
+    return out
+
+
+def rule_from_args(module: ModuleType, args: argparse.Namespace) -> QuadratureRule | None:
+    spec = getattr(args, "quadrature", None)
+    return None if spec is None else parse_rule(spec, len(module.GAUSSIANS))
+
+
+def token_one(module: ModuleType, values: dict[str, float]) -> dict[str, object]:
+    """Token-1 value of every family (scalar, vector or matrix), in THEORY §2 conventions."""
+    out: dict[str, object] = {}
+    fams: dict[str, dict] = {}
+    for name, v in values.items():
+        fam, token, i, j, rows, cols = module.LAYOUT[name]
+        if token not in (None, 1):
+            continue
+        entry = fams.setdefault(fam, {"M": np.zeros((rows, cols))})
+        entry["M"][i, j] = v
+        if rows == cols and fam in ("q", "V", "qhat", "Vhat"):
+            entry["M"][j, i] = v
+    for fam, entry in fams.items():
+        M = entry["M"]
+        out[fam] = float(M[0, 0]) if M.size == 1 else (M[:, 0].tolist() if M.shape[1] == 1 else M.tolist())
+    return out

@@ -1,0 +1,25 @@
+"""``replica models``: list the declared models."""
+from __future__ import annotations
+
+import argparse
+
+from ..registry import ALIASES, declared_models, load_declaration
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("models", help="list the declared models",
+                       description="List the models declared in derivations/ (one short file each).")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    aliases = {v: k for k, v in ALIASES.items()}
+    for name in declared_models():
+        mod = load_declaration(name)
+        model = getattr(mod, "model", None)
+        desc = model.description if model is not None else "(no 'model' defined)"
+        alias = f" (alias: {aliases[name]})" if name in aliases else ""
+        branches = ", ".join(model.branches) if model is not None and model.branches else "-"
+        print(f"{name}{alias}\n    {desc}\n    branches: {branches}")
+    return 0

@@ -1,0 +1,188 @@
+"""LaTeX export of a derivation: potentials and saddle-point equations.
+
+:func:`latex_document` writes a standalone, compilable ``.tex`` file (amsmath and
+breqn, which breaks long equations); :func:`markdown_document` writes the same
+content as Markdown with ``$$`` blocks. Both are produced from the sympy objects of
+:class:`~replica.derivation.Derivation`, never typed by hand.
+
+The energetic equations are shown in chain-rule form,
+``dF/dx = sum_u (dF/du)(du/dx)``, with ``u`` the prox centres ``omega_l`` and the
+teacher fields ``h*_l``: the factor ``dl/dh*`` stays abstract (it is long for
+softmax attention and adds nothing to a reader), everything else is explicit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import sympy as sp
+
+from .derivation import Derivation
+from .potentials import GaussianMoreauEnvelope
+from .symbolic import LATEX_NAMES, symbol
+
+
+def tex(expr, **kw) -> str:
+    """LaTeX of a sympy expression with the toolkit's symbol spellings."""
+    names = dict(LATEX_NAMES)
+    return sp.latex(expr, symbol_names=names, **kw)
+
+
+@dataclass
+class Block:
+    """Displayed equations (one or several) with an optional lead-in sentence."""
+
+    text: str
+    math: str | list[str]
+
+    @property
+    def equations(self) -> list[str]:
+        return [self.math] if isinstance(self.math, str) else list(self.math)
+
+
+def _squeeze(M: sp.Matrix) -> sp.Expr | sp.Matrix:
+    """A 1x1 matrix as its entry (scalar order parameters read better)."""
+    return M[0, 0] if M.shape == (1, 1) else M
+
+
+def _loss_derivative_symbol(hs: sp.Symbol) -> sp.Symbol:
+    name = LATEX_NAMES.get(hs, sp.latex(hs))
+    return symbol(f"dloss__{hs.name}", rf"\frac{{\partial \ell}}{{\partial {name}}}")
+
+
+def chain_rule_gradient(d: Derivation, x: sp.Symbol) -> sp.Expr:
+    """``dF/dx`` with ``dl/dh*`` left abstract (for display)."""
+    env = d.energetic_potential
+    m = d.model
+    total = sp.Integer(0)
+    quad = env.bracket - m.loss
+    for u, law in env.intermediates.items():
+        du = sp.diff(law, x)
+        if du == 0:
+            continue
+        if u in set(m.hstar):
+            dF = _loss_derivative_symbol(u) + sp.diff(quad, u)
+        else:
+            dF = sp.diff(env.bracket, u)
+        total += dF * sp.simplify(du)
+    total += sp.diff(quad, x)
+    return total
+
+
+def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
+    """The document as sections of equation blocks."""
+    m = d.model
+    env = d.energetic_potential
+    sections: list[tuple[str, list[Block]]] = []
+    # --- model
+    model_blocks = []
+    if m.student is not None:
+        model_blocks.append(Block("Student score map:", rf"S(h) = {tex(m.student)}"))
+        model_blocks.append(Block("Target map:", rf"T(h^{{*}}) = {tex(m.target)}"))
+    model_blocks.append(Block("Per-sample loss of the fields (the $d \\to \\infty$ limit of the risk):",
+                              rf"\ell(h, h^{{*}}) = {tex(m.loss)}"))
+    w = sp.Matrix([symbol(f"w_{i + 1}", f"w_{{{i + 1}}}") for i in range(m.r)])
+    model_blocks.append(Block("Regularizer of a weight row $w \\in \\mathbb{R}^{r}$:",
+                              rf"r(w) = {tex(m.regularizer.expression(w))}"))
+    for l in range(m.L):
+        model_blocks.append(Block(
+            f"Token {l + 1} statistics:",
+            [rf"\bar\rho_{{{l + 1}}} = {tex(m.data.rho_bar(l))}",
+             rf"\rho_{{{l + 1}}} = {tex(_squeeze(m.data.rho(l, m.r_t)))}"]))
+    if m.reduction is not None and m.reduction.coefficients:
+        parts = []
+        for fam, c in m.reduction.coefficients.items():
+            stem = {"q": "q", "V": "V", "m": "m", "theta": r"\theta"}[fam]
+            coef = {1: "", -1: "-"}
+            parts.append(", ".join(rf"{stem}_{{{l + 1}}} = {coef.get(ci, str(ci))}{stem}"
+                                   for l, ci in enumerate(c)))
+        model_blocks.append(Block("Token symmetry (free order parameters without token index; "
+                                  "conjugates aggregate accordingly):", parts))
+    sections.append(("Model", model_blocks))
+    # --- potentials
+    pot = [Block("Trace potential:", rf"\Psi_t = {tex(d.trace_potential)}")]
+    if isinstance(d.entropic_potential, GaussianMoreauEnvelope):
+        pot.append(Block("Entropic potential (Moreau envelope):",
+                         rf"\Psi_w = -\mathbb{{E}} \min_w \left[{tex(d.entropic_potential.bracket)}\right]"))
+    else:
+        pot.append(Block("Entropic potential (closed form, Gaussian teacher average done exactly):",
+                         rf"\Psi_w = {tex(d.entropic_potential)}"))
+    gs = ", ".join(tex(g) for g in env.gaussians)
+    pot.append(Block("Energetic potential, a Moreau envelope of the loss:",
+                     [rf"\Psi_y = -\mathbb{{E}}_{{{gs}}} \min_{{h}} F(h; \omega, h^{{*}}, V)",
+                      rf"F(h; \omega, h^{{*}}, V) = {tex(env.bracket)}"]))
+    laws = [rf"{tex(u)} = {tex(e)}" for u, e in env.intermediates.items()]
+    pot.append(Block("with the centres and teacher fields (Cholesky form of $q^{1/2}$), all Gaussians "
+                     "standard and independent:", laws))
+    pot.append(Block("Free entropy (training loss $e_t = -\\Phi$):",
+                     r"\Phi = \operatorname{extr} \left[ \Psi_t + \Psi_w + \alpha \Psi_y \right]"))
+    sections.append(("Potentials", pot))
+    # --- saddle point
+    sp_eqs = d.saddle_point
+    ent = [Block("", rf"{tex(eq.lhs)} = {tex(eq.rhs)}") for eq in sp_eqs.entropic]
+    sections.append(("Saddle-point equations: entropic side", ent))
+    en = [Block("", rf"{tex(eq.lhs)} = {tex(eq.rhs)}") for eq in sp_eqs.energetic]
+    en.append(Block("where, by the envelope theorem ($\\hat h$ the global minimiser of $F$):",
+                    r"\partial_x \Psi_y = -\mathbb{E}\left[ \partial_x F(h; \omega, h^{*}, V) "
+                    r"\big|_{h = \hat h} \right]"))
+    for x in d.order_symbols:
+        en.append(Block("", rf"\partial_{{{tex(x)}}} F = {tex(chain_rule_gradient(d, x))}"))
+    sections.append(("Saddle-point equations: energetic side", en))
+    obs = [Block("Test error (no proximal step; $h_\\ell = \\omega_\\ell$ has the law of the test fields):",
+                 r"\varepsilon_g = \mathbb{E}\, \ell(\omega, h^{*})"),
+           Block("Training loss:", r"e_t = -\Phi")]
+    sections.append(("Observables", obs))
+    return sections
+
+
+def latex_document(d: Derivation) -> str:
+    """A standalone LaTeX document of the derivation."""
+    out = [r"\documentclass[10pt]{article}",
+           r"\usepackage[margin=2cm]{geometry}",
+           r"\usepackage{amsmath,amssymb}",
+           r"\usepackage{breqn}",
+           r"\setlength{\parindent}{0pt}",
+           rf"\title{{Replica-symmetric saddle point: \texttt{{{d.model.name.replace('_', chr(92) + '_')}}}}}",
+           r"\date{Generated by replica}",
+           r"\begin{document}", r"\maketitle"]
+    if d.model.description:
+        out.append(d.model.description.replace("_", r"\_").replace("^", r"\^{}") + "\n")
+    for title, bl in blocks(d):
+        out.append(rf"\section*{{{title}}}")
+        for b in bl:
+            if b.text:
+                out.append(b.text + "\n")
+            for eq in b.equations:
+                out.append(r"\begin{dmath*}" + "\n" + eq + "\n" + r"\end{dmath*}")
+    out.append(r"\end{document}")
+    return "\n".join(out) + "\n"
+
+
+def markdown_document(d: Derivation) -> str:
+    """The same content as Markdown with ``$$`` display blocks."""
+    out = [f"# Replica-symmetric saddle point: `{d.model.name}`", ""]
+    if d.model.description:
+        out += [d.model.description, ""]
+    for title, bl in blocks(d):
+        out += [f"## {title}", ""]
+        for b in bl:
+            if b.text:
+                out += [b.text, ""]
+            for eq in b.equations:
+                out += ["$$", eq, "$$", ""]
+    return "\n".join(out)
+
+
+def write_latex(d: Derivation, tex_path: str | Path | None = None, md_path: str | Path | None = None
+                ) -> list[Path]:
+    """Write the ``.tex`` and/or ``.md`` export; returns the written paths."""
+    written = []
+    if tex_path is not None:
+        p = Path(tex_path)
+        p.write_text(latex_document(d))
+        written.append(p)
+    if md_path is not None:
+        p = Path(md_path)
+        p.write_text(markdown_document(d))
+        written.append(p)
+    return written

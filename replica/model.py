@@ -1,0 +1,271 @@
+"""Declarative model: the learning problem of THEORY §1 written in sympy.
+
+A :class:`Model` says *what* is learnt, never *how* the equations look:
+
+* the student fields ``h`` (``L x r``) and teacher fields ``h*`` (``L x r_t``), sympy
+  matrices of symbols (see :func:`replica.symbolic.fields`);
+* either a student score map ``S(h)`` and target map ``T(h*)`` (both ``L x L``), from
+  which the per-sample loss ``l(h, h*) = 1/2 sum_{l,k} rho_bar_k (T - S)_{lk}^2`` is
+  built, or directly a ``loss`` expression (e.g. a GLM);
+* the token statistics (:class:`replica.data.TokenStatistics`), the regularizer,
+  the numeric parameters with defaults and domains;
+* optional token symmetries (:class:`replica.order_parameters.TokenReduction`) and
+  branches: named sets of order-parameter families pinned to zero.
+
+:class:`replica.derivation.Derivation` turns it into potentials and saddle-point equations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+import sympy as sp
+
+from .data import TokenStatistics
+from .errors import DeclarationError, ParameterError
+from .order_parameters import ORDER_FAMILIES, TokenReduction
+from .regularizers import L2, Regularizer
+
+
+@dataclass
+class Domain:
+    """Closed interval ``[low, high]`` a numeric parameter must lie in (``None`` = unbounded)."""
+
+    low: float | None = None
+    high: float | None = None
+
+    def contains(self, x: float) -> bool:
+        return (self.low is None or x >= self.low) and (self.high is None or x <= self.high)
+
+    def describe(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"in [{self.low:g}, {self.high:g}]"
+        if self.low is not None:
+            return f">= {self.low:g}"
+        if self.high is not None:
+            return f"<= {self.high:g}"
+        return "any real"
+
+
+@dataclass
+class Constraint:
+    """A relation the numeric parameters must satisfy, checked before solving.
+
+    ``relation`` is a sympy ``Eq``, ``Ge``, ``Le``, ``Gt`` or ``Lt`` in the parameter
+    symbols; ``parameter`` names what the user should change (e.g. ``"A"``).
+    """
+
+    parameter: str
+    message: str
+    relation: sp.Basic
+
+
+def row_stochastic(M: sp.MatrixBase, name: str) -> list[Constraint]:
+    """Constraints making ``M`` row-stochastic: non-negative entries, rows summing to 1."""
+    out = [Constraint(name, f"row {i + 1} must sum to 1", sp.Eq(sum(M.row(i)), 1)) for i in range(M.rows)]
+    out += [Constraint(name, "entries must be >= 0", sp.Ge(e, 0)) for e in M]
+    return out
+
+
+@dataclass
+class Model:
+    """A learning problem in the high-dimensional limit, declared in sympy.
+
+    Parameters
+    ----------
+    name:
+        Identifier (used for file names and on the command line).
+    h, hstar:
+        Field matrices ``L x r`` and ``L x r_t`` of symbols.
+    data:
+        Token statistics (the law ``nu``).
+    regularizer:
+        A :class:`~replica.regularizers.Regularizer` of the weight rows ``w in R^r``.
+    student, target:
+        ``S(h)`` and ``T(h*)``, ``L x L`` sympy matrices (attention-type models).
+    loss:
+        Alternatively the per-sample loss ``l(h, h*)`` directly.
+    noise:
+        Extra standard-Gaussian symbols appearing in ``loss`` (label noise, ...).
+    parameters:
+        Numeric parameters and their defaults: ``{symbol: value}`` or
+        ``{matrix_of_symbols: nested list}``.
+    domains:
+        ``{symbol: Domain}``; values outside raise :class:`~replica.errors.ParameterError`.
+    constraints:
+        Further :class:`Constraint` relations between parameters (e.g. :func:`row_stochastic`).
+    reduction:
+        Token symmetries reducing the number of free order parameters.
+    branches:
+        ``{name: families pinned to 0}``, e.g. ``{"semantic": ("m",), "positional": ("theta",)}``.
+    description:
+        One line shown by ``replica models``.
+    """
+
+    name: str
+    h: sp.Matrix
+    hstar: sp.Matrix
+    data: TokenStatistics
+    regularizer: Regularizer
+    student: sp.Matrix | None = None
+    target: sp.Matrix | None = None
+    loss: sp.Expr | None = None
+    noise: Sequence[sp.Symbol] = ()
+    parameters: Mapping = field(default_factory=dict)
+    domains: Mapping[sp.Symbol, Domain] = field(default_factory=dict)
+    reduction: TokenReduction | None = None
+    branches: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    constraints: Sequence[Constraint] = ()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        self.h = sp.Matrix(self.h)
+        self.hstar = sp.Matrix(self.hstar)
+        self.noise = tuple(self.noise)
+        self._defaults = self._flatten_parameters(self.parameters)
+        self.validate()
+        if self.loss is None:
+            self.loss = self._square_loss()
+
+    # ------------------------------------------------------------ properties
+    @property
+    def L(self) -> int:
+        return self.h.shape[0]
+
+    @property
+    def r(self) -> int:
+        return self.h.shape[1]
+
+    @property
+    def r_t(self) -> int:
+        return self.hstar.shape[1]
+
+    @property
+    def defaults(self) -> dict[sp.Symbol, float]:
+        """Default value of every scalar parameter symbol (matrix parameters flattened)."""
+        return dict(self._defaults)
+
+    @property
+    def parameter_symbols(self) -> list[sp.Symbol]:
+        return list(self._defaults)
+
+    # ------------------------------------------------------------ validation
+    @staticmethod
+    def _flatten_parameters(params: Mapping) -> dict[sp.Symbol, float]:
+        out: dict[sp.Symbol, float] = {}
+        for key, value in params.items():
+            if isinstance(key, sp.MatrixBase):
+                arr = np.asarray(value, dtype=float)
+                if arr.shape != key.shape:
+                    raise DeclarationError(
+                        f"parameters: default for the {key.shape[0]}x{key.shape[1]} matrix parameter "
+                        f"has shape {arr.shape}")
+                for s, v in zip(key, arr.ravel()):
+                    out[s] = float(v)
+            elif isinstance(key, sp.Symbol):
+                out[key] = float(value)
+            else:
+                raise DeclarationError(f"parameters: keys must be sympy symbols or matrices, got {key!r}")
+        return out
+
+    def validate(self) -> None:
+        """Check shapes and symbols; raise :class:`DeclarationError` naming the problem."""
+        L, r, r_t = self.L, self.r, self.r_t
+        if self.hstar.shape[0] != L:
+            raise DeclarationError(f"hstar: needs L={L} rows like h, got {self.hstar.shape[0]}")
+        if self.data.L != L:
+            raise DeclarationError(f"data: describes {self.data.L} tokens but the fields have L={L}")
+        for M, nm in ((self.h, "h"), (self.hstar, "hstar")):
+            if not all(isinstance(e, sp.Symbol) for e in M):
+                raise DeclarationError(f"{nm}: every entry must be a distinct sympy Symbol")
+        if self.loss is None:
+            if self.student is None or self.target is None:
+                raise DeclarationError("model: give either loss, or both student S(h) and target T(hstar)")
+            self.student, self.target = sp.Matrix(self.student), sp.Matrix(self.target)
+            if self.student.shape != (L, L):
+                raise DeclarationError(f"student: S(h) must be L x L = {L}x{L}, got {self.student.shape}")
+            if self.target.shape != (L, L):
+                raise DeclarationError(f"target: T(hstar) must be L x L = {L}x{L}, got {self.target.shape}")
+            extra = self.student.free_symbols - set(self.h) - set(self._defaults)
+            if extra:
+                raise DeclarationError(f"student: S(h) uses undeclared symbols {sorted(map(str, extra))}")
+            extra = self.target.free_symbols - set(self.hstar) - set(self._defaults)
+            if extra:
+                raise DeclarationError(f"target: T(hstar) uses undeclared symbols {sorted(map(str, extra))}")
+        else:
+            self.loss = sp.sympify(self.loss)
+            allowed = set(self.h) | set(self.hstar) | set(self.noise) | set(self._defaults)
+            extra = self.loss.free_symbols - allowed
+            if extra:
+                raise DeclarationError(f"loss: uses undeclared symbols {sorted(map(str, extra))}")
+            if not (self.loss.free_symbols & set(self.h)):
+                raise DeclarationError("loss: does not depend on the student fields h")
+        self.regularizer.validate(r)
+        reg_free = self.regularizer.parameters() - set(self._defaults)
+        if reg_free:
+            raise DeclarationError(f"regularizer: uses undeclared parameters {sorted(map(str, reg_free))}")
+        for sym, dom in self.domains.items():
+            if sym not in self._defaults:
+                raise DeclarationError(f"domains: {sym} is not a declared parameter")
+            if not dom.contains(self._defaults[sym]):
+                raise DeclarationError(f"parameters: default {sym}={self._defaults[sym]} is not {dom.describe()}")
+        # Non-negative regularization strength, also for defaults of symbolic lambdas.
+        if isinstance(self.regularizer, L2):
+            for x in self.regularizer.matrix(r).diagonal():
+                val = sp.sympify(x).subs(self._defaults)
+                if val.is_number and float(val) < 0:
+                    raise DeclarationError(f"regularizer: lambda={float(val)} is negative (need lambda >= 0)")
+        if self.reduction is not None:
+            self.reduction.validate(L)
+            for fam in ("q", "V"):
+                c = self.reduction.coefficients.get(fam)
+                if c is not None and any(ci <= 0 for ci in c):
+                    raise DeclarationError(
+                        f"reduction[{fam!r}]: coefficients must be positive ({fam} is positive definite)")
+        for c in self.constraints:
+            if not isinstance(c.relation, sp.core.relational.Relational):
+                raise DeclarationError(f"constraints: {c.relation} is not a sympy relation")
+            extra = c.relation.free_symbols - set(self._defaults)
+            if extra:
+                raise DeclarationError(f"constraints: uses undeclared symbols {sorted(map(str, extra))}")
+            if not _holds(c.relation, self._defaults):
+                raise DeclarationError(f"parameters: default {c.parameter}: {c.message}")
+        for bname, pinned in self.branches.items():
+            for fam in pinned:
+                if fam not in ORDER_FAMILIES or fam in ("q", "V"):
+                    raise DeclarationError(
+                        f"branches[{bname!r}]: can only pin 'm' or 'theta' to zero, got {fam!r}")
+        if self.target is not None and self.data is not None:
+            for g in self.data.atoms:
+                for x in g.gamma:
+                    val = sp.sympify(x).subs(self._defaults)
+                    if val.is_number and float(val) < 0:
+                        raise DeclarationError(f"data: covariance eigenvalue {float(val)} < 0 is not PSD")
+
+    # ------------------------------------------------------------ the loss
+    def _square_loss(self) -> sp.Expr:
+        """``l(h, h*) = 1/2 sum_{l,k} rho_bar_k (T(h*) - S(h))_{lk}^2`` (THEORY §1)."""
+        L = self.L
+        D = self.target - self.student
+        return sp.Rational(1, 2) * sp.Add(*[self.data.rho_bar(k) * D[l, k] ** 2
+                                            for l in range(L) for k in range(L)])
+
+    def pinned(self, branch: str | None) -> tuple[str, ...]:
+        """Families pinned to zero on ``branch`` (``None`` or ``"free"``: nothing pinned)."""
+        if branch in (None, "free"):
+            return ()
+        if branch not in self.branches:
+            raise ParameterError("branch", 
+                f"unknown branch {branch!r} for model {self.name}; known: {['free', *self.branches]}")
+        return tuple(self.branches[branch])
+
+
+def _holds(relation: sp.Basic, values: Mapping[sp.Symbol, float], tol: float = 1e-9) -> bool:
+    """Evaluate a relation numerically (equalities up to ``tol``)."""
+    lhs = float(sp.sympify(relation.lhs).subs(values))
+    rhs = float(sp.sympify(relation.rhs).subs(values))
+    op = relation.rel_op
+    if op == "==":
+        return abs(lhs - rhs) <= tol * max(1.0, abs(rhs))
+    return {">=": lhs >= rhs - tol, "<=": lhs <= rhs + tol, ">": lhs > rhs, "<": lhs < rhs}[op]

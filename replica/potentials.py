@@ -1,0 +1,215 @@
+"""The three potentials of the replica-symmetric free entropy (THEORY §3).
+
+``Phi = extr [ trace_potential + entropic_potential + alpha * energetic_potential ]``
+
+* :func:`trace_potential` -- the bilinear couplings ``Psi_t``;
+* :func:`entropic_potential` -- ``Psi_w``, closed form for a quadratic regularizer,
+  otherwise a :class:`GaussianMoreauEnvelope`;
+* :func:`energetic_potential` -- ``Psi_y``, always a :class:`GaussianMoreauEnvelope`
+  whose bracket ``F(h; omega, h*, V)`` stays symbolic.
+
+Square roots of ``q`` are Cholesky factors (:func:`replica.symbolic.cholesky_lower`):
+``omega_l = m_l + C_l xi_l`` with ``C_l C_l^T = q_l`` and
+``h*_l = theta_l^T C_l^{-T} xi_l + D_l eta_l`` with ``D_l D_l^T = rho_l - theta_l^T q_l^{-1} theta_l``.
+Any factor with ``C C^T = q`` gives the same joint law of ``(omega_l - m_l, h*_l)``
+(covariance ``[[q, theta], [theta^T, rho]]``), so the potential is unchanged; the
+Cholesky entries are explicit nested square roots that sympy differentiates in a few
+milliseconds for ``r = 2, 3``, whereas the symmetric root ``q^{1/2}`` would need an
+eigen-decomposition whose derivative is intractable. The Stein (Gaussian
+integration-by-parts) form would avoid square roots altogether but needs the
+Jacobian of the proximal map at every node; the Cholesky form needs only the
+bracket's derivatives at the minimiser (envelope theorem), which is what the
+generated solver evaluates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from .errors import DeclarationError
+from .model import Model
+from .order_parameters import OrderParameters
+from .regularizers import L2
+from .symbolic import cholesky_lower, symbol
+
+
+@dataclass
+class GaussianMoreauEnvelope:
+    """``Psi = - E_{z ~ N(0, I)} min_x B(x; z)``, kept structured.
+
+    Attributes
+    ----------
+    variables:
+        The minimisation variables ``x`` (flattened), e.g. the ``L r`` student fields.
+    gaussians:
+        The standard Gaussian variables ``z`` of the average.
+    bracket:
+        ``B`` written with intermediate symbols (e.g. ``omega_l``, ``h*_l``).
+    intermediates:
+        Intermediate symbol -> its expression in ``z`` and the order parameters.
+    starts:
+        Starting points of the inner minimisation (lists of expressions, one per variable).
+    """
+
+    name: str
+    variables: list[sp.Symbol]
+    gaussians: list[sp.Symbol]
+    bracket: sp.Expr
+    intermediates: dict[sp.Symbol, sp.Expr]
+    starts: list[list[sp.Expr]] = field(default_factory=list)
+
+    @property
+    def full_bracket(self) -> sp.Expr:
+        """``B(x; z, order parameters)`` with every intermediate substituted."""
+        return self.bracket.subs(self.intermediates)
+
+    def gradient(self) -> list[sp.Expr]:
+        """``dB/dx`` (for the proximal solver)."""
+        B = self.full_bracket
+        return [sp.diff(B, x) for x in self.variables]
+
+    def hessian(self) -> list[list[sp.Expr]]:
+        """``d^2 B / dx dx`` (for Newton steps)."""
+        g = self.gradient()
+        return [[sp.diff(gi, x) for x in self.variables] for gi in g]
+
+    def parameter_gradient(self, parameters: list[sp.Symbol]) -> list[sp.Expr]:
+        """``dB/dp`` at fixed ``x``: by the envelope theorem ``dPsi/dp = -E[dB/dp at x = argmin]``.
+
+        The chain rule through the intermediates is left to sympy:
+        ``dB/dp = sum_k dB/du_k du_k/dp + (explicit dB/dp)``.
+        """
+        B = self.full_bracket
+        return [sp.diff(B, p) for p in parameters]
+
+
+def trace_potential(ops: OrderParameters) -> sp.Expr:
+    """``Psi_t = sum_l [1/2 tr(Vhat_l q_l) - 1/2 tr(qhat_l V_l) - mhat_l^T m_l - tr(thetahat_l^T theta_l)]``."""
+    total = sp.Integer(0)
+    for l in range(ops.L):
+        q, V, m, th = (ops.token(f, l) for f in ("q", "V", "m", "theta"))
+        qh, Vh, mh, thh = (ops.token(f, l) for f in ("qhat", "Vhat", "mhat", "thetahat"))
+        total += (Vh * q).trace() / 2 - (qh * V).trace() / 2 - (mh.T * m)[0, 0] - (thh.T * th).trace()
+    return sp.expand(total)
+
+
+def entropic_matrices(model: Model, ops: OrderParameters, group) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix, sp.Matrix]:
+    """``(A, B, b_mean_outer, Gamma)`` of one spectral group (THEORY §3).
+
+    ``A = sum_l gamma_l Vhat_l``, ``B = sum_l gamma_l qhat_l``,
+    ``E[mu mu^T]`` with ``mu = sum_l pi_l mhat_l``, and ``Gamma = sum_l gamma_l thetahat_l``
+    so that ``b = mu + Gamma tau``.
+    """
+    r = model.r
+    A, B, Gam = sp.zeros(r, r), sp.zeros(r, r), sp.zeros(r, model.r_t)
+    MM = sp.zeros(r, r)
+    for l in range(ops.L):
+        g = sp.sympify(group.gamma[l])
+        A += g * ops.token("Vhat", l)
+        B += g * ops.token("qhat", l)
+        Gam += g * ops.token("thetahat", l)
+        for k in range(ops.L):
+            MM += group.pi_moment[l, k] * ops.token("mhat", l) * ops.token("mhat", k).T
+    return A, B, MM, Gam
+
+
+def entropic_potential(model: Model, ops: OrderParameters) -> sp.Expr | GaussianMoreauEnvelope:
+    """``Psi_w``: closed form ``1/2 E_nu tr[(Lambda + A)^{-1}(B + b b^T)]`` for a quadratic regularizer.
+
+    The average over ``tau ~ N(0, I)`` is exact: ``E[b b^T] = E[mu mu^T] + Gamma Gamma^T``.
+    """
+    reg = model.regularizer
+    if isinstance(reg, L2):
+        Lam = reg.matrix(model.r)
+        total = sp.Integer(0)
+        for group in model.data.second_moment_groups():
+            A, B, MM, Gam = entropic_matrices(model, ops, group)
+            M = Lam + A
+            Minv = M.inv() if model.r > 1 else sp.Matrix([[1 / M[0, 0]]])
+            total += (Minv * (group.weight * (B + Gam * Gam.T) + MM)).trace() / 2
+        return total
+    raise DeclarationError(
+        f"regularizer: {type(reg).__name__} has no closed-form entropic potential; "
+        "use replica.entropic.moreau_entropic_potential")
+
+
+def prox_center_symbols(model: Model) -> sp.Matrix:
+    """Symbols ``omega_{l,k}`` for the centres of the energetic Moreau envelope."""
+    L, r = model.L, model.r
+    return sp.Matrix(L, r, lambda l, k: symbol(f"center_{l + 1}" if r == 1 else f"center_{l + 1}_{k + 1}",
+                                               rf"\omega_{{{l + 1}}}" if r == 1 else rf"\omega_{{{l + 1},{k + 1}}}"))
+
+
+def gaussian_symbols(model: Model) -> tuple[sp.Matrix, sp.Matrix]:
+    """Standard Gaussians ``xi`` (``L x r``) and ``eta`` (``L x r_t``) of the energetic average."""
+    L, r, rt = model.L, model.r, model.r_t
+    xi = sp.Matrix(L, r, lambda l, k: symbol(f"xi_{l + 1}" if r == 1 else f"xi_{l + 1}_{k + 1}",
+                                             rf"\xi_{{{l + 1}}}" if r == 1 else rf"\xi_{{{l + 1},{k + 1}}}"))
+    eta = sp.Matrix(L, rt, lambda l, k: symbol(f"eta_{l + 1}" if rt == 1 else f"eta_{l + 1}_{k + 1}",
+                                               rf"\eta_{{{l + 1}}}" if rt == 1 else rf"\eta_{{{l + 1},{k + 1}}}"))
+    return xi, eta
+
+
+def field_laws(model: Model, ops: OrderParameters) -> dict[sp.Symbol, sp.Expr]:
+    """``omega_l`` and ``h*_l`` as functions of ``(xi, eta)`` and the order parameters (Cholesky form)."""
+    centers = prox_center_symbols(model)
+    xi, eta = gaussian_symbols(model)
+    out: dict[sp.Symbol, sp.Expr] = {}
+    for l in range(model.L):
+        q, m, th = ops.token("q", l), ops.token("m", l), ops.token("theta", l)
+        rho = model.data.rho(l, model.r_t)
+        C = cholesky_lower(q)
+        Cinv = C.inv() if model.r > 1 else sp.Matrix([[1 / C[0, 0]]])
+        qinv = q.inv() if model.r > 1 else sp.Matrix([[1 / q[0, 0]]])
+        residual = rho - th.T * qinv * th
+        D = cholesky_lower(residual)
+        omega_l = m + C * xi[l, :].T
+        hstar_l = th.T * Cinv.T * xi[l, :].T + D * eta[l, :].T
+        for k in range(model.r):
+            out[centers[l, k]] = omega_l[k]
+        for k in range(model.r_t):
+            out[model.hstar[l, k]] = hstar_l[k]
+    return out
+
+
+def energetic_potential(model: Model, ops: OrderParameters) -> GaussianMoreauEnvelope:
+    """``Psi_y = - E_{xi, eta} min_h [ sum_l 1/2 (h_l - omega_l)^T V_l^{-1} (h_l - omega_l) + l(h, h*) ]``."""
+    centers = prox_center_symbols(model)
+    xi, eta = gaussian_symbols(model)
+    quad = sp.Integer(0)
+    for l in range(model.L):
+        V = ops.token("V", l)
+        Vinv = V.inv() if model.r > 1 else sp.Matrix([[1 / V[0, 0]]])
+        dev = model.h[l, :].T - centers[l, :].T
+        quad += (dev.T * Vinv * dev)[0, 0] / 2
+    bracket = quad + model.loss
+    variables = list(model.h)
+    gaussians = list(xi) + list(eta) + list(model.noise)
+    omega = list(centers)
+    starts = [omega, [sp.Integer(0)] * len(variables), [-w for w in omega]]
+    return GaussianMoreauEnvelope("energetic", variables, gaussians, bracket, field_laws(model, ops), starts)
+
+
+def validity_conditions(model: Model, ops: OrderParameters) -> dict[str, sp.Expr]:
+    """Quantities that must be positive for a state to be admissible.
+
+    Leading principal minors of ``q_l``, ``V_l`` and ``rho_l - theta_l^T q_l^{-1} theta_l``
+    (Sylvester's criterion), keyed by a readable name used in error messages.
+    """
+    out: dict[str, sp.Expr] = {}
+    seen: set = set()
+    for l in range(model.L):
+        q, V, th = ops.token("q", l), ops.token("V", l), ops.token("theta", l)
+        qinv = q.inv() if model.r > 1 else sp.Matrix([[1 / q[0, 0]]])
+        res = model.data.rho(l, model.r_t) - th.T * qinv * th
+        for M, nm in ((q, "q"), (V, "V"), (res, "rho - theta^T q^-1 theta")):
+            for k in range(1, M.shape[0] + 1):
+                minor = M[:k, :k].det() if k > 1 else M[0, 0]
+                key = sp.srepr(minor)
+                if key in seen:
+                    continue
+                seen.add(key)
+                label = nm if M.shape[0] == 1 else f"{nm} (minor {k})"
+                out[f"{label} [token {l + 1}]"] = minor
+    return out

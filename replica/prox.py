@@ -1,0 +1,181 @@
+"""Batched proximal solver for the non-convex inner minimum ``min_h F(h; z)``.
+
+All quadrature nodes and all starting points are solved at once with a damped
+(modified) Newton method: where the Hessian is not positive definite its
+eigenvalues are flipped and floored, and an Armijo backtracking line search keeps
+every step a descent step. No Python loop runs over nodes; the loops below run over
+Newton iterations and line-search halvings, on the still-active subset only.
+
+The lowest bracket over the starts is kept (the global minimum the free entropy
+needs, THEORY §3). Nodes where the starts reach different minima, and nodes where
+Newton did not converge, are counted; the latter get a robust fallback (scipy's
+L-BFGS per node), which should be rare.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+
+@dataclass
+class ProxResult:
+    """Minimisers ``h`` ``(D, N)``, minimum values ``F`` ``(N,)`` and diagnostics."""
+
+    h: np.ndarray
+    value: np.ndarray
+    n_disagree: int
+    n_failed: int
+    n_fallback: int
+    iterations: int
+
+
+def newton_direction(g: np.ndarray, H: np.ndarray, floor: float = 1e-8) -> np.ndarray:
+    """``-|H|^{-1} g`` with the eigenvalues of ``H`` replaced by ``max(|lambda|, floor)``.
+
+    ``g`` is ``(D, M)`` and ``H`` is ``(D*D, M)`` (row-major blocks), as the generated
+    ``bracket_newton`` returns them. ``D = 1, 2`` use closed forms (the common cases).
+    """
+    D = g.shape[0]
+    if D == 1:
+        return -g / np.maximum(np.abs(H[0]), floor)
+    if D == 2:
+        a, b, c = H[0], 0.5 * (H[1] + H[2]), H[3]
+        half_tr, half_diff = 0.5 * (a + c), 0.5 * (a - c)
+        rad = np.sqrt(half_diff ** 2 + b ** 2)
+        l1, l2 = half_tr + rad, half_tr - rad          # l1 >= l2
+        # Unit eigenvector of l1: (cos t, sin t) with tan 2t = 2b / (a - c).
+        t = 0.5 * np.arctan2(b, half_diff)
+        u1, u2 = np.cos(t), np.sin(t)
+        m1 = np.maximum(np.abs(l1), floor)
+        m2 = np.maximum(np.abs(l2), floor)
+        p1 = u1 * g[0] + u2 * g[1]
+        p2 = -u2 * g[0] + u1 * g[1]
+        c1, c2 = p1 / m1, p2 / m2
+        return -np.stack([u1 * c1 - u2 * c2, u2 * c1 + u1 * c2])
+    Hm = H.T.reshape(-1, D, D)
+    Hm = 0.5 * (Hm + Hm.transpose(0, 2, 1))
+    lam, U = np.linalg.eigh(Hm)
+    lam = np.maximum(np.abs(lam), floor)
+    coef = np.einsum("mji,jm->mi", U, g) / lam
+    return -np.einsum("mij,mj->im", U, coef)
+
+
+def newton_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.ndarray, p: np.ndarray,
+                    tol: float = 1e-12, max_iter: int = 50, step_tol: float = 1e-8
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Damped Newton from ``h0`` ``(D, M)`` at nodes ``z`` ``(nz, M)``.
+
+    Returns ``(h, F, converged, iterations)``. A node has converged when
+    ``|dF/dh|_inf < tol`` or its (modified) Newton step is below ``step_tol``.
+    """
+    h = np.array(h0, dtype=float, copy=True)
+    M = h.shape[1]
+    F = np.full(M, np.inf)
+    converged = np.zeros(M, dtype=bool)
+    active = np.arange(M)
+    it = 0
+    for it in range(1, max_iter + 1):
+        ha, za = h[:, active], z[:, active]
+        Fa, g, H = module.bracket_newton(ha, za, x, p)
+        F[active] = Fa
+        gmax = np.max(np.abs(g), axis=0)
+        done = (gmax < tol) | ~np.isfinite(gmax)
+        converged[active[done & np.isfinite(gmax)]] = True
+        keep = ~done
+        if not keep.any():
+            break
+        active, g, H, Fa, ha, za = active[keep], g[:, keep], H[:, keep], Fa[keep], ha[:, keep], za[:, keep]
+        d = newton_direction(g, H)
+        # A Newton step below step_tol leaves an error ~ step^2: converged (the gradient
+        # itself can stall at ~1e-10 from round-off in the exponentials).
+        tiny = np.max(np.abs(d), axis=0) <= step_tol * (1.0 + np.max(np.abs(ha), axis=0))
+        slope = np.sum(g * d, axis=0)
+        t = np.ones(active.size)
+        pending = np.flatnonzero(~tiny)
+        for _ in range(30):
+            if pending.size == 0:
+                break
+            trial = ha[:, pending] + t[pending] * d[:, pending]
+            Ft = module.bracket(trial, za[:, pending], x, p)
+            ok = np.isfinite(Ft) & (Ft <= Fa[pending] + 1e-4 * t[pending] * slope[pending])
+            idx = pending[ok]
+            h[:, active[idx]] = trial[:, ok]
+            F[active[idx]] = Ft[ok]
+            pending = pending[~ok]
+            t[pending] *= 0.5
+        # No decrease even at step 2^-30, or a decrease at round-off level: the node sits
+        # at a minimum up to round-off.
+        moving = np.ones(active.size, dtype=bool)
+        moving[pending] = False
+        moving[tiny] = False
+        moving &= (Fa - F[active]) > 1e-15 * (1.0 + np.abs(Fa))
+        converged[active[~moving]] = True
+        active = active[moving]
+        if active.size == 0:
+            break
+    return h, F, converged, it
+
+
+def prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
+         warm: np.ndarray | None = None, tol: float = 1e-12, max_iter: int = 50,
+         agree_tol: float = 1e-6, multistart: bool = True) -> ProxResult:
+    """Global minimum of the bracket at every node, over the module's starts (and ``warm``).
+
+    ``z`` is ``(nz, N)``; ``warm`` an optional ``(D, N)`` previous solution used as an
+    extra start (it makes consecutive fixed-point iterations cheap). With
+    ``multistart=False`` and a ``warm`` start, only the warm start and ``h = omega``
+    are used.
+    """
+    D = module.PROX_DIM
+    N = z.shape[1]
+    starts = module.prox_starts(z, x, p).reshape(module.N_STARTS, D, N)
+    if not multistart and warm is not None:
+        starts = starts[:1]
+    if warm is not None:
+        starts = np.concatenate([warm[None], starts], axis=0)
+    S = starts.shape[0]
+    h0 = starts.transpose(1, 0, 2).reshape(D, S * N)
+    zz = np.tile(z, (1, S))
+    h, F, conv, iters = newton_minimize(module, h0, zz, x, p, tol=tol, max_iter=max_iter)
+    h = h.reshape(D, S, N)
+    F = F.reshape(S, N)
+    conv = conv.reshape(S, N)
+    Fm = np.where(conv & np.isfinite(F), F, np.inf)
+    best = np.argmin(Fm, axis=0)
+    failed = ~np.isfinite(Fm).any(axis=0)
+    cols = np.arange(N)
+    h_best = h[:, best, cols]
+    F_best = F[best, cols]
+    # Starts that converged to a different point: a node where the bracket is non-convex.
+    dist = np.max(np.abs(h - h_best[:, None, :]), axis=0)
+    n_disagree = int(np.sum(np.any(conv & (dist > agree_tol), axis=0)))
+    n_fallback = 0
+    if failed.any():
+        h_best[:, failed], F_best[failed] = _fallback(module, z, x, p, starts, failed)
+        n_fallback = int(failed.sum())
+    return ProxResult(h_best, F_best, n_disagree, int(failed.sum()), n_fallback, iters)
+
+
+def _fallback(module, z, x, p, starts, failed):
+    """Per-node L-BFGS from every start, for the few nodes where damped Newton failed."""
+    from scipy.optimize import minimize
+
+    idx = np.flatnonzero(failed)
+    D = starts.shape[1]
+    h = np.zeros((D, idx.size))
+    F = np.full(idx.size, np.inf)
+    for j, i in enumerate(idx):
+        zi = z[:, i:i + 1]
+
+        def fun(v, zi=zi):
+            val, grad, _ = module.bracket_newton(v[:, None], zi, x, p)
+            return float(val[0]), np.nan_to_num(grad[:, 0])
+
+        for s in range(starts.shape[0]):
+            res = minimize(fun, starts[s, :, i], jac=True, method="L-BFGS-B",
+                           options={"gtol": 1e-10, "maxiter": 500})
+            if np.isfinite(res.fun) and res.fun < F[j]:
+                h[:, j], F[j] = res.x, res.fun
+    return h, F

@@ -1,0 +1,420 @@
+"""Fixed-point solver that runs any generated module (see :mod:`replica.codegen`).
+
+One iteration of the saddle-point map (THEORY §4):
+
+1. energetic side: solve the proximal problem at every quadrature node
+   (:func:`replica.prox.prox`), average ``dF/dx`` at the minimiser to get
+   ``grad_x Psi_y`` (envelope theorem) and map it to the conjugates with the
+   generated ``energetic_update``;
+2. entropic side: the generated ``entropic_update`` gives the new order parameters.
+
+The iteration runs on the free (un-pinned) order parameters with Anderson
+acceleration, falling back to damped steps that keep ``damping`` (default 0.8, the
+paper's choice) of the old value whenever Anderson proposes an inadmissible state or
+increases the residual. Branches pin families to zero (``m = 0`` semantic,
+``theta = 0`` positional): these are invariant subspaces when the loss is even.
+Non-convergence raises :class:`~replica.errors.ConvergenceError` with the residual
+history; an inadmissible state raises :class:`~replica.errors.InvalidStateError`.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .errors import ConvergenceError, InvalidStateError, ParameterError
+from .prox import prox
+from .quadrature import QuadratureRule, default_rule, gauss_hermite
+
+
+@dataclass
+class FixedPoint:
+    """A converged solution of the saddle-point equations and its observables.
+
+    ``order`` / ``conjugates`` map names (``q``, ``m``, ``theta_1``, ``qhat`` ...) to values.
+    ``phi`` is the free entropy, ``train_loss = -phi`` (THEORY §4), ``eps_g`` the test
+    error with its quadrature error estimate ``eps_g_error``; ``quadrature_residual``
+    is the fixed-point residual of the solution under the companion (lower-order)
+    rule, an estimate of the quadrature error on the order parameters.
+    """
+
+    model: str
+    branch: str
+    alpha: float
+    parameters: dict[str, float]
+    order: dict[str, float]
+    conjugates: dict[str, float]
+    phi: float
+    psi_t: float
+    psi_w: float
+    psi_y: float
+    eps_g: float
+    eps_g_error: float
+    train_loss: float
+    converged: bool
+    iterations: int
+    residual: float
+    residuals: list[float] = field(default_factory=list)
+    quadrature: str = ""
+    quadrature_residual: float = float("nan")
+    prox_disagree: int = 0
+    prox_failed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def x(self) -> np.ndarray:
+        return np.array(list(self.order.values()))
+
+    @property
+    def xhat(self) -> np.ndarray:
+        return np.array(list(self.conjugates.values()))
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (order parameters and conjugates at top level)."""
+        out = {k: float(v) for k, v in self.order.items()}
+        out.update({k: float(v) for k, v in self.conjugates.items()})
+        out.update(eps_g=self.eps_g, eps_g_error=self.eps_g_error, train_loss=self.train_loss,
+                   phi=self.phi, psi_t=self.psi_t, psi_w=self.psi_w, psi_y=self.psi_y,
+                   converged=self.converged, iterations=self.iterations, residual=self.residual,
+                   alpha=self.alpha, branch=self.branch, model=self.model,
+                   parameters=dict(self.parameters), quadrature=self.quadrature,
+                   quadrature_residual=self.quadrature_residual,
+                   prox_disagree=self.prox_disagree, prox_failed=self.prox_failed,
+                   seconds=self.seconds)
+        return out
+
+
+@dataclass
+class _MapResult:
+    x_new: np.ndarray
+    xhat: np.ndarray
+    psi_y: float
+    h: np.ndarray
+    n_disagree: int
+    n_failed: int
+
+
+class Solver:
+    """Solve the saddle-point equations of one generated module.
+
+    Parameters
+    ----------
+    module:
+        A generated module (``derivations/generated/<model>.py``).
+    parameters:
+        Overrides of the model parameters by name (``{"omega": 0.3, "A_12": 0.4}``).
+    branch:
+        ``None``/``"free"`` or one of ``module.BRANCHES``.
+    rule:
+        Quadrature rule for the energetic average (default :func:`default_rule`).
+    test_rule:
+        Rule for ``eps_g`` (no proximal step, so a finer rule is cheap).
+    tol:
+        Relative residual ``|map(x) - x| / |x|`` at which to stop.
+    damping:
+        Fraction of the old value kept in a plain damped step.
+    anderson:
+        Anderson memory (0 disables acceleration).
+    verbose:
+        Print the residual of every iteration to stderr.
+    """
+
+    def __init__(self, module: ModuleType, parameters: Mapping[str, float] | None = None,
+                 branch: str | None = None, rule: QuadratureRule | None = None,
+                 test_rule: QuadratureRule | None = None, tol: float = 1e-8, max_iter: int = 500,
+                 damping: float = 0.8, anderson: int = 6, prox_tol: float = 1e-12,
+                 verbose: bool = False):
+        self.module = module
+        self.names = list(module.ORDER_PARAMETERS)
+        self.conj_names = list(module.CONJUGATES)
+        self.p = self._parameters(parameters or {})
+        self.branch = branch or "free"
+        if self.branch != "free" and self.branch not in module.BRANCHES:
+            raise ParameterError("branch", f"unknown branch {branch!r}; choose from "
+                                           f"{['free', *module.BRANCHES]}")
+        pinned_fams = module.BRANCHES.get(self.branch, ())
+        self.pinned = np.zeros(len(self.names), dtype=bool)
+        for fam in pinned_fams:
+            self.pinned[module.FAMILIES.get(fam, [])] = True
+        self.free = ~self.pinned
+        dim = len(module.GAUSSIANS)
+        self.rule = rule or default_rule(dim)
+        self.test_rule = test_rule or (gauss_hermite(dim, 24) if dim <= 4 else default_rule(dim, "high"))
+        if self.rule.dim != dim or self.test_rule.dim != dim:
+            raise ParameterError("rule", f"quadrature dimension must be {dim} for {module.MODEL}")
+        if not 0 <= damping < 1:
+            raise ParameterError("damping", f"must be in [0, 1), got {damping}")
+        self.tol, self.max_iter, self.damping = tol, max_iter, damping
+        self.anderson, self.prox_tol, self.verbose = anderson, prox_tol, verbose
+        self._warm: np.ndarray | None = None
+
+    # ------------------------------------------------------------ parameters
+    def _parameters(self, overrides: Mapping[str, float]) -> np.ndarray:
+        mod = self.module
+        p = dict(zip(mod.PARAMETERS, mod.DEFAULTS))
+        for k, v in overrides.items():
+            if k not in p:
+                raise ParameterError(k, f"unknown parameter of model {mod.MODEL}; known: {list(p)}")
+            v = float(v)
+            if not math.isfinite(v):
+                raise ParameterError(k, f"must be finite, got {v}")
+            p[k] = v
+        arr = np.array([p[k] for k in mod.PARAMETERS], dtype=float)
+        vals = np.atleast_1d(mod.parameter_checks(arr))
+        for (name, message, op), v in zip(mod.CONSTRAINTS, vals):
+            ok = {"==": abs(v) <= 1e-9, ">=": v >= -1e-12, "<=": v <= 1e-12, ">": v > 0, "<": v < 0}[op]
+            if not ok:
+                raise ParameterError(name, message)
+        for k, (lo, hi) in mod.DOMAINS.items():
+            if (lo is not None and p[k] < lo) or (hi is not None and p[k] > hi):
+                rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+                raise ParameterError(k, f"must be {rng}, got {p[k]}")
+        return np.array([p[k] for k in mod.PARAMETERS], dtype=float)
+
+    @property
+    def parameter_dict(self) -> dict[str, float]:
+        return dict(zip(self.module.PARAMETERS, self.p.tolist()))
+
+    # ------------------------------------------------------------ states
+    def initial_state(self) -> np.ndarray:
+        """A generic admissible start: ``q = rho_bar/2``, ``V = rho_bar``, ``m, theta`` half-way."""
+        mod = self.module
+        rb = float(np.mean(mod.rho_bar(self.p)))
+        rb = rb if rb > 0 else 1.0
+        x = np.zeros(len(self.names))
+        for fam, idx in mod.FAMILIES.items():
+            if fam in ("q", "V"):
+                continue
+            x[idx] = 0.5 * math.sqrt(0.5 * rb * rb) if fam == "theta" else 0.5
+        for i in mod.SYMMETRIC_DIAGONAL:
+            x[i] = 0.5 * rb if mod.ORDER_PARAMETERS[i].startswith("q") else rb
+        x[self.pinned] = 0.0
+        return x
+
+    def check_state(self, x: np.ndarray) -> None:
+        """Raise :class:`InvalidStateError` unless every validity quantity is positive."""
+        vals = np.atleast_1d(self.module.validity(x, self.p))
+        bad = ~(vals > 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InvalidStateError(self.module.VALIDITY[i],
+                                    f"must be positive, got {vals[i]:.3e} at "
+                                    + ", ".join(f"{n}={v:.4g}" for n, v in zip(self.names, x)),
+                                    dict(zip(self.names, x.tolist())))
+
+    def _admissible(self, x: np.ndarray) -> bool:
+        if not np.all(np.isfinite(x)):
+            return False
+        with np.errstate(all="ignore"):
+            vals = np.atleast_1d(self.module.validity(x, self.p))
+        return bool(np.all(vals > 0))
+
+    # ------------------------------------------------------------ the map
+    def energetic(self, x: np.ndarray, alpha: float, rule: QuadratureRule | None = None,
+                  warm: np.ndarray | None = None, multistart: bool = True
+                  ) -> tuple[np.ndarray, float, np.ndarray, int, int]:
+        """``(grad_x Psi_y, Psi_y, argmin h, n_disagree, n_failed)`` by quadrature."""
+        rule = rule or self.rule
+        mod = self.module
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            res = prox(mod, rule.nodes, x, self.p, warm=warm, tol=self.prox_tol, multistart=multistart)
+            G = mod.bracket_parameter_gradient(res.h, rule.nodes, x, self.p)
+        grad = -rule.expect(G)
+        psi_y = -float(rule.expect(res.value))
+        return grad, psi_y, res.h, res.n_disagree, res.n_failed
+
+    def evaluate_map(self, x: np.ndarray, alpha: float, rule: QuadratureRule | None = None,
+                     use_warm: bool = True, multistart: bool = True) -> _MapResult:
+        """One application of the saddle-point map ``x -> x_new`` (pinned entries stay 0).
+
+        With ``multistart=False`` the proximal problem starts only from the previous
+        minimisers and ``h = omega`` (cheap intermediate iterations); the final
+        iterations always use every start, so the global minimum is what converges.
+        """
+        self.check_state(x)
+        same_rule = rule is None or rule is self.rule
+        warm = self._warm if (use_warm and same_rule) else None
+        grad, psi_y, h, nd, nf = self.energetic(x, alpha, rule, warm, multistart)
+        if same_rule:
+            self._warm = h
+        grad[self.pinned] = 0.0
+        xhat = np.asarray(self.module.energetic_update(grad, alpha), dtype=float)
+        xhat[self.pinned] = 0.0  # conjugate entries are paired one-to-one with order entries
+        x_new = np.asarray(self.module.entropic_update(xhat, self.p), dtype=float)
+        x_new[self.pinned] = 0.0
+        if not np.all(np.isfinite(x_new)):
+            raise InvalidStateError("entropic_update", "produced a non-finite state "
+                                    "(is lambda + A positive definite?)",
+                                    dict(zip(self.conj_names, xhat.tolist())))
+        return _MapResult(x_new, xhat, psi_y, h, nd, nf)
+
+    # ------------------------------------------------------------ iteration
+    def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None) -> FixedPoint:
+        """Iterate to the fixed point at sample complexity ``alpha`` (from ``x0`` if given)."""
+        if not (isinstance(alpha, (int, float, np.floating)) and math.isfinite(alpha)) or alpha < 0:
+            raise ParameterError("alpha", f"must be a finite number >= 0, got {alpha}")
+        t0 = time.perf_counter()
+        if x0 is None:
+            x = self.initial_state()
+        elif isinstance(x0, Mapping):
+            x = np.array([float(x0[n]) for n in self.names])
+        else:
+            x = np.array(x0, dtype=float)
+        x[self.pinned] = 0.0
+        self.check_state(x)
+        self._warm = None
+        free = self.free
+        hist_x: list[np.ndarray] = []
+        hist_g: list[np.ndarray] = []
+        residuals: list[float] = []
+        res = self.evaluate_map(x, alpha)
+        it = 0
+        for it in range(1, self.max_iter + 1):
+            g = (res.x_new - x)[free]
+            r = float(np.linalg.norm(g) / max(np.linalg.norm(x[free]), 1e-12))
+            residuals.append(r)
+            if self.verbose:
+                print(f"  iter {it:4d}  residual {r:.3e}", file=sys.stderr)
+            if not math.isfinite(r) or (it > 5 and r > 1e6 * min(residuals)):
+                raise ConvergenceError("fixed-point iteration diverged", residuals, it,
+                                       dict(zip(self.names, x.tolist())))
+            if r < self.tol:
+                break
+            x_next = self._next(x, g, hist_x, hist_g, residuals)
+            # Every start near convergence and every 10th iteration; warm starts otherwise.
+            full = r < 1e3 * self.tol or it % 10 == 0
+            try:
+                res = self.evaluate_map(x_next, alpha, multistart=full)
+                x = x_next
+            except InvalidStateError:
+                # Anderson overshot out of the admissible domain: restart with a damped step.
+                hist_x.clear()
+                hist_g.clear()
+                x = self._damped(x, g)
+                res = self.evaluate_map(x, alpha, multistart=full)
+        else:
+            raise ConvergenceError(f"no convergence to tol={self.tol:g} within {self.max_iter} iterations",
+                                   residuals, self.max_iter, dict(zip(self.names, x.tolist())))
+        fp = self._observables(x, res, alpha, residuals, it)
+        fp.seconds = time.perf_counter() - t0
+        return fp
+
+    def _damped(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+        beta = 1.0 - self.damping
+        for _ in range(30):
+            y = x.copy()
+            y[self.free] += beta * g
+            if self._admissible(y):
+                return y
+            beta *= 0.5
+        raise InvalidStateError("damped step", "no admissible step along the fixed-point direction",
+                                dict(zip(self.names, x.tolist())))
+
+    def _next(self, x, g, hist_x, hist_g, residuals) -> np.ndarray:
+        """Anderson (type II) step with safeguards; damped step otherwise."""
+        free = self.free
+        hist_x.append(x[free].copy())
+        hist_g.append(g.copy())
+        if len(hist_x) > self.anderson + 1:
+            hist_x.pop(0)
+            hist_g.pop(0)
+        if self.anderson == 0 or len(hist_x) < 2 or (len(residuals) > 1 and residuals[-1] > 2 * residuals[-2]):
+            if len(residuals) > 1 and residuals[-1] > 2 * residuals[-2]:
+                del hist_x[:-1], hist_g[:-1]
+            return self._damped(x, g)
+        dX = np.diff(np.array(hist_x), axis=0).T
+        dG = np.diff(np.array(hist_g), axis=0).T
+        gamma, *_ = np.linalg.lstsq(dG, g, rcond=1e-12)
+        beta = 1.0 - self.damping if len(residuals) < 3 else 1.0
+        y = x.copy()
+        y[free] = x[free] + beta * g - (dX + beta * dG) @ gamma
+        if not self._admissible(y):
+            del hist_x[:-1], hist_g[:-1]
+            return self._damped(x, g)
+        return y
+
+    # ------------------------------------------------------------ observables
+    def _observables(self, x, res: _MapResult, alpha, residuals, it) -> FixedPoint:
+        mod = self.module
+        xhat = res.xhat
+        psi_t = float(mod.trace_potential(x, xhat))
+        psi_w = float(mod.entropic_potential(xhat, self.p))
+        phi = psi_t + psi_w + alpha * res.psi_y
+        eps, eps_err = self.test_error(x)
+        # Quadrature error estimate: residual of this state under the companion rule.
+        try:
+            comp = self.evaluate_map(x, alpha, rule=self.rule.companion(), use_warm=False)
+            qres = float(np.linalg.norm((comp.x_new - x)[self.free]) / max(np.linalg.norm(x[self.free]), 1e-12))
+        except InvalidStateError:
+            qres = float("nan")
+        x_rep, xh_rep = self._fix_signs(x, xhat)
+        return FixedPoint(
+            model=mod.MODEL, branch=self.branch, alpha=float(alpha), parameters=self.parameter_dict,
+            order=dict(zip(self.names, x_rep.tolist())), conjugates=dict(zip(self.conj_names, xh_rep.tolist())),
+            phi=phi, psi_t=psi_t, psi_w=psi_w, psi_y=res.psi_y, eps_g=eps, eps_g_error=eps_err,
+            train_loss=-phi, converged=True, iterations=it, residual=residuals[-1], residuals=residuals,
+            quadrature=self.rule.describe(), quadrature_residual=qres,
+            prox_disagree=res.n_disagree, prox_failed=res.n_failed)
+
+    def _fix_signs(self, x: np.ndarray, xhat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Flip ``m`` / ``theta`` (and conjugates) to the sign convention ``m, theta >= 0``."""
+        x, xhat = x.copy(), xhat.copy()
+        for fam in getattr(self.module, "SIGN_FLIPS", ()):
+            idx = self.module.FAMILIES.get(fam, [])
+            if idx and x[idx[0]] < 0:
+                x[idx] *= -1
+                xhat[idx] *= -1
+        return x, xhat
+
+    def test_error(self, x: np.ndarray) -> tuple[float, float]:
+        """``eps_g = E l(m + g, h*)`` (no proximal step) and a two-order error estimate."""
+        x = np.asarray(x, dtype=float)
+        with np.errstate(over="ignore", under="ignore"):
+            fine = float(self.test_rule.expect(self.module.test_loss(self.test_rule.nodes, x, self.p)))
+            comp = self.test_rule.companion()
+            coarse = float(comp.expect(self.module.test_loss(comp.nodes, x, self.p)))
+        return fine, abs(fine - coarse)
+
+
+def linear_baseline(module: ModuleType, parameters: Mapping[str, float] | None = None,
+                    order: int = 40) -> tuple[float, float]:
+    """``eps_g^lin = 1/2 sum_{l,k} rho_bar_k Var[T(h*)_{lk}]`` with ``h*_l ~ N(0, rho_l)`` (Result 5.1).
+
+    Returns the value and a two-order quadrature error estimate. Needs a model with a target.
+    """
+    if not getattr(module, "HAS_TARGET", False):
+        raise ParameterError("model", f"{module.MODEL} declares no target T(h*); no linear baseline")
+    solver = Solver(module, parameters)
+    p = solver.p
+    L = module.L
+    dim = L * module.R_T
+
+    def value(n: int) -> float:
+        rule = gauss_hermite(dim, n) if dim <= 4 else default_rule(dim, "high")
+        with np.errstate(over="ignore", under="ignore"):
+            T = module.target_entries(rule.nodes, p).reshape(L, L, -1)
+        mean = T @ rule.weights
+        var = ((T - mean[..., None]) ** 2) @ rule.weights
+        rb = np.asarray(module.rho_bar(p))
+        return float(0.5 * np.sum(var * rb[None, :]))
+
+    fine = value(order)
+    return fine, abs(fine - value(max(4, order * 2 // 3)))
+
+
+def solve(module: ModuleType, alpha: float, branch: str | None = None,
+          parameters: Mapping[str, float] | None = None, **kwargs) -> FixedPoint:
+    """Convenience wrapper: ``Solver(module, parameters, branch, **kwargs).solve(alpha)``."""
+    return Solver(module, parameters, branch, **kwargs).solve(alpha)
+
+
+def order_vector(module: ModuleType, values: Mapping[str, float] | Sequence[float]) -> np.ndarray:
+    """An order-parameter vector in ``module.ORDER_PARAMETERS`` order from a mapping or sequence."""
+    if isinstance(values, Mapping):
+        return np.array([float(values[n]) for n in module.ORDER_PARAMETERS])
+    return np.asarray(values, dtype=float)
