@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from .errors import ConvergenceError, InvalidStateError, ParameterError
-from .prox import prox
+from .integrators import EnergeticAverage, EnergeticIntegrator, QuadratureIntegrator
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
 
 
@@ -94,7 +94,7 @@ class _MapResult:
     x_new: np.ndarray
     xhat: np.ndarray
     psi_y: float
-    h: np.ndarray
+    h: object
     n_disagree: int
     n_failed: int
 
@@ -111,7 +111,8 @@ class Solver:
     branch:
         ``None``/``"free"`` or one of ``module.BRANCHES``.
     rule:
-        Quadrature rule for the energetic average (default :func:`default_rule`).
+        Quadrature rule for the energetic average (default :func:`default_rule`), or any
+        :class:`~replica.integrators.EnergeticIntegrator`.
     test_rule:
         Rule for ``eps_g`` (no proximal step, so a finer rule is cheap).
     tol:
@@ -125,7 +126,7 @@ class Solver:
     """
 
     def __init__(self, module: ModuleType, parameters: Mapping[str, float] | None = None,
-                 branch: str | None = None, rule: QuadratureRule | None = None,
+                 branch: str | None = None, rule: QuadratureRule | EnergeticIntegrator | None = None,
                  test_rule: QuadratureRule | None = None, tol: float = 1e-8, max_iter: int = 500,
                  damping: float = 0.8, anderson: int = 6, prox_tol: float = 1e-12,
                  verbose: bool = False):
@@ -143,9 +144,10 @@ class Solver:
             self.pinned[module.FAMILIES.get(fam, [])] = True
         self.free = ~self.pinned
         dim = len(module.GAUSSIANS)
-        self.rule = rule or default_rule(dim)
+        rule = rule or default_rule(dim)
+        self.integrator = QuadratureIntegrator(rule) if isinstance(rule, QuadratureRule) else rule
         self.test_rule = test_rule or (gauss_hermite(dim, 24) if dim <= 4 else default_rule(dim, "high"))
-        if self.rule.dim != dim or self.test_rule.dim != dim:
+        if self.integrator.dim != dim or self.test_rule.dim != dim:
             raise ParameterError("rule", f"quadrature dimension must be {dim} for {module.MODEL}")
         if not 0 <= damping < 1:
             raise ParameterError("damping", f"must be in [0, 1), got {damping}")
@@ -215,20 +217,14 @@ class Solver:
         return bool(np.all(vals > 0))
 
     # ------------------------------------------------------------ the map
-    def energetic(self, x: np.ndarray, alpha: float, rule: QuadratureRule | None = None,
-                  warm: np.ndarray | None = None, multistart: bool = True
-                  ) -> tuple[np.ndarray, float, np.ndarray, int, int]:
-        """``(grad_x Psi_y, Psi_y, argmin h, n_disagree, n_failed)`` by quadrature."""
-        rule = rule or self.rule
-        mod = self.module
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            res = prox(mod, rule.nodes, x, self.p, warm=warm, tol=self.prox_tol, multistart=multistart)
-            G = mod.bracket_parameter_gradient(res.h, rule.nodes, x, self.p)
-        grad = -rule.expect(G)
-        psi_y = -float(rule.expect(res.value))
-        return grad, psi_y, res.h, res.n_disagree, res.n_failed
+    def energetic(self, x: np.ndarray, integrator: EnergeticIntegrator | None = None,
+                  warm=None, multistart: bool = True) -> EnergeticAverage:
+        """``dPsi_y/dx``, ``Psi_y`` and the minimisers by the (default) integrator."""
+        integrator = integrator or self.integrator
+        return integrator.average(self.module, x, self.p, warm=warm, multistart=multistart,
+                                  prox_tol=self.prox_tol)
 
-    def evaluate_map(self, x: np.ndarray, alpha: float, rule: QuadratureRule | None = None,
+    def evaluate_map(self, x: np.ndarray, alpha: float, integrator: EnergeticIntegrator | None = None,
                      use_warm: bool = True, multistart: bool = True) -> _MapResult:
         """One application of the saddle-point map ``x -> x_new`` (pinned entries stay 0).
 
@@ -237,11 +233,12 @@ class Solver:
         iterations always use every start, so the global minimum is what converges.
         """
         self.check_state(x)
-        same_rule = rule is None or rule is self.rule
-        warm = self._warm if (use_warm and same_rule) else None
-        grad, psi_y, h, nd, nf = self.energetic(x, alpha, rule, warm, multistart)
-        if same_rule:
-            self._warm = h
+        same = integrator is None or integrator is self.integrator
+        warm = self._warm if (use_warm and same) else None
+        avg = self.energetic(x, integrator, warm, multistart)
+        if same:
+            self._warm = avg.state
+        grad = np.array(avg.grad, dtype=float)
         grad[self.pinned] = 0.0
         xhat = np.asarray(self.module.energetic_update(grad, alpha), dtype=float)
         xhat[self.pinned] = 0.0  # conjugate entries are paired one-to-one with order entries
@@ -251,7 +248,7 @@ class Solver:
             raise InvalidStateError("entropic_update", "produced a non-finite state "
                                     "(is lambda + A positive definite?)",
                                     dict(zip(self.conj_names, xhat.tolist())))
-        return _MapResult(x_new, xhat, psi_y, h, nd, nf)
+        return _MapResult(x_new, xhat, avg.psi_y, avg.state, avg.n_disagree, avg.n_failed)
 
     # ------------------------------------------------------------ iteration
     def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None) -> FixedPoint:
@@ -348,7 +345,7 @@ class Solver:
         eps, eps_err = self.test_error(x)
         # Quadrature error estimate: residual of this state under the companion rule.
         try:
-            comp = self.evaluate_map(x, alpha, rule=self.rule.companion(), use_warm=False)
+            comp = self.evaluate_map(x, alpha, integrator=self.integrator.companion(), use_warm=False)
             qres = float(np.linalg.norm((comp.x_new - x)[self.free]) / max(np.linalg.norm(x[self.free]), 1e-12))
         except InvalidStateError:
             qres = float("nan")
@@ -358,7 +355,7 @@ class Solver:
             order=dict(zip(self.names, x_rep.tolist())), conjugates=dict(zip(self.conj_names, xh_rep.tolist())),
             phi=phi, psi_t=psi_t, psi_w=psi_w, psi_y=res.psi_y, eps_g=eps, eps_g_error=eps_err,
             train_loss=-phi, converged=True, iterations=it, residual=residuals[-1], residuals=residuals,
-            quadrature=self.rule.describe(), quadrature_residual=qres,
+            quadrature=self.integrator.describe(), quadrature_residual=qres,
             prox_disagree=res.n_disagree, prox_failed=res.n_failed)
 
     def _fix_signs(self, x: np.ndarray, xhat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
