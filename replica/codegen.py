@@ -40,6 +40,7 @@ import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
 
 from .derivation import Derivation
+from .errors import DeclarationError
 from .order_parameters import ORDER_FAMILIES
 from .symbolic import cholesky_lower
 
@@ -87,21 +88,22 @@ class NumpyBackend(Backend):
         return self.printer.doprint(e)
 
     def function(self, name, args, outputs, doc, node_args=()):
-        """``outputs`` is a list of output blocks (each a list of expressions).
+        """``outputs`` is a list of output blocks returned in order (a tuple if several).
 
-        A block of one expression is returned as an array (or float); longer blocks are
-        stacked on a new leading axis. Several blocks are returned as a tuple.
+        A block that is a bare expression is returned as an array of the node shape (or
+        a float without node arguments); a block that is a list is stacked on a new
+        leading axis, even when it has a single entry.
         """
-        flat = [e for block in outputs for e in block]
+        blocks = [b if isinstance(b, list) else [b] for b in outputs]
+        stacked = [isinstance(b, list) for b in outputs]
+        flat = [sp.sympify(e) for block in blocks for e in block]
         replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_t"), optimizations="basic")
         lines = [f"def {name}({', '.join(a for a, _ in args)}):", textwrap.indent(f'"""{doc}"""', "    ")]
         used = set().union(*[e.free_symbols for e in flat]) if flat else set()
         used |= set().union(*[e.free_symbols for _, e in replacements]) if replacements else set()
         for arg, syms in args:
             syms = list(syms)
-            if not syms:
-                continue
-            if not any(s in used for s in syms):
+            if not syms or not any(s in used for s in syms):
                 continue
             names = [s.name if s in used else "_" for s in syms]
             target = ", ".join(names) + ("," if len(names) == 1 else "")
@@ -113,34 +115,42 @@ class NumpyBackend(Backend):
             lines.append(f"    {s.name} = {self._p(e)}")
         pos = 0
         results = []
-        for bi, block in enumerate(outputs):
+        for bi, (block, is_stack) in enumerate(zip(blocks, stacked)):
             exprs = reduced[pos:pos + len(block)]
             pos += len(block)
             var = f"_out{bi}"
-            if len(block) == 1 and not node_args:
-                lines.append(f"    {var} = {self._p(exprs[0])}")
-            else:
-                shape = f"({len(block)},) + _shape" if node_args else f"({len(block)},)"
-                if len(block) == 1:
-                    shape = "_shape"
-                    lines.append(f"    {var} = np.empty({shape})")
+            if not is_stack:
+                if node_args:
+                    lines.append(f"    {var} = np.empty(_shape)")
                     lines.append(f"    {var}[...] = {self._p(exprs[0])}")
                 else:
-                    lines.append(f"    {var} = np.empty({shape})")
-                    for i, e in enumerate(exprs):
-                        lines.append(f"    {var}[{i}] = {self._p(e)}")
+                    lines.append(f"    {var} = {self._p(exprs[0])}")
+            else:
+                shape = f"({len(block)},) + _shape" if node_args else f"({len(block)},)"
+                lines.append(f"    {var} = np.empty({shape})")
+                for i, e in enumerate(exprs):
+                    lines.append(f"    {var}[{i}] = {self._p(e)}")
             results.append(var)
         lines.append(f"    return {', '.join(results)}")
         return "\n".join(lines) + "\n"
 
 
 def _check_names(symbols: Sequence[sp.Symbol]) -> None:
+    """Every symbol is printed verbatim: it must be an identifier that clashes with nothing.
+
+    Function arguments of the generated code are ``_x, _p, _h, ...`` and helpers start
+    with ``_``, so user names only need to avoid ``_``-prefixes, ``np`` and ``alpha``.
+    """
+    seen: dict[str, sp.Symbol] = {}
     for s in symbols:
         if not s.name.isidentifier() or keyword.iskeyword(s.name) or s.name.startswith("_") \
-                or s.name in ("np", "x", "xhat", "p", "h", "z", "alpha", "dpsi_y"):
-            if s.name == "alpha":
-                continue
-            raise ValueError(f"symbol name {s.name!r} cannot be used in generated code; rename it")
+                or s.name in ("np", "alpha"):
+            raise DeclarationError(f"symbol name {s.name!r} cannot be used in generated code "
+                                   "(need an identifier, not a keyword, not starting with '_', "
+                                   "not 'np' or 'alpha'); rename it")
+        if s.name in seen and seen[s.name] != s:
+            raise DeclarationError(f"two different symbols are both named {s.name!r}; rename one")
+        seen[s.name] = s
 
 
 def source_hash(derivation: Derivation) -> str:
@@ -167,11 +177,11 @@ def generate_module(derivation: Derivation, backend: Backend | None = None) -> s
     _check_names([*x_syms, *xh_syms, *params, *h_syms, *z_syms])
     placeholders = [d.gradient_placeholders[s] for s in x_syms]
 
-    x_arg = ("x", x_syms)
-    xh_arg = ("xhat", xh_syms)
-    p_arg = ("p", params)
-    h_arg = ("h", h_syms)
-    z_arg = ("z", z_syms)
+    x_arg = ("_x", x_syms)
+    xh_arg = ("_xhat", xh_syms)
+    p_arg = ("_p", params)
+    h_arg = ("_h", h_syms)
+    z_arg = ("_z", z_syms)
     B = env.full_bracket
     grad = [sp.diff(B, s) for s in h_syms]
     hess = [sp.diff(g, s) for g in grad for s in h_syms]
@@ -186,30 +196,30 @@ def generate_module(derivation: Derivation, backend: Backend | None = None) -> s
         "entropic_update", [xh_arg, p_arg], [[eq.rhs for eq in sp_eqs.entropic]],
         "Order parameters from conjugates: x = -K^{-T} grad_xhat Psi_w (closed form)."))
     chunks.append(backend.function(
-        "entropic_potential", [xh_arg, p_arg], [[d.entropic_potential]],
+        "entropic_potential", [xh_arg, p_arg], [d.entropic_potential],
         "Psi_w(xhat)."))
     chunks.append(backend.function(
-        "energetic_update", [("dpsi_y", placeholders), ("alpha", [])],
+        "energetic_update", [("_dpsi_y", placeholders), ("alpha", [])],
         [[eq.rhs for eq in sp_eqs.energetic]],
         "Conjugates from dPsi_y/dx: xhat = -alpha K^{-1} grad_x Psi_y."))
     chunks.append(backend.function(
-        "trace_potential", [x_arg, xh_arg], [[d.trace_potential]], "Psi_t(x, xhat)."))
+        "trace_potential", [x_arg, xh_arg], [d.trace_potential], "Psi_t(x, xhat)."))
     chunks.append(backend.function(
-        "bracket", [h_arg, z_arg, x_arg, p_arg], [[B]],
-        "The Moreau bracket F(h; omega, h*, V) at every node.", node_args=("h", "z")))
+        "bracket", [h_arg, z_arg, x_arg, p_arg], [B],
+        "The Moreau bracket F(h; omega, h*, V) at every node.", node_args=("_h", "_z")))
     chunks.append(backend.function(
-        "bracket_newton", [h_arg, z_arg, x_arg, p_arg], [[B], grad, hess],
-        "F, dF/dh (PROX_DIM, ...) and d2F/dh2 flattened (PROX_DIM**2, ...).", node_args=("h", "z")))
+        "bracket_newton", [h_arg, z_arg, x_arg, p_arg], [B, grad, hess],
+        "F, dF/dh (PROX_DIM, ...) and d2F/dh2 flattened (PROX_DIM**2, ...).", node_args=("_h", "_z")))
     chunks.append(backend.function(
         "bracket_parameter_gradient", [h_arg, z_arg, x_arg, p_arg], [[pgrad[ph] for ph in placeholders]],
-        "dF/dx at fixed h, for every order parameter (envelope theorem).", node_args=("h", "z")))
+        "dF/dx at fixed h, for every order parameter (envelope theorem).", node_args=("_h", "_z")))
     chunks.append(backend.function(
         "prox_starts", [z_arg, x_arg, p_arg], [[e for s in starts for e in s]],
-        "Starting points of the inner minimisation, shape (S * PROX_DIM, ...).", node_args=("z",)))
+        "Starting points of the inner minimisation, shape (S * PROX_DIM, ...).", node_args=("_z",)))
     chunks.append(backend.function(
-        "test_loss", [z_arg, x_arg, p_arg], [[test_loss]],
+        "test_loss", [z_arg, x_arg, p_arg], [test_loss],
         "The loss at h = omega (h - m ~ N(0, q) correlated with h*): integrand of eps_g.",
-        node_args=("z",)))
+        node_args=("_z",)))
     chunks.append(backend.function(
         "validity", [x_arg, p_arg], [list(d.validity.values())],
         "Quantities that must be positive (principal minors), named in VALIDITY."))
@@ -225,9 +235,9 @@ def generate_module(derivation: Derivation, backend: Backend | None = None) -> s
             for k in range(m.r_t):
                 subs[m.hstar[l, k]] = hs_l[k]
         chunks.append(backend.function(
-            "target_entries", [("z", eta_syms), p_arg], [[e.subs(subs) for e in m.target]],
+            "target_entries", [("_z", eta_syms), p_arg], [[e.subs(subs) for e in m.target]],
             "T(h*) entries (row-major) with h*_l = rho_l^{1/2} eta_l, for the linear baseline.",
-            node_args=("z",)))
+            node_args=("_z",)))
     chunks.append(backend.function(
         "rho_bar", [p_arg], [[m.data.rho_bar(l) for l in range(m.L)]],
         "rho_bar_l = tr Sigma_l / d for every token."))

@@ -39,10 +39,10 @@ SIGN_FLIPS = ('m', 'theta')
 CONSTRAINTS = (('A', 'row 1 must sum to 1', '=='), ('A', 'row 2 must sum to 1', '=='), ('A', 'entries must be >= 0', '>='), ('A', 'entries must be >= 0', '>='), ('A', 'entries must be >= 0', '>='), ('A', 'entries must be >= 0', '>='))
 
 
-def entropic_update(xhat, p):
+def entropic_update(_xhat, _p):
     """Order parameters from conjugates: x = -K^{-T} grad_xhat Psi_w (closed form)."""
-    qhat, Vhat, mhat, thetahat = xhat
-    _, sigma, lam, _, _, _, _ = p
+    qhat, Vhat, mhat, thetahat = _xhat
+    _, sigma, lam, _, _, _, _ = _p
     _t0 = sigma**2
     _t1 = Vhat*_t0 + lam
     _t2 = sigma**4
@@ -55,18 +55,18 @@ def entropic_update(xhat, p):
     return _out0
 
 
-def entropic_potential(xhat, p):
+def entropic_potential(_xhat, _p):
     """Psi_w(xhat)."""
-    qhat, Vhat, mhat, thetahat = xhat
-    _, sigma, lam, _, _, _, _ = p
+    qhat, Vhat, mhat, thetahat = _xhat
+    _, sigma, lam, _, _, _, _ = _p
     _t0 = sigma**2
     _out0 = (1/2)*(_t0*qhat + mhat**2 + sigma**4*thetahat**2)/(Vhat*_t0 + lam)
     return _out0
 
 
-def energetic_update(dpsi_y, alpha):
+def energetic_update(_dpsi_y, alpha):
     """Conjugates from dPsi_y/dx: xhat = -alpha K^{-1} grad_x Psi_y."""
-    dPsi_y__q, dPsi_y__V, dPsi_y__m, dPsi_y__theta = dpsi_y
+    dPsi_y__q, dPsi_y__V, dPsi_y__m, dPsi_y__theta = _dpsi_y
     _t0 = 2*alpha
     _out0 = np.empty((4,))
     _out0[0] = _t0*dPsi_y__V
@@ -76,21 +76,21 @@ def energetic_update(dpsi_y, alpha):
     return _out0
 
 
-def trace_potential(x, xhat):
+def trace_potential(_x, _xhat):
     """Psi_t(x, xhat)."""
-    q, V, m, theta = x
-    qhat, Vhat, mhat, thetahat = xhat
+    q, V, m, theta = _x
+    qhat, Vhat, mhat, thetahat = _xhat
     _out0 = -1/2*V*qhat + (1/2)*Vhat*q - m*mhat - theta*thetahat
     return _out0
 
 
-def bracket(h, z, x, p):
+def bracket(_h, _z, _x, _p):
     """The Moreau bracket F(h; omega, h*, V) at every node."""
-    h_1, h_2 = h
-    xi_1, xi_2, eta_1, eta_2 = z
-    q, V, m, theta = x
-    omega, sigma, _, A_11, A_12, A_21, A_22 = p
-    _shape = np.broadcast_shapes(np.shape(h[0]), np.shape(z[0]))
+    h_1, h_2 = _h
+    xi_1, xi_2, eta_1, eta_2 = _z
+    q, V, m, theta = _x
+    omega, sigma, _, A_11, A_12, A_21, A_22 = _p
+    _shape = np.broadcast_shapes(np.shape(_h[0]), np.shape(_z[0]))
     _t0 = V**(-1.0)
     _t1 = np.sqrt(q)
     _t2 = sigma**2
@@ -110,13 +110,13 @@ def bracket(h, z, x, p):
     return _out0
 
 
-def bracket_newton(h, z, x, p):
+def bracket_newton(_h, _z, _x, _p):
     """F, dF/dh (PROX_DIM, ...) and d2F/dh2 flattened (PROX_DIM**2, ...)."""
-    h_1, h_2 = h
-    xi_1, xi_2, eta_1, eta_2 = z
-    q, V, m, theta = x
-    omega, sigma, _, A_11, A_12, A_21, A_22 = p
-    _shape = np.broadcast_shapes(np.shape(h[0]), np.shape(z[0]))
+    h_1, h_2 = _h
+    xi_1, xi_2, eta_1, eta_2 = _z
+    q, V, m, theta = _x
+    omega, sigma, _, A_11, A_12, A_21, A_22 = _p
+    _shape = np.broadcast_shapes(np.shape(_h[0]), np.shape(_z[0]))
     _t0 = V**(-1.0)
     _t1 = np.sqrt(q)
     _t2 = -_t1*xi_2 + h_2 + m
@@ -216,13 +216,13 @@ def bracket_newton(h, z, x, p):
     return _out0, _out1, _out2
 
 
-def bracket_parameter_gradient(h, z, x, p):
+def bracket_parameter_gradient(_h, _z, _x, _p):
     """dF/dx at fixed h, for every order parameter (envelope theorem)."""
-    h_1, h_2 = h
-    xi_1, xi_2, eta_1, eta_2 = z
-    q, V, m, theta = x
-    omega, sigma, _, A_11, A_12, A_21, A_22 = p
-    _shape = np.broadcast_shapes(np.shape(h[0]), np.shape(z[0]))
+    h_1, h_2 = _h
+    xi_1, xi_2, eta_1, eta_2 = _z
+    q, V, m, theta = _x
+    omega, sigma, _, A_11, A_12, A_21, A_22 = _p
+    _shape = np.broadcast_shapes(np.shape(_h[0]), np.shape(_z[0]))
     _t0 = V**(-1.0)
     _t1 = np.sqrt(q)
     _t2 = _t1*xi_1 - h_1
@@ -281,11 +281,11 @@ def bracket_parameter_gradient(h, z, x, p):
     return _out0
 
 
-def prox_starts(z, x, p):
+def prox_starts(_z, _x, _p):
     """Starting points of the inner minimisation, shape (S * PROX_DIM, ...)."""
-    xi_1, xi_2, _, _ = z
-    q, _, m, _ = x
-    _shape = np.broadcast_shapes(np.shape(z[0]))
+    xi_1, xi_2, _, _ = _z
+    q, _, m, _ = _x
+    _shape = np.broadcast_shapes(np.shape(_z[0]))
     _t0 = np.sqrt(q)
     _t1 = _t0*xi_1 + m
     _t2 = -_t0*xi_2 + m
@@ -299,12 +299,12 @@ def prox_starts(z, x, p):
     return _out0
 
 
-def test_loss(z, x, p):
+def test_loss(_z, _x, _p):
     """The loss at h = omega (h - m ~ N(0, q) correlated with h*): integrand of eps_g."""
-    xi_1, xi_2, eta_1, eta_2 = z
-    q, _, m, theta = x
-    omega, sigma, _, A_11, A_12, A_21, A_22 = p
-    _shape = np.broadcast_shapes(np.shape(z[0]))
+    xi_1, xi_2, eta_1, eta_2 = _z
+    q, _, m, theta = _x
+    omega, sigma, _, A_11, A_12, A_21, A_22 = _p
+    _shape = np.broadcast_shapes(np.shape(_z[0]))
     _t0 = sigma**2
     _t1 = np.sqrt(q)
     _t2 = _t1*xi_1
@@ -326,10 +326,10 @@ def test_loss(z, x, p):
     return _out0
 
 
-def validity(x, p):
+def validity(_x, _p):
     """Quantities that must be positive (principal minors), named in VALIDITY."""
-    q, V, _, theta = x
-    _, sigma, _, _, _, _, _ = p
+    q, V, _, theta = _x
+    _, sigma, _, _, _, _, _ = _p
     _out0 = np.empty((3,))
     _out0[0] = q
     _out0[1] = V
@@ -337,11 +337,11 @@ def validity(x, p):
     return _out0
 
 
-def target_entries(z, p):
+def target_entries(_z, _p):
     """T(h*) entries (row-major) with h*_l = rho_l^{1/2} eta_l, for the linear baseline."""
-    eta_1, eta_2 = z
-    omega, sigma, _, A_11, A_12, A_21, A_22 = p
-    _shape = np.broadcast_shapes(np.shape(z[0]))
+    eta_1, eta_2 = _z
+    omega, sigma, _, A_11, A_12, A_21, A_22 = _p
+    _shape = np.broadcast_shapes(np.shape(_z[0]))
     _t0 = omega - 1
     _t1 = eta_1 - eta_2
     _t2 = -_t1
@@ -356,9 +356,9 @@ def target_entries(z, p):
     return _out0
 
 
-def rho_bar(p):
+def rho_bar(_p):
     """rho_bar_l = tr Sigma_l / d for every token."""
-    _, sigma, _, _, _, _, _ = p
+    _, sigma, _, _, _, _, _ = _p
     _t0 = sigma**2
     _out0 = np.empty((2,))
     _out0[0] = _t0
@@ -366,9 +366,9 @@ def rho_bar(p):
     return _out0
 
 
-def parameter_checks(p):
+def parameter_checks(_p):
     """lhs - rhs of every parameter constraint (see CONSTRAINTS)."""
-    _, _, _, A_11, A_12, A_21, A_22 = p
+    _, _, _, A_11, A_12, A_21, A_22 = _p
     _out0 = np.empty((6,))
     _out0[0] = A_11 + A_12 - 1
     _out0[1] = A_21 + A_22 - 1
