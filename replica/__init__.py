@@ -2,24 +2,38 @@
 
 Declare a :class:`Model`, derive it with :class:`Derivation`, export LaTeX with
 :func:`replica.latex.write_latex`, generate a numeric module with
-:func:`replica.codegen.generate_module`, and solve it with :class:`replica.solver.Solver`.
+:func:`replica.codegen.write_module`, and solve it with :class:`replica.solver.Solver`.
+
+The symbolic names below are imported lazily, so that solving a generated module
+(``replica.solver``) never imports sympy.
 """
-from .data import SpectralAtom, TokenStatistics
-from .derivation import Derivation, Equation, SaddlePoint
-from .errors import (ConvergenceError, DeclarationError, InvalidStateError, ParameterError,
-                     ReplicaError)
-from .model import Constraint, Domain, Model, row_stochastic
-from .order_parameters import OrderParameters, TokenReduction
-from .regularizers import L2, Regularizer, SeparableRegularizer
-from .symbolic import (cholesky_lower, fields, matrix_parameter, parameter, softmax_rows,
-                       symbol, teacher_fields)
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Model", "Domain", "Constraint", "row_stochastic", "Derivation", "Equation", "SaddlePoint", "TokenStatistics", "SpectralAtom",
-    "OrderParameters", "TokenReduction", "L2", "Regularizer", "SeparableRegularizer",
-    "fields", "teacher_fields", "parameter", "matrix_parameter", "softmax_rows", "symbol",
-    "cholesky_lower", "ReplicaError", "DeclarationError", "ParameterError", "InvalidStateError",
-    "ConvergenceError",
-]
+_EXPORTS = {
+    "SpectralAtom": "data", "TokenStatistics": "data",
+    "Derivation": "derivation", "Equation": "derivation", "SaddlePoint": "derivation",
+    "ConvergenceError": "errors", "DeclarationError": "errors", "InvalidStateError": "errors",
+    "ParameterError": "errors", "ReplicaError": "errors",
+    "Constraint": "model", "Domain": "model", "Model": "model", "row_stochastic": "model",
+    "OrderParameters": "order_parameters", "TokenReduction": "order_parameters",
+    "L2": "regularizers", "Regularizer": "regularizers", "SeparableRegularizer": "regularizers",
+    "cholesky_lower": "symbolic", "fields": "symbolic", "matrix_parameter": "symbolic",
+    "parameter": "symbolic", "softmax_rows": "symbolic", "symbol": "symbolic", "teacher_fields": "symbolic",
+    "Solver": "solver", "FixedPoint": "solver", "linear_baseline": "solver",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module 'replica' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

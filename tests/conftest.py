@@ -1,0 +1,28 @@
+"""Shared fixtures: the generated modules are imported once (they need no sympy)."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def attention():
+    from derivations.generated import attention_tied
+
+    return attention_tied
+
+
+@pytest.fixture(scope="session")
+def ridge():
+    from derivations.generated import ridge
+
+    return ridge
+
+
+@pytest.fixture(autouse=True)
+def _quiet_overflow():
+    # Saturated softmax exponentials overflow harmlessly in the generated code.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
