@@ -24,6 +24,16 @@ The generated module's contract (names are stable, see :data:`MODULE_API`):
 * if the model has a target ``T``: ``target_entries(z, p)`` (``T(h*)`` entries with
   ``h*_l = rho_l^{1/2} eta_l``, ``z = eta``), ``rho_bar(p)``.
 
+* ``SYMMETRIES``: ``(families, gaussian indices)`` pairs: with those families pinned to
+  zero, flipping the sign of those ``z`` entries leaves the minimum of the bracket and the
+  other families' ``dF/dx`` unchanged (THEORY §5; used to fold quadrature rules);
+* per-node scalar code (generator >= 1.1, :data:`NODE_API`, see :class:`NodeBackend` and
+  :mod:`replica.kernels`): ``N_CONSTANTS``, ``node_constants(z, x, p, c)``,
+  ``node_bracket_newton(h, c, g, H) -> F``, ``node_parameter_gradient(h, z, x, p, G)``,
+  ``node_starts(z, x, p, out)``, ``node_test_loss(z, x, p)`` and the generic fused
+  kernels ``node_prox_average`` / ``node_test_average``. Plain Python over ``math``;
+  compiled with numba when it is installed.
+
 Arrays: ``x``/``xhat`` are 1-d in ``ORDER_PARAMETERS``/``CONJUGATES`` order, ``p`` in
 ``PARAMETERS`` order; ``h`` has shape ``(PROX_DIM, ...)`` and ``z`` shape
 ``(len(GAUSSIANS), ...)`` with broadcastable trailing node axes.
@@ -38,17 +48,26 @@ from typing import Sequence
 
 import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
+from sympy.printing.pycode import PythonCodePrinter
 
 from .derivation import Derivation
 from .errors import DeclarationError
+from .kernels import GENERIC_KERNELS
 from .order_parameters import ORDER_FAMILIES
+from .potentials import gaussian_symbols
 from .symbolic import cholesky_lower
 
-GENERATOR_VERSION = "1.0.0"
+GENERATOR_VERSION = "1.1.0"
 
 MODULE_API = (
     "entropic_update", "entropic_potential", "energetic_update", "trace_potential", "bracket",
     "bracket_newton", "bracket_parameter_gradient", "prox_starts", "test_loss", "validity",
+)
+
+#: per-node scalar functions (generator >= 1.1, see :class:`NodeBackend` and replica.kernels)
+NODE_API = (
+    "node_constants", "node_bracket_newton", "node_parameter_gradient", "node_starts",
+    "node_test_loss", "node_direction", "node_newton", "node_prox_average", "node_test_average",
 )
 
 
@@ -135,6 +154,171 @@ class NumpyBackend(Backend):
         return "\n".join(lines) + "\n"
 
 
+_E = sp.Function("_E")  # capped exponential in per-node code (printed as _sexp)
+
+
+def _share_exponentials(expr: sp.Expr) -> sp.Expr:
+    """``exp(k u) -> _E(u)**k`` for integers ``k >= 2``, every other ``exp(u) -> _E(u)``.
+
+    Second derivatives of a softmax produce both ``exp(u)`` and ``exp(2u)``; written as
+    powers of one ``_E(u)`` common-subexpression elimination computes one exponential.
+    (sympy would fold ``exp(u)**2`` back into ``exp(2u)``, hence the opaque ``_E``.)
+    """
+    def repl(e):
+        k, rest = e.args[0].as_content_primitive()
+        if k.is_Integer and k >= 2:
+            return _E(rest) ** int(k)
+        return _E(e.args[0])
+
+    return expr.replace(lambda e: isinstance(e, sp.exp), repl)
+
+
+_R = sp.Function("_R")  # reciprocal in per-node code (printed as 1.0/(...))
+
+
+def _share_reciprocals(expr: sp.Expr) -> sp.Expr:
+    """``b**(-n) -> _R(b)**n`` for integers ``n >= 1``: one division per denominator.
+
+    Derivatives of ``1/(1 + e^u)`` contain ``(1 + e^u)^{-1}, ^{-2}, ^{-3}, ^{-4}``; written as
+    powers of one reciprocal, CSE turns three of the four divisions into products.
+    """
+    def repl(e):
+        return _R(e.base) ** int(-e.exp)
+
+    return expr.replace(lambda e: isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp < 0, repl)
+
+
+def _hoist(expr: sp.Expr, variables: set, table: dict) -> sp.Expr:
+    """Replace the maximal subexpressions of ``expr`` free of ``variables`` by symbols.
+
+    ``table`` maps each hoisted subexpression to its symbol. The terms of a sum or
+    product that do not involve ``variables`` are grouped first, so that e.g. the target
+    ``T(h*)`` inside ``(T(h*) - S(h))^2`` is computed once per node, not at every step.
+    """
+    if expr.is_Atom:
+        return expr
+    if not (expr.free_symbols & variables):
+        if expr not in table:
+            table[expr] = sp.Symbol(f"_k{len(table)}")
+        return table[expr]
+    if expr.is_Add or expr.is_Mul:
+        const = [a for a in expr.args if not (a.free_symbols & variables)]
+        var = [_hoist(a, variables, table) for a in expr.args if a.free_symbols & variables]
+        if len(const) > 1 or (const and not const[0].is_Atom):
+            const = [_hoist(expr.func(*const), variables, table)]
+        return expr.func(*const, *var, evaluate=False)
+    return expr.func(*[_hoist(a, variables, table) for a in expr.args])
+
+
+class _ScalarPrinter(PythonCodePrinter):
+    """Scalar Python (``math``) for one node: what numba compiles into a fused kernel."""
+
+    def _print_Function(self, expr):
+        if expr.func == _E:
+            return f"_sexp({self._print(expr.args[0])})"
+        if expr.func == _R:
+            return f"(1.0/{self.parenthesize(expr.args[0], 1000)})"
+        return super()._print_Function(expr)
+
+    def _print_exp(self, expr):
+        return f"_sexp({self._print(expr.args[0])})"
+
+    def _print_Pow(self, expr, rational=False):
+        b, e = expr.args
+        # Small integer powers of a symbol as products: fast under numba, and never an
+        # OverflowError in plain Python (float ** int raises, float * float gives inf).
+        if e.is_Integer and 2 <= abs(int(e)) <= 4 and b.is_Symbol:
+            prod = "*".join([self._print(b)] * abs(int(e)))
+            return f"({prod})" if e > 0 else f"(1.0/({prod}))"
+        if e == -1:
+            return f"(1.0/{self.parenthesize(b, 1000)})"
+        return super()._print_Pow(expr, rational)
+
+
+class NodeBackend(Backend):
+    """Per-node scalar code for the compiled kernels (see :mod:`replica.kernels`).
+
+    Each function handles one quadrature node: arguments are 1-d sequences (``h``,
+    ``z``, ``x``, ``p``), array outputs are filled in place, scalars are returned. The
+    code is plain Python over ``math``; numba compiles it when available.
+    """
+
+    name = "node"
+
+    def __init__(self) -> None:
+        self.printer = _ScalarPrinter({"fully_qualified_modules": True, "inline": True})
+
+    def _p(self, e: sp.Expr) -> str:
+        return self.printer.doprint(e)
+
+    @staticmethod
+    def _loads(args, used) -> list[str]:
+        lines = []
+        for arg, syms in args:
+            for i, s in enumerate(syms):
+                if s in used:
+                    lines.append(f"    {s.name} = {arg}[{i}]")
+        return lines
+
+    def function(self, name, args, outputs, doc, node_args=()):
+        """``outputs``: list of ``(target, exprs)``; ``target`` None returns the single
+        expression, otherwise the expressions are written into the array argument ``target``."""
+        flat = [_share_reciprocals(_share_exponentials(sp.sympify(e))) for _, block in outputs for e in block]
+        reps, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_t"), optimizations="basic")
+        used = set().union(*[e.free_symbols for e in flat]) if flat else set()
+        targets = [t for t, _ in outputs if t is not None]
+        lines = [f"def {name}({', '.join([a for a, _ in args] + targets)}):", f'    """{doc}"""']
+        lines += self._loads(args, used)
+        lines += [f"    {s.name} = {self._p(e)}" for s, e in reps]
+        lines += self._outputs(outputs, reduced)
+        return "\n".join(lines) + "\n"
+
+    def _outputs(self, outputs, reduced) -> list[str]:
+        lines, ret, pos = [], "0.0", 0
+        for target, block in outputs:
+            exprs = reduced[pos:pos + len(block)]
+            pos += len(block)
+            if target is None:
+                ret = self._p(exprs[0])
+            else:
+                lines += [f"    {target}[{i}] = {self._p(e)}" for i, e in enumerate(exprs)]
+        lines.append(f"    return {ret}")
+        return lines
+
+    def split_function(self, const_name, name, h_args, const_args, outputs, doc_const, doc):
+        """Two functions: ``const_name(*const_args, _c)`` computes, once per node, every
+        subexpression independent of ``h_args`` (see :func:`_hoist`) into ``_c``;
+        ``name(_h, _c, *targets)`` evaluates the outputs for a given ``h``.
+        Returns ``(source, number of constants)``."""
+        hset = set(h_args[1])
+        flat = [_share_exponentials(sp.sympify(e)) for _, block in outputs for e in block]
+        table: dict = {}
+        flat = [_share_reciprocals(_hoist(e, hset, table)) for e in flat]
+        consts = list(table.items())
+        # Constants: the hoisted expressions (one CSE over them, from z, x, p).
+        creps, creduced = sp.cse([_share_reciprocals(e) for e, _ in consts],
+                                 symbols=sp.numbered_symbols("_u"), optimizations="basic")
+        # h-dependent part: one CSE over the outputs (in h and the constant symbols).
+        reps, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_t"), optimizations="basic")
+        used_var = set().union(*[e.free_symbols for e in flat]) if flat else set()
+        const_args_used = [s for _, syms in const_args for s in syms if s in used_var]
+        stored = const_args_used + [k for _, k in consts if k in used_var]
+        used_c = set().union(*[e.free_symbols for e, _ in consts]) if consts else set()
+        lc = [f"def {const_name}({', '.join(a for a, _ in const_args)}, _c):", f'    """{doc_const}"""']
+        lc += self._loads(const_args, used_c | set(const_args_used))
+        lc += [f"    {s.name} = {self._p(e)}" for s, e in creps]
+        lc += [f"    {k.name} = {self._p(e)}" for (_, k), e in zip(consts, creduced) if k in used_var]
+        lc += [f"    _c[{i}] = {s.name}" for i, s in enumerate(stored)]
+        lc.append("    return 0.0")
+        targets = [t for t, _ in outputs if t is not None]
+        lf = [f"def {name}({h_args[0]}, _c, {', '.join(targets)}):", f'    """{doc}"""']
+        lf += [f"    {s.name} = {h_args[0]}[{i}]" for i, s in enumerate(h_args[1]) if s in used_var]
+        lf += [f"    {s.name} = _c[{i}]" for i, s in enumerate(stored)]
+        lf += [f"    {s.name} = {self._p(e)}" for s, e in reps]
+        lf += self._outputs(outputs, reduced)
+        return "\n".join(lc) + "\n\n\n" + "\n".join(lf) + "\n", len(stored)
+
+
 def _check_names(symbols: Sequence[sp.Symbol]) -> None:
     """Every symbol is printed verbatim: it must be an identifier that clashes with nothing.
 
@@ -144,10 +328,10 @@ def _check_names(symbols: Sequence[sp.Symbol]) -> None:
     seen: dict[str, sp.Symbol] = {}
     for s in symbols:
         if not s.name.isidentifier() or keyword.iskeyword(s.name) or s.name.startswith("_") \
-                or s.name in ("np", "alpha"):
+                or s.name in ("np", "math", "alpha"):
             raise DeclarationError(f"symbol name {s.name!r} cannot be used in generated code "
                                    "(need an identifier, not a keyword, not starting with '_', "
-                                   "not 'np' or 'alpha'); rename it")
+                                   "not 'np', 'math' or 'alpha'); rename it")
         if s.name in seen and seen[s.name] != s:
             raise DeclarationError(f"two different symbols are both named {s.name!r}; rename one")
         seen[s.name] = s
@@ -247,6 +431,39 @@ def generate_module(derivation: Derivation, backend: Backend | None = None) -> s
         "parameter_checks", [p_arg], [[c.relation.lhs - c.relation.rhs for c in checks] or [sp.Integer(0)]],
         "lhs - rhs of every parameter constraint (see CONSTRAINTS)."))
 
+    # Per-node scalar code for the compiled kernels (replica.kernels): the same bracket,
+    # derivatives, envelope gradient, starts and test loss, one node at a time.
+    node = NodeBackend()
+    newton_src, n_constants = node.split_function(
+        "node_constants", "node_bracket_newton", ("_h", h_syms), [z_arg, x_arg, p_arg],
+        [(None, [B]), ("_g", grad), ("_H", hess)],
+        "Subexpressions of the bracket that do not depend on h, for one node, into _c.",
+        "F, dF/dh (into _g) and d2F/dh2 (row-major, into _H) at one node from its constants _c.")
+    node_chunks = [newton_src]
+    node_chunks.append(node.function(
+        "node_parameter_gradient", [h_arg, z_arg, x_arg, p_arg], [("_G", [pgrad[ph] for ph in placeholders])],
+        "dF/dx at fixed h for one node (into _G)."))
+    node_chunks.append(node.function(
+        "node_starts", [z_arg, x_arg, p_arg], [("_out", [e for s in starts for e in s])],
+        "Starting points of the inner minimisation for one node (into _out, S * PROX_DIM)."))
+    node_chunks.append(node.function(
+        "node_test_loss", [z_arg, x_arg, p_arg], [(None, [test_loss])],
+        "The loss at h = omega for one node."))
+    node_chunks.append(GENERIC_KERNELS.strip("\n") + "\n")
+
+    # z -> -z symmetries of the bracket (THEORY §5) that hold on a branch: with m = 0 and a
+    # loss even in (h, h*), flipping (xi, eta) maps the minimiser h -> -h and leaves F and
+    # dF/dx (except dF/dm) unchanged; with theta = 0 and a loss even in h*, flipping eta
+    # leaves the bracket itself unchanged (except dF/dtheta).
+    xi_syms, eta_syms_all = gaussian_symbols(m)
+    xi_idx = tuple(z_syms.index(s) for s in xi_syms)
+    eta_idx = tuple(z_syms.index(s) for s in eta_syms_all)
+    symmetries = []
+    if "m" in d.sign_flips:
+        symmetries.append((("m",), tuple(sorted(xi_idx + eta_idx))))
+    if "theta" in d.sign_flips:
+        symmetries.append((("theta",), eta_idx))
+
     families = {}
     idx = 0
     for op in d.order_parameters.order_parameters():
@@ -272,8 +489,10 @@ def generate_module(derivation: Derivation, backend: Backend | None = None) -> s
 
 Model: {m.name}: {m.description}
 Fields: L={m.L}, r={m.r}, r_t={m.r_t}. Numeric module of the replica-symmetric saddle point
-(see replica.codegen for the function contract). Imports numpy only.
+(see replica.codegen for the function contract). Imports numpy (and math) only.
 """
+import math
+
 import numpy as np
 
 EXP_CAP = 300.0
@@ -306,9 +525,26 @@ VALIDITY = {tuple(d.validity.keys())!r}
 HAS_TARGET = {has_target!r}
 SIGN_FLIPS = {d.sign_flips!r}
 CONSTRAINTS = {tuple((c.parameter, c.message, c.relation.rel_op) for c in checks)!r}
+# (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
+# minimum of the bracket and the gradients dF/dx of the other families unchanged.
+SYMMETRIES = {tuple(symmetries)!r}
+'''
+    node_header = f'''# ---------------------------------------------------------------------------------------
+# Per-node kernels: scalar code for one quadrature node (math only) and the generic fused
+# kernels of replica.kernels. Plain Python; replica.kernels.compiled() JIT-compiles them with
+# numba when it is installed (the solver then uses node_prox_average instead of the numpy
+# functions above).
+
+N_CONSTANTS = {n_constants}
+
+
+def _sexp(u):
+    """Scalar exp with the exponent capped at EXP_CAP (see _exp)."""
+    return math.exp(min(u, EXP_CAP))
 '''
     assert set(families) <= set(ORDER_FAMILIES)
-    return header + "\n\n" + "\n\n".join(chunks)
+    return (header + "\n\n" + "\n\n".join(chunks) + "\n\n" + node_header + "\n\n"
+            + "\n\n".join(node_chunks))
 
 
 def write_module(derivation: Derivation, path: str | Path | None = None,

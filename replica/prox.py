@@ -120,18 +120,21 @@ def newton_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.nda
 
 def prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
          warm: np.ndarray | None = None, tol: float = 1e-12, max_iter: int = 50,
-         agree_tol: float = 1e-6, multistart: bool = True) -> ProxResult:
+         agree_tol: float = 1e-6, multistart: bool = True, n_starts: int | None = None) -> ProxResult:
     """Global minimum of the bracket at every node, over the module's starts (and ``warm``).
 
     ``z`` is ``(nz, N)``; ``warm`` an optional ``(D, N)`` previous solution used as an
     extra start (it makes consecutive fixed-point iterations cheap). With
     ``multistart=False`` and a ``warm`` start, only the warm start and ``h = omega``
-    are used.
+    are used. ``n_starts`` (with a ``warm`` start) overrides this: the warm start and
+    the first ``n_starts`` module starts (0: the warm start alone).
     """
     D = module.PROX_DIM
     N = z.shape[1]
     starts = module.prox_starts(z, x, p).reshape(module.N_STARTS, D, N)
-    if not multistart and warm is not None:
+    if n_starts is not None and warm is not None:
+        starts = starts[:max(0, int(n_starts))]
+    elif not multistart and warm is not None:
         starts = starts[:1]
     if warm is not None:
         starts = np.concatenate([warm[None], starts], axis=0)

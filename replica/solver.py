@@ -22,13 +22,15 @@ import math
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import ModuleType
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from .errors import ConvergenceError, InvalidStateError, ParameterError
-from .integrators import EnergeticAverage, EnergeticIntegrator, QuadratureIntegrator
+from .integrators import EnergeticAverage, EnergeticIntegrator, QuadratureIntegrator, fold_nodes
+from .kernels import compiled, resolve_backend
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
 
 
@@ -123,13 +125,23 @@ class Solver:
         Anderson memory (0 disables acceleration).
     verbose:
         Print the residual of every iteration to stderr.
+    error_estimate:
+        Compute the quadrature error estimates of :class:`FixedPoint`
+        (``quadrature_residual``: one extra map evaluation under the companion rule;
+        ``eps_g_error``: ``eps_g`` under a second rule). On by default; turn it off
+        inside continuations and phase diagrams, where only the fixed points matter
+        (the fields are then ``nan``).
+    backend:
+        ``"auto"`` (compiled per-node kernels when numba is importable, see
+        :mod:`replica.kernels`), ``"numba"`` or ``"numpy"``. Only used when ``rule`` is
+        a quadrature rule (or None).
     """
 
     def __init__(self, module: ModuleType, parameters: Mapping[str, float] | None = None,
                  branch: str | None = None, rule: QuadratureRule | EnergeticIntegrator | None = None,
                  test_rule: QuadratureRule | None = None, tol: float = 1e-8, max_iter: int = 500,
                  damping: float = 0.8, anderson: int = 6, prox_tol: float = 1e-12,
-                 verbose: bool = False):
+                 verbose: bool = False, error_estimate: bool = True, backend: str = "auto"):
         self.module = module
         self.names = list(module.ORDER_PARAMETERS)
         self.conj_names = list(module.CONJUGATES)
@@ -144,9 +156,14 @@ class Solver:
             self.pinned[module.FAMILIES.get(fam, [])] = True
         self.free = ~self.pinned
         dim = len(module.GAUSSIANS)
-        rule = rule or default_rule(dim)
-        self.integrator = QuadratureIntegrator(rule) if isinstance(rule, QuadratureRule) else rule
-        self.test_rule = test_rule or (gauss_hermite(dim, 24) if dim <= 4 else default_rule(dim, "high"))
+        self.backend = backend
+        resolve_backend(module, backend)  # validates the name (and availability of "numba")
+        self.symmetries = self._branch_symmetries()
+        rule = rule or _cached_rule("energetic", dim)
+        self.integrator = (QuadratureIntegrator(rule, self.symmetries, backend)
+                           if isinstance(rule, QuadratureRule) else rule)
+        self.test_rule = test_rule or _cached_rule("test", dim)
+        self.error_estimate = bool(error_estimate)
         if self.integrator.dim != dim or self.test_rule.dim != dim:
             raise ParameterError("rule", f"quadrature dimension must be {dim} for {module.MODEL}")
         if not 0 <= damping < 1:
@@ -177,6 +194,17 @@ class Solver:
                 rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
                 raise ParameterError(k, f"must be {rng}, got {p[k]}")
         return np.array([p[k] for k in mod.PARAMETERS], dtype=float)
+
+    def _branch_symmetries(self) -> tuple[tuple[int, ...], ...]:
+        """Sign flips of ``z`` (module ``SYMMETRIES``) valid on this branch: those whose
+        families are pinned to zero (or are not order parameters of the model)."""
+        mod = self.module
+        pinned = set(mod.BRANCHES.get(self.branch, ()))
+        out = []
+        for fams, idx in getattr(mod, "SYMMETRIES", ()):
+            if all(f in pinned or f not in mod.FAMILIES for f in fams):
+                out.append(tuple(idx))
+        return tuple(out)
 
     @property
     def parameter_dict(self) -> dict[str, float]:
@@ -270,21 +298,39 @@ class Solver:
         hist_g: list[np.ndarray] = []
         residuals: list[float] = []
         res = self.evaluate_map(x, alpha)
+        full = True      # was the last map evaluated from every start?
+        sticky = False   # every start from now on (warm starts missed a global minimum)
         it = 0
         for it in range(1, self.max_iter + 1):
             g = (res.x_new - x)[free]
             r = float(np.linalg.norm(g) / max(np.linalg.norm(x[free]), 1e-12))
+            if r < self.tol and not full:
+                # Converged with warm starts only: the answer must be the global minimum over
+                # every start, so re-evaluate the map at this state from every start.
+                res = self.evaluate_map(x, alpha, multistart=True)
+                full = True
+                g_full = (res.x_new - x)[free]
+                r_full = float(np.linalg.norm(g_full) / max(np.linalg.norm(x[free]), 1e-12))
+                if r_full >= self.tol:
+                    # Some node's global minimum moved to another basin: the warm-start map
+                    # was a different map. Forget its history; use every start from now on.
+                    sticky = True
+                    hist_x.clear()
+                    hist_g.clear()
+                g, r = g_full, r_full
             residuals.append(r)
             if self.verbose:
-                print(f"  iter {it:4d}  residual {r:.3e}", file=sys.stderr)
+                print(f"  iter {it:4d}  residual {r:.3e}" + ("" if full else "  (warm starts)"),
+                      file=sys.stderr)
             if not math.isfinite(r) or (it > 5 and r > 1e6 * min(residuals)):
                 raise ConvergenceError("fixed-point iteration diverged", residuals, it,
                                        dict(zip(self.names, x.tolist())))
             if r < self.tol:
                 break
             x_next = self._next(x, g, hist_x, hist_g, residuals)
-            # Every start near convergence and every 10th iteration; warm starts otherwise.
-            full = r < 1e3 * self.tol or it % 10 == 0
+            # Warm starts (the previous minimisers, and h = omega) in between; every start every
+            # 10th iteration, and to confirm convergence (above).
+            full = sticky or it % 10 == 0
             try:
                 res = self.evaluate_map(x_next, alpha, multistart=full)
                 x = x_next
@@ -342,13 +388,15 @@ class Solver:
         psi_t = float(mod.trace_potential(x, xhat))
         psi_w = float(mod.entropic_potential(xhat, self.p))
         phi = psi_t + psi_w + alpha * res.psi_y
-        eps, eps_err = self.test_error(x)
+        eps, eps_err = self.test_error(x, estimate=self.error_estimate)
         # Quadrature error estimate: residual of this state under the companion rule.
-        try:
-            comp = self.evaluate_map(x, alpha, integrator=self.integrator.companion(), use_warm=False)
-            qres = float(np.linalg.norm((comp.x_new - x)[self.free]) / max(np.linalg.norm(x[self.free]), 1e-12))
-        except InvalidStateError:
-            qres = float("nan")
+        qres = float("nan")
+        if self.error_estimate:
+            try:
+                comp = self.evaluate_map(x, alpha, integrator=self.integrator.companion(), use_warm=False)
+                qres = float(np.linalg.norm((comp.x_new - x)[self.free]) / max(np.linalg.norm(x[self.free]), 1e-12))
+            except InvalidStateError:
+                pass
         x_rep, xh_rep = self._fix_signs(x, xhat)
         return FixedPoint(
             model=mod.MODEL, branch=self.branch, alpha=float(alpha), parameters=self.parameter_dict,
@@ -368,14 +416,47 @@ class Solver:
                 xhat[idx] *= -1
         return x, xhat
 
-    def test_error(self, x: np.ndarray) -> tuple[float, float]:
-        """``eps_g = E l(m + g, h*)`` (no proximal step) and a two-order error estimate."""
+    def test_error(self, x: np.ndarray, estimate: bool = True) -> tuple[float, float]:
+        """``eps_g = E l(m + g, h*)`` (no proximal step) and a two-order error estimate
+        (``nan`` when ``estimate`` is false)."""
         x = np.asarray(x, dtype=float)
+        fine = self._test_average(*fold_nodes(self.test_rule.nodes, self.test_rule.weights,
+                                              self.symmetries), x)
+        if not estimate:
+            return fine, float("nan")
+        comp = _companion(self.test_rule)
+        return fine, abs(fine - self._test_average(*fold_nodes(comp.nodes, comp.weights,
+                                                               self.symmetries), x))
+
+    def _test_average(self, nodes: np.ndarray, weights: np.ndarray, x: np.ndarray) -> float:
+        if resolve_backend(self.module, self.backend) == "numba":
+            return float(compiled(self.module).node_test_average(nodes, weights, x, self.p))
         with np.errstate(over="ignore", under="ignore"):
-            fine = float(self.test_rule.expect(self.module.test_loss(self.test_rule.nodes, x, self.p)))
-            comp = self.test_rule.companion()
-            coarse = float(comp.expect(self.module.test_loss(comp.nodes, x, self.p)))
-        return fine, abs(fine - coarse)
+            return float(self.module.test_loss(nodes, x, self.p) @ weights)
+
+
+def default_test_rule(dim: int) -> QuadratureRule:
+    """The rule for ``eps_g`` when none is given (a smooth integrand: no proximal step)."""
+    return gauss_hermite(dim, 24) if dim <= 4 else default_rule(dim, "high")
+
+
+@lru_cache(maxsize=16)
+def _cached_rule(kind: str, dim: int) -> QuadratureRule:
+    # Default rules are shared by every Solver (building and folding 24^4 nodes costs ~0.1 s).
+    return default_rule(dim) if kind == "energetic" else default_test_rule(dim)
+
+
+_COMPANIONS: dict[int, tuple[QuadratureRule, QuadratureRule]] = {}
+
+
+def _companion(rule: QuadratureRule) -> QuadratureRule:
+    hit = _COMPANIONS.get(id(rule))
+    if hit is None or hit[0] is not rule:
+        hit = (rule, rule.companion())
+        if len(_COMPANIONS) > 16:
+            _COMPANIONS.clear()
+        _COMPANIONS[id(rule)] = hit
+    return hit[1]
 
 
 def linear_baseline(module: ModuleType, parameters: Mapping[str, float] | None = None,

@@ -1,0 +1,147 @@
+"""Issue 9: the fast paths give the same numbers as the plain ones.
+
+* symmetry folding of quadrature rules (``z -> -z`` on the semantic branch, ``eta -> -eta``
+  on the positional one) leaves every needed average unchanged;
+* the generated per-node scalar code (plain Python here, compiled by numba in the solver)
+  matches the vectorised numpy functions, and the generic fused kernel matches
+  :func:`replica.prox.prox`;
+* the numba backend (when installed) and the numpy backend solve to the same fixed point;
+* ``error_estimate=False`` only drops the error estimates.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from replica.errors import ParameterError
+from replica.integrators import QuadratureIntegrator, fold_nodes
+from replica.kernels import numba_available
+from replica.prox import prox
+from replica.quadrature import gauss_hermite, smolyak
+from replica.solver import Solver
+
+SEMANTIC = np.array([0.11481652, 12.669502, 0.0, 0.15815315])
+POSITIONAL = np.array([0.030515188, 20.308367, 0.22169809, 0.0])
+
+
+@pytest.mark.parametrize("rule", [gauss_hermite(4, 6), gauss_hermite(4, 5), smolyak(4, 3)],
+                         ids=["gh6", "gh5-odd", "smolyak3"])
+def test_folding_preserves_even_averages(rule):
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=4)
+    even = lambda z: np.cos(a @ z) + (a @ z) ** 2 * np.exp(-0.1 * z[0] ** 2)   # f(-z) = f(z)
+    nodes, w = fold_nodes(rule.nodes, rule.weights, [(0, 1, 2, 3)])
+    assert nodes.shape[1] <= (rule.size + 1) // 2 + 1
+    assert w.sum() == pytest.approx(1.0, abs=1e-13)
+    assert even(nodes) @ w == pytest.approx(even(rule.nodes) @ rule.weights, abs=1e-13)
+    # two independent flips (eta alone, and everything): a quarter of the nodes
+    part = lambda z: np.cos(a[:2] @ z[:2]) * np.cosh(0.3 * a[2:] @ z[2:])
+    n2, w2 = fold_nodes(rule.nodes, rule.weights, [(0, 1, 2, 3), (2, 3)])
+    assert n2.shape[1] < nodes.shape[1]
+    assert part(n2) @ w2 == pytest.approx(part(rule.nodes) @ rule.weights, abs=1e-13)
+
+
+def test_gauss_hermite_even_order_folds_to_half():
+    rule = gauss_hermite(4, 14)
+    nodes, _ = fold_nodes(rule.nodes, rule.weights, [(0, 1, 2, 3)])
+    assert nodes.shape[1] == rule.size // 2
+
+
+@pytest.mark.parametrize("x, branch", [(SEMANTIC, "semantic"), (POSITIONAL, "positional")])
+def test_folded_energetic_average_is_unchanged(attention, x, branch):
+    rule = gauss_hermite(4, 6)
+    solver = Solver(attention, {"omega": 0.3}, branch, rule=rule, backend="numpy")
+    assert solver.symmetries, "the paper's loss is even: both branches have a symmetry"
+    folded = QuadratureIntegrator(rule, solver.symmetries, backend="numpy")
+    plain = QuadratureIntegrator(rule, backend="numpy")
+    assert folded.size == rule.size // 2
+    a = folded.average(attention, x, solver.p)
+    b = plain.average(attention, x, solver.p)
+    keep = solver.free  # the odd gradient (dF/dm or dF/dtheta) belongs to the pinned family
+    np.testing.assert_allclose(a.grad[keep], b.grad[keep], rtol=1e-10, atol=1e-14)
+    assert a.psi_y == pytest.approx(b.psi_y, rel=1e-12)
+
+
+def _random_points(module, n, seed=0):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(len(module.GAUSSIANS), n))
+    h = rng.normal(size=(module.PROX_DIM, n))
+    return z, h
+
+
+@pytest.mark.parametrize("model", ["attention", "ridge"])
+def test_node_functions_match_numpy_functions(request, model):
+    module = request.getfixturevalue(model)
+    solver = Solver(module, backend="numpy")
+    x, p = solver.initial_state() * 1.3 + 0.01, solver.p
+    x[list(module.SYMMETRIC_DIAGONAL)] = np.abs(x[list(module.SYMMETRIC_DIAGONAL)]) + 0.05
+    assert solver._admissible(x)
+    z, h = _random_points(module, 7)
+    D, nx = module.PROX_DIM, len(x)
+    F, g, H = module.bracket_newton(h, z, x, p)
+    G = module.bracket_parameter_gradient(h, z, x, p)
+    starts = module.prox_starts(z, x, p)
+    tl = module.test_loss(z, x, p)
+    for j in range(z.shape[1]):
+        c = np.empty(max(module.N_CONSTANTS, 1))
+        module.node_constants(z[:, j], x, p, c)
+        gj, Hj, Gj = np.empty(D), np.empty(D * D), np.empty(nx)
+        Fj = module.node_bracket_newton(h[:, j], c, gj, Hj)
+        assert Fj == pytest.approx(F[j], rel=1e-12, abs=1e-14)
+        np.testing.assert_allclose(gj, g[:, j], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(Hj, H[:, j], rtol=1e-10, atol=1e-12)
+        module.node_parameter_gradient(h[:, j], z[:, j], x, p, Gj)
+        np.testing.assert_allclose(Gj, G[:, j], rtol=1e-10, atol=1e-12)
+        sj = np.empty(module.N_STARTS * D)
+        module.node_starts(z[:, j], x, p, sj)
+        np.testing.assert_allclose(sj, np.broadcast_to(starts[:, j], sj.shape), rtol=1e-12, atol=1e-14)
+        assert module.node_test_loss(z[:, j], x, p) == pytest.approx(tl[j], rel=1e-12, abs=1e-14)
+
+
+def test_generic_kernel_matches_numpy_prox(attention):
+    """The fused kernel's algorithm, run as plain Python on a few nodes, against prox()."""
+    rule = gauss_hermite(4, 4)
+    z, w = rule.nodes[:, ::7].copy(), rule.weights[::7].copy()
+    p = np.array(attention.DEFAULTS, dtype=float)
+    for x in (SEMANTIC, POSITIONAL):
+        ref = prox(attention, z, x, p)
+        G = attention.bracket_parameter_gradient(ref.h, z, x, p)
+        N = z.shape[1]
+        h_out, failed, grad = np.empty((attention.PROX_DIM, N)), np.zeros(N, bool), np.zeros(4)
+        with np.errstate(all="ignore"):
+            psi, n_dis, n_fail = attention.node_prox_average(
+                z, w, np.zeros((2, 1)), False, attention.N_STARTS, x, p, 1e-12, 50, 1e-6, h_out, failed, grad)
+        assert n_fail == 0 and not failed.any()
+        np.testing.assert_allclose(h_out, ref.h, atol=1e-7)
+        assert psi == pytest.approx(ref.value @ w, rel=1e-12)
+        np.testing.assert_allclose(grad, G @ w, rtol=1e-6, atol=1e-9)
+        # warm start from the solution: one Newton evaluation per start, same answer
+        psi2, _, _ = attention.node_prox_average(z, w, h_out.copy(), True, 1, x, p, 1e-12, 50, 1e-6,
+                                                 h_out, failed, grad)
+        assert psi2 == pytest.approx(psi, rel=1e-12)
+
+
+def test_backend_argument_is_validated(attention):
+    with pytest.raises(ParameterError, match="backend"):
+        Solver(attention, backend="fortran")
+
+
+def test_error_estimate_off_gives_same_fixed_point(attention):
+    kw = dict(rule=gauss_hermite(4, 8), test_rule=gauss_hermite(4, 12), backend="numpy")
+    on = Solver(attention, {"omega": 0.3}, "semantic", **kw).solve(2.0)
+    off = Solver(attention, {"omega": 0.3}, "semantic", error_estimate=False, **kw).solve(2.0)
+    assert np.isfinite(on.quadrature_residual) and np.isfinite(on.eps_g_error)
+    assert np.isnan(off.quadrature_residual) and np.isnan(off.eps_g_error)
+    assert off.order == on.order and off.eps_g == on.eps_g and off.phi == on.phi
+
+
+@pytest.mark.skipif(not numba_available(), reason="numba not installed (optional: pip install numba)")
+@pytest.mark.parametrize("branch, alpha", [("semantic", 2.0), ("positional", 0.5)])
+def test_numba_and_numpy_backends_agree(attention, branch, alpha):
+    kw = dict(rule=gauss_hermite(4, 8), test_rule=gauss_hermite(4, 12))
+    a = Solver(attention, {"omega": 0.3}, branch, backend="numba", **kw).solve(alpha)
+    b = Solver(attention, {"omega": 0.3}, branch, backend="numpy", **kw).solve(alpha)
+    for k in a.order:
+        assert a.order[k] == pytest.approx(b.order[k], rel=1e-6, abs=1e-9)
+    assert a.eps_g == pytest.approx(b.eps_g, rel=1e-6)
+    assert a.phi == pytest.approx(b.phi, rel=1e-6)
