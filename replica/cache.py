@@ -1,0 +1,142 @@
+"""On-disk cache of solved saddle points (used by :mod:`replica.phase`).
+
+One JSON file per entry under ``<root>/points/<model>/<key[:2]>/<key>.json``. The key is
+the SHA-256 of a canonical JSON description of everything the result depends on
+(model, ``SOURCE_HASH`` and ``GENERATOR_VERSION`` of the generated module, every
+parameter, branch, ``alpha``, quadrature / integrator description, tolerance, and for
+failures the warm start). The root is ``$REPLICA_CACHE`` if set, else ``~/.cache/replica``.
+
+Concurrency and crashes: an entry is written to a temporary file in the same directory
+and moved into place with :func:`os.replace` (atomic on POSIX), so a reader sees either
+no file or a complete one; two runs writing the same key write the same content. An
+entry that cannot be read or parsed (truncated, corrupted, other format) counts as a
+miss and is overwritten by the next write.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+#: bump when the format of the stored entries changes
+CACHE_FORMAT = 1
+
+
+def default_cache_dir() -> Path:
+    """``$REPLICA_CACHE`` if set (and non-empty), else ``~/.cache/replica``."""
+    env = os.environ.get("REPLICA_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path("~/.cache/replica").expanduser()
+
+
+def _canonical(obj: Any) -> Any:
+    """JSON-stable form: floats by ``repr`` (exact), mappings sorted, sequences as lists."""
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, int):
+        return obj
+    if isinstance(obj, float):
+        return repr(float(obj))
+    if hasattr(obj, "dtype") and getattr(obj, "shape", None) == ():  # numpy scalar
+        return _canonical(obj.item())
+    if isinstance(obj, Mapping):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, (list, tuple)) or hasattr(obj, "tolist"):
+        seq = obj.tolist() if hasattr(obj, "tolist") else obj
+        return [_canonical(v) for v in seq]
+    return str(obj)
+
+
+def cache_key(description: Mapping[str, Any]) -> str:
+    """Hex SHA-256 of the canonical JSON of ``description``."""
+    blob = json.dumps(_canonical(dict(description, _format=CACHE_FORMAT)), sort_keys=True,
+                      separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _json_safe(obj: Any) -> Any:
+    """Replace non-finite floats by strings so that the file is strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return repr(obj)
+    if isinstance(obj, Mapping):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def _json_restore(obj: Any) -> Any:
+    if obj in ("nan", "inf", "-inf"):
+        return float(obj)
+    if isinstance(obj, dict):
+        return {k: _json_restore(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_json_restore(v) for v in obj]
+    return obj
+
+
+class PointCache:
+    """A directory of cached entries; ``PointCache(None)`` uses :func:`default_cache_dir`.
+
+    ``enabled=False`` turns every lookup into a miss and every store into a no-op.
+    ``hits``, ``misses`` and ``writes`` count this object's traffic.
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None, enabled: bool = True):
+        self.root = Path(root).expanduser() if root is not None else default_cache_dir()
+        self.enabled = enabled
+        self.hits = self.misses = self.writes = 0
+
+    def path(self, model: str, key: str) -> Path:
+        safe = "".join(c if (c.isalnum() or c in "-_.") else "_" for c in model) or "model"
+        return self.root / "points" / safe / key[:2] / f"{key}.json"
+
+    def get(self, model: str, description: Mapping[str, Any]) -> dict | None:
+        """The stored payload, or ``None`` (miss, disabled, unreadable or mismatching entry)."""
+        if not self.enabled:
+            return None
+        key = cache_key(description)
+        try:
+            with open(self.path(model, key), encoding="utf-8") as fh:
+                entry = json.load(fh)
+            if not isinstance(entry, dict) or entry.get("key") != key or "payload" not in entry:
+                raise ValueError("not a cache entry")
+            payload = _json_restore(entry["payload"])
+        except (OSError, ValueError, TypeError, UnicodeDecodeError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return payload
+
+    def put(self, model: str, description: Mapping[str, Any], payload: Mapping[str, Any]) -> None:
+        """Store atomically (temp file + :func:`os.replace`); I/O errors are ignored."""
+        if not self.enabled:
+            return
+        key = cache_key(description)
+        target = self.path(model, key)
+        entry = {"key": key, "format": CACHE_FORMAT, "description": _canonical(description),
+                 "payload": _json_safe(dict(payload))}
+        tmp = None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(entry, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+            tmp = None
+            self.writes += 1
+        except OSError:
+            pass
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass

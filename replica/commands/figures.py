@@ -1,0 +1,77 @@
+"""``replica figures``: the paper's theory figures (Figs. 2, 3, 9) as PNG + CSV."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import replace
+
+from ..errors import ParameterError
+from ..progress import Progress
+from .phase import add_cache_flags, cache_from_args, check_jobs
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("figures", help="draw the paper's figures (PNG + CSV) on default parameters",
+                       description="Compute the phase analysis of the paper's attention model and draw Fig. 2 "
+                                   "(middle: q, m, theta; right: eps_g with eps_lin, alpha_c, alpha_l), Fig. 3 "
+                                   "(centre: training-loss difference of the branches; right: phase diagram "
+                                   "alpha_c(omega), alpha_l(omega)) and Fig. 9 (phase diagram for "
+                                   "A = [[0.3, 0.7], [0.8, 0.2]]), each as PNG with the CSV behind it, plus "
+                                   "summary.json.",
+                       epilog="examples:\n  replica figures --out figures --jobs 2\n"
+                              "  replica figures --quick --out /tmp/fig\n"
+                              "  python -m numerics.simulate sweep ... --out sim.csv && replica figures --sim sim.csv",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="figures", metavar="DIR", help="output directory (default figures/)")
+    p.add_argument("--quick", action="store_true", help="coarse grids and quadrature (tests, CI)")
+    p.add_argument("--sim", metavar="FILE", default=None,
+                   help="overlay simulation points from a 'numerics.simulate sweep' CSV")
+    p.add_argument("--quadrature", default=None, metavar="RULE",
+                   help="energetic quadrature (default 'fast' = gh:10, 'gh:8' with --quick)")
+    p.add_argument("--dpi", type=int, default=None, help="PNG resolution (default 150, 100 with --quick)")
+    add_cache_flags(p)
+    p.set_defaults(jobs=None)
+    for action in p._actions:
+        if action.dest == "jobs":
+            action.help = "worker processes, parallel over omega (default: all CPUs of this machine)"
+    p.set_defaults(func=run)
+    return p
+
+
+def _default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..figures import FigureConfig, make_figures, quick_config
+    from ..quadrature import parse_rule
+
+    if args.jobs is None:
+        args.jobs = _default_jobs()
+    jobs = check_jobs(args)
+    cfg = quick_config() if args.quick else FigureConfig()
+    if args.quadrature is not None:
+        parse_rule(args.quadrature, 4)  # validate early (ParameterError names 'quadrature')
+        cfg = replace(cfg, settings=replace(cfg.settings, rule=args.quadrature))
+    if args.dpi is not None:
+        if args.dpi < 20 or args.dpi > 1200:
+            raise ParameterError("dpi", f"must be in [20, 1200], got {args.dpi}")
+        cfg = replace(cfg, dpi=args.dpi)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ParameterError("out", f"{args.out} exists and is not a directory")
+    progress = Progress(label="replica figures: phase points", enabled=not args.quiet)
+    try:
+        data, pngs = make_figures(args.out, jobs=jobs, sim=args.sim, cache=cache_from_args(args),
+                                  progress=progress, config=cfg)
+    finally:
+        progress.close()
+    for path in pngs:
+        print(path)
+    print(os.path.join(args.out, "summary.json"))
+    print(f"{len(data.main) + len(data.second)} phase points in {data.seconds:.0f} s with {jobs} job(s)",
+          file=sys.stderr)
+    return 0

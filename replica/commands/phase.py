@@ -1,0 +1,112 @@
+"""``replica phase MODEL --omega W ...``: branches, spinodals, alpha_c, eps_lin and alpha_l."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from ..errors import ParameterError
+from ..phase import BRANCHES, SolverSettings, phase_point
+from ..progress import Progress
+from ..registry import load_module
+from .common import add_numeric_flags, add_parameter_flags, parameters_from_args, rule_from_args
+
+
+def add_cache_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cache and progress")
+    g.add_argument("--cache", metavar="DIR", default=None,
+                   help="cache of solved points (default $REPLICA_CACHE or ~/.cache/replica)")
+    g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    g.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    g.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+
+
+def cache_from_args(args: argparse.Namespace):
+    from ..cache import PointCache
+
+    return PointCache(args.cache, enabled=not args.no_cache)
+
+
+def check_jobs(args: argparse.Namespace) -> int:
+    if args.jobs is None or args.jobs < 1:
+        raise ParameterError("jobs", f"must be an integer >= 1, got {args.jobs}")
+    return args.jobs
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("phase", help="follow the branches along alpha; alpha_c, alpha_l, spinodals",
+                       description="Follow the semantic, positional (and agnostic) branches of MODEL along "
+                                   "alpha by continuation, report where each ends (spinodals), the transition "
+                                   "alpha_c (Phi_sem = Phi_pos, root-found), the linear-baseline error eps_lin and "
+                                   "alpha_l (global-minimum eps_g = eps_lin, root-found). A threshold that does not "
+                                   "exist in [alpha-min, alpha-max] is null, with the reason.",
+                       epilog="example: replica phase attention --omega 0.3 --json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="a declared model (e.g. 'attention') or a path to a .py file")
+    add_parameter_flags(p)
+    g = p.add_argument_group("range")
+    g.add_argument("--alpha-min", type=float, default=0.1, help="smallest alpha (default 0.1)")
+    g.add_argument("--alpha-max", type=float, default=4.0, help="largest alpha (default 4)")
+    g.add_argument("--branches", default=",".join(BRANCHES),
+                   help="comma-separated branches to follow (semantic and positional are always followed)")
+    add_numeric_flags(p)
+    p.set_defaults(max_iter=200)
+    for action in p._actions:
+        if action.dest == "max_iter":
+            action.help = "maximum fixed-point iterations per point (default 200: a point that needs more ends its branch)"
+        if action.dest == "verbose":
+            action.help = argparse.SUPPRESS
+    add_cache_flags(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+    return p
+
+
+def _fmt(v) -> str:
+    return "null" if v is None else f"{v:.6g}"
+
+
+def run(args: argparse.Namespace) -> int:
+    module = load_module(args.model)
+    params = parameters_from_args(module, args)
+    for name in ("alpha_min", "alpha_max"):
+        v = getattr(args, name)
+        if not math.isfinite(v) or v <= 0:
+            raise ParameterError(name.replace("_", "-"), f"must be a finite number > 0, got {v}")
+    if args.alpha_max <= args.alpha_min:
+        raise ParameterError("alpha-max", f"must be larger than --alpha-min ({args.alpha_min}), got {args.alpha_max}")
+    branches = [b.strip() for b in args.branches.split(",") if b.strip()]
+    for b in branches:
+        if b not in module.BRANCHES:
+            raise ParameterError("branches", f"unknown branch {b!r}; {module.MODEL} has {list(module.BRANCHES)}")
+    if not (args.tol > 0):
+        raise ParameterError("tol", f"must be > 0, got {args.tol}")
+    if args.max_iter < 1:
+        raise ParameterError("max-iter", f"must be >= 1, got {args.max_iter}")
+    jobs = check_jobs(args)
+    settings = SolverSettings(rule=rule_from_args(module, args), tol=args.tol, max_iter=args.max_iter)
+    progress = Progress(label=f"replica phase {module.MODEL}", enabled=not args.quiet)
+    try:
+        res = phase_point(module, parameters=params, alpha_min=args.alpha_min, alpha_max=args.alpha_max,
+                          branches=branches, settings=settings, cache=cache_from_args(args), progress=progress,
+                          jobs=jobs)
+    finally:
+        progress.close()
+    if args.json:
+        json.dump(res.to_dict(), sys.stdout, allow_nan=True)
+        print()
+        return 0
+    print(f"{res.model}  " + "  ".join(f"{k}={v:g}" for k, v in res.parameters.items()))
+    print(f"alpha in [{res.alpha_min:g}, {res.alpha_max:g}], {res.quadrature}, {res.solves} solves "
+          f"({res.cached} cached), {res.seconds:.1f} s\n")
+    print(f"  alpha_c = {_fmt(res.alpha_c.value):<10}  {res.alpha_c.reason}")
+    print(f"  alpha_l = {_fmt(res.alpha_l.value):<10}  {res.alpha_l.reason}")
+    print(f"  eps_lin = {res.eps_lin:.6g}")
+    print("\n  global minimum: " + ", ".join(f"{b} on [{a0:.4g}, {a1:.4g}]" for a0, a1, b in res.segments))
+    print("\n  branch       solved range        points  ends")
+    for b, c in res.curves.items():
+        rng = "-" if c.range is None else f"[{c.range[0]:.4g}, {c.range[1]:.4g}]"
+        ends = "; ".join(f"{e.reason} after alpha={e.alpha:.4g}" for e in c.ends) or "none in range"
+        print(f"  {b:<12} {rng:<19} {len(c):>6}  {ends}")
+    return 0
