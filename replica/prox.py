@@ -91,6 +91,9 @@ def newton_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.nda
         # A Newton step below step_tol leaves an error ~ step^2: converged (the gradient
         # itself can stall at ~1e-10 from round-off in the exponentials).
         tiny = np.max(np.abs(d), axis=0) <= step_tol * (1.0 + np.max(np.abs(ha), axis=0))
+        # Take those tiny steps (without a new evaluation): the error left is ~ step^2, where
+        # stopping at ha would leave ~ step, i.e. 1e-8 noise in the envelope gradient.
+        h[:, active[tiny]] = ha[:, tiny] + d[:, tiny]
         slope = np.sum(g * d, axis=0)
         t = np.ones(active.size)
         pending = np.flatnonzero(~tiny)

@@ -123,6 +123,14 @@ class Solver:
         Fraction of the old value kept in a plain damped step.
     anderson:
         Anderson memory (0 disables acceleration).
+    newton:
+        Once the relative residual is below ``newton_switch`` (1e-2; 0.1 when ``x0`` is given,
+        i.e. in continuations), take Newton steps on the
+        residual ``map(x) - x`` of the free entries: the Jacobian by forward differences
+        (one cheap map evaluation per free entry, from the current minimisers), then
+        Broyden updates; recomputed when a step fails to halve the residual, Anderson
+        again after repeated failures. A warm-started solve then converges in ~5 steps
+        instead of ~12. ``False``: Anderson only.
     verbose:
         Print the residual of every iteration to stderr.
     error_estimate:
@@ -141,7 +149,8 @@ class Solver:
                  branch: str | None = None, rule: QuadratureRule | EnergeticIntegrator | None = None,
                  test_rule: QuadratureRule | None = None, tol: float = 1e-8, max_iter: int = 500,
                  damping: float = 0.8, anderson: int = 6, prox_tol: float = 1e-12,
-                 verbose: bool = False, error_estimate: bool = True, backend: str = "auto"):
+                 verbose: bool = False, error_estimate: bool = True, backend: str = "auto",
+                 newton: bool = True):
         self.module = module
         self.names = list(module.ORDER_PARAMETERS)
         self.conj_names = list(module.CONJUGATES)
@@ -164,6 +173,8 @@ class Solver:
                            if isinstance(rule, QuadratureRule) else rule)
         self.test_rule = test_rule or _cached_rule("test", dim)
         self.error_estimate = bool(error_estimate)
+        self.newton = bool(newton)
+        self.newton_switch = 1e-2
         if self.integrator.dim != dim or self.test_rule.dim != dim:
             raise ParameterError("rule", f"quadrature dimension must be {dim} for {module.MODEL}")
         if not 0 <= damping < 1:
@@ -292,19 +303,32 @@ class Solver:
             x = np.array(x0, dtype=float)
         x[self.pinned] = 0.0
         self.check_state(x)
-        self._warm = None
         free = self.free
         hist_x: list[np.ndarray] = []
         hist_g: list[np.ndarray] = []
         residuals: list[float] = []
-        res = self.evaluate_map(x, alpha)
-        full = True      # was the last map evaluated from every start?
+        # A continuation (x0 given) starts from the minimisers of the previous solve, with warm
+        # starts only; a cold solve from every start. Convergence is always confirmed with
+        # every start (below), so the answer does not depend on this choice.
+        if x0 is None:
+            self._warm = None
+        full = self._warm is None
+        res = self.evaluate_map(x, alpha, multistart=full)
         sticky = False   # every start from now on (warm starts missed a global minimum)
+        J: np.ndarray | None = None          # Jacobian of map(x) - x (free entries), Newton mode
+        prev: tuple[np.ndarray, np.ndarray, float, bool] | None = None  # x, g, r, newton step?
+        newton_failures = 0
+        confirm_failures = 0
+        # From a given x0 (continuation) Newton can start early; from the generic initial state
+        # let Anderson approach first, so that Newton does not jump to another solution.
+        switch = self.newton_switch if x0 is None else max(self.newton_switch, 0.1)
         it = 0
         for it in range(1, self.max_iter + 1):
             g = (res.x_new - x)[free]
             r = float(np.linalg.norm(g) / max(np.linalg.norm(x[free]), 1e-12))
-            if r < self.tol and not full:
+            if J is not None and prev is not None:
+                J, newton_failures = self._update_jacobian(J, x, g, r, prev, newton_failures)
+            if r < self.tol and not full and self._newton_small(J, g, x):
                 # Converged with warm starts only: the answer must be the global minimum over
                 # every start, so re-evaluate the map at this state from every start.
                 res = self.evaluate_map(x, alpha, multistart=True)
@@ -312,22 +336,33 @@ class Solver:
                 g_full = (res.x_new - x)[free]
                 r_full = float(np.linalg.norm(g_full) / max(np.linalg.norm(x[free]), 1e-12))
                 if r_full >= self.tol:
-                    # Some node's global minimum moved to another basin: the warm-start map
-                    # was a different map. Forget its history; use every start from now on.
-                    sticky = True
+                    # Some node's global minimum is in another basin than the warm start's: the
+                    # warm-start map was a different map. Forget its history and go on from the
+                    # new minimisers (the next warm starts); after a few such misses use every
+                    # start at every iteration.
+                    confirm_failures += 1
+                    sticky = confirm_failures >= 3
                     hist_x.clear()
                     hist_g.clear()
                 g, r = g_full, r_full
             residuals.append(r)
             if self.verbose:
-                print(f"  iter {it:4d}  residual {r:.3e}" + ("" if full else "  (warm starts)"),
-                      file=sys.stderr)
+                print(f"  iter {it:4d}  residual {r:.3e}" + ("" if full else "  (warm starts)")
+                      + ("  newton" if prev is not None and prev[3] else ""), file=sys.stderr)
             if not math.isfinite(r) or (it > 5 and r > 1e6 * min(residuals)):
                 raise ConvergenceError("fixed-point iteration diverged", residuals, it,
                                        dict(zip(self.names, x.tolist())))
-            if r < self.tol:
+            if r < self.tol and (full or self._newton_small(J, g, x)):
                 break
-            x_next = self._next(x, g, hist_x, hist_g, residuals)
+            x_next = None
+            if self.newton and r < switch and newton_failures < 3:
+                if J is None:
+                    J = self._fd_jacobian(x, g, alpha)
+                x_next = self._newton_step(x, g, J) if J is not None else None
+            newton_step = x_next is not None
+            if not newton_step:
+                x_next = self._next(x, g, hist_x, hist_g, residuals)
+            prev = (x[free].copy(), g.copy(), r, newton_step)
             # Warm starts (the previous minimisers, and h = omega) in between; every start every
             # 10th iteration, and to confirm convergence (above).
             full = sticky or it % 10 == 0
@@ -335,9 +370,10 @@ class Solver:
                 res = self.evaluate_map(x_next, alpha, multistart=full)
                 x = x_next
             except InvalidStateError:
-                # Anderson overshot out of the admissible domain: restart with a damped step.
+                # The step left the admissible domain: restart with a damped step.
                 hist_x.clear()
                 hist_g.clear()
+                J, prev = None, None
                 x = self._damped(x, g)
                 res = self.evaluate_map(x, alpha, multistart=full)
         else:
@@ -346,6 +382,85 @@ class Solver:
         fp = self._observables(x, res, alpha, residuals, it)
         fp.seconds = time.perf_counter() - t0
         return fp
+
+    def _update_jacobian(self, J, x, g, r, prev, failures):
+        """Broyden ("good") update of the Newton Jacobian with the latest step, or None (a
+        fresh finite-difference Jacobian) when the last Newton step did not halve the residual."""
+        step = x[self.free] - prev[0]
+        if prev[3] and r > 0.5 * prev[2]:
+            return None, failures + 1
+        if step @ step > 0:
+            J = J + np.outer((g - prev[1]) - J @ step, step) / (step @ step)
+        return J, failures
+
+    def _newton_small(self, J, g, x) -> bool:
+        """In Newton mode, also require the Newton correction ``|J^{-1} g| / |x|`` below
+        ``tol``: along a slowly contracting direction a residual below ``tol`` can still
+        leave ``x`` ~100 ``tol`` away from the fixed point, and the next step is cheap."""
+        if J is None:
+            return True
+        try:
+            corr = np.linalg.solve(J, g)
+        except np.linalg.LinAlgError:
+            return True
+        return bool(np.linalg.norm(corr) <= self.tol * max(np.linalg.norm(x[self.free]), 1e-12))
+
+    def _fd_jacobian(self, x: np.ndarray, g: np.ndarray, alpha: float) -> np.ndarray | None:
+        """Jacobian of ``map(x) - x`` on the free entries by forward differences.
+
+        Each difference restarts the inner minimisation from the current minimisers only
+        (no other start): the perturbed map then follows the same local minima, so the
+        difference is smooth even where the global minimum jumps between basins. Returns
+        None if a perturbed state is inadmissible.
+        """
+        free_idx = np.flatnonzero(self.free)
+        n = free_idx.size
+        J = np.empty((n, n))
+        base_warm = self._warm
+        integ = self.integrator
+        ws = getattr(integ, "warm_starts", None)
+        try:
+            if ws is not None:
+                integ.warm_starts = 0
+            for k, i in enumerate(free_idx):
+                d = 1e-6 * max(abs(x[i]), 1e-3)
+                xp = x.copy()
+                xp[i] += d
+                if not self._admissible(xp):
+                    d = -d
+                    xp[i] = x[i] + d
+                    if not self._admissible(xp):
+                        return None
+                self._warm = base_warm
+                rp = self.evaluate_map(xp, alpha, multistart=False)
+                J[:, k] = ((rp.x_new - xp)[self.free] - g) / d
+        except InvalidStateError:
+            return None
+        finally:
+            if ws is not None:
+                integ.warm_starts = ws
+            self._warm = base_warm
+        return J if np.all(np.isfinite(J)) else None
+
+    def _newton_step(self, x: np.ndarray, g: np.ndarray, J: np.ndarray) -> np.ndarray | None:
+        """``x - J^{-1} g`` on the free entries, shortened to stay admissible and to change no
+        entry by more than half its size (floor 1e-3); None if no such step exists."""
+        try:
+            s = np.linalg.solve(J, -g)
+        except np.linalg.LinAlgError:
+            s = np.linalg.lstsq(J, -g, rcond=1e-12)[0]
+        if not np.all(np.isfinite(s)):
+            return None
+        rel = float(np.max(np.abs(s) / np.maximum(np.abs(x[self.free]), 1e-3)))
+        if rel > 0.5:
+            s *= 0.5 / rel
+        for _ in range(20):
+            y = x.copy()
+            y[self.free] += s
+            if self._admissible(y):
+                return y
+            s *= 0.5
+        return None
 
     def _damped(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
         beta = 1.0 - self.damping
@@ -436,8 +551,12 @@ class Solver:
 
 
 def default_test_rule(dim: int) -> QuadratureRule:
-    """The rule for ``eps_g`` when none is given (a smooth integrand: no proximal step)."""
-    return gauss_hermite(dim, 24) if dim <= 4 else default_rule(dim, "high")
+    """The rule for ``eps_g`` when none is given (a smooth integrand: no proximal step).
+
+    Gauss-Hermite 20 per axis up to 4 dimensions: within 5e-13 of order 40 at the paper's
+    semantic point and 3e-10 (relative 1e-7) over the states probed, at half the cost of
+    order 24."""
+    return gauss_hermite(dim, 20) if dim <= 4 else default_rule(dim, "high")
 
 
 @lru_cache(maxsize=16)

@@ -421,6 +421,10 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
             hmax = max(hmax, abs(h[i]))
             slope += g[i] * d[i]
         if dmax <= step_tol * (1.0 + hmax):
+            # Take the tiny step without evaluating: the error left is ~ step^2 (returning h
+            # itself would leave an error ~ step, i.e. 1e-8 noise in the envelope gradient).
+            for i in range(D):
+                h[i] += d[i]
             return F, True, -1
         t = 1.0
         accepted = False
