@@ -59,8 +59,9 @@ class FigureConfig:
     alpha_max: float = 4.0
     parameters: Mapping[str, float] = field(default_factory=dict)  # sigma, lam, A (paper defaults)
     second_A: tuple[float, ...] = SECOND_A
-    settings: SolverSettings = SolverSettings(rule="fast")
+    settings: SolverSettings = SolverSettings(rule="gh:12")
     steps: StepControl = StepControl(max=0.4)
+    fig2_max_step: float = 0.15  # finer steps for the curves of Fig. 2
     xtol: float = 1e-4
     dpi: int = 150
 
@@ -69,7 +70,7 @@ def quick_config(**overrides) -> FigureConfig:
     """Coarse grids for tests and CI (a minute or so on one core)."""
     base = FigureConfig(omegas=(0.1, 0.3), omegas_loss=(0.3,), omegas_second=(0.3,), alpha_max=3.0,
                         settings=SolverSettings(rule="gh:8", tol=1e-7), steps=StepControl(max=0.5),
-                        xtol=1e-3, dpi=100)
+                        fig2_max_step=0.5, xtol=1e-3, dpi=100)
     return replace(base, **overrides)
 
 
@@ -106,7 +107,10 @@ def compute_figures(config: FigureConfig | None = None, *, jobs: int = 1, cache:
     base = dict(cfg.parameters)
     tasks, keys = [], []
     for w in main_omegas:
-        tasks.append(dict(common, omega=w, parameters=base, early_stop=w not in full))
+        task = dict(common, omega=w, parameters=base, early_stop=w not in full)
+        if abs(w - cfg.omega_fig2) < 1e-12:
+            task["steps"] = replace(cfg.steps, max=min(cfg.steps.max, cfg.fig2_max_step))
+        tasks.append(task)
         keys.append(("main", w))
     second_params = dict(base, **_A_params(cfg.second_A))
     for w in second_omegas:
@@ -191,6 +195,25 @@ def _split_runs(x: np.ndarray, y: np.ndarray, mask: np.ndarray, cut: float | Non
     return [(x, y, g)]
 
 
+def _mark_ends(ax, r: PhaseResult, fams: Mapping[str, Sequence[str]], scale: float = 1.0,
+               label: bool = False) -> None:
+    """A cross where a branch ends inside the range (its spinodal), on each plotted quantity."""
+    first = True
+    for branch, names in fams.items():
+        c = r.curves.get(branch)
+        if c is None or not len(c):
+            continue
+        for a in r.spinodals.get(branch, []):
+            p = c.point(a)
+            if p is None:
+                continue
+            for name in names:
+                v = p.eps_g if name == "eps_g" else float(p.x[c.families[name][0]])
+                ax.plot([a], [scale * v], "x", color="k", ms=6, mew=1.5, zorder=6,
+                        label="branch ends (spinodal)" if (label and first) else None)
+                first = False
+
+
 def _fmt(v: float | None, digits: int = 4) -> str:
     return "n/a" if v is None else f"{v:.{digits}g}"
 
@@ -216,7 +239,7 @@ def _save(fig, path: Path, dpi: int) -> None:
 def plot_fig2_summary(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), dpi: int = 150) -> None:
     """Fig. 2 middle: ``q, m, theta`` on both branches; thick solid = global minimum."""
     plt = _mpl()
-    fig, ax = plt.subplots(figsize=(5.4, 3.9))
+    fig, ax = plt.subplots(figsize=(7.0, 3.9))
     ac = r.alpha_c.value
     rows = []
     for branch, fams in (("positional", ("q", "m")), ("semantic", ("q", "theta"))):
@@ -239,9 +262,12 @@ def plot_fig2_summary(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), d
         ax.plot([lo, ac], [0, 0], color=COLORS["theta"], lw=2.4)
         ax.plot([ac, hi], [0, 0], color=COLORS["m"], lw=2.4)
         ax.axvline(ac, color=COLORS["alpha_c"], ls=":", lw=1.2)
+    _mark_ends(ax, r, {"positional": ("q", "m"), "semantic": ("q", "theta")})
     handles = [plt.Line2D([], [], color=COLORS[f], lw=2.4, label=SYMBOL[f]) for f in ("q", "m", "theta")]
     handles += [plt.Line2D([], [], color="0.2", lw=2.4, label="global minimum"),
                 plt.Line2D([], [], color="0.2", lw=1.1, ls="--", label="other branch (local)")]
+    if any(r.spinodals.get(b) for b in ("semantic", "positional")):
+        handles.append(plt.Line2D([], [], color="k", marker="x", ls="", ms=6, label="branch ends (spinodal)"))
     if ac is not None:
         handles.append(plt.Line2D([], [], color=COLORS["alpha_c"], ls=":", lw=1.2,
                                   label=rf"$\alpha_c = {ac:.3f}$"))
@@ -264,7 +290,7 @@ def plot_fig2_summary(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), d
     ax.set_title(rf"Summary statistics, $\omega = {r.omega:g}$")
     ax.set_xlim(lo, hi)
     ax.set_ylim(bottom=-0.01)
-    ax.legend(handles=handles, loc="upper left", ncol=2, framealpha=0.9)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     _save(fig, path.with_suffix(".png"), dpi)
     plt.close(fig)
     _write_csv(path.with_suffix(".csv"), ["branch", "alpha", "q", "m", "theta", "V", "global_minimum"], rows)
@@ -274,8 +300,9 @@ def plot_fig2_error(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), lin
                     dpi: int = 150) -> None:
     """Fig. 2 right: ``eps_g`` on both branches, global minimum thick, ``eps_lin``, ``alpha_c``, ``alpha_l``."""
     plt = _mpl()
-    fig, ax = plt.subplots(figsize=(5.4, 3.9))
+    fig, ax = plt.subplots(figsize=(7.0, 3.9))
     ac, al = r.alpha_c.value, r.alpha_l.value
+    k3 = 1e3  # plotted in units of 1e-3
     rows = []
     for branch in ("positional", "semantic"):
         c = r.curves.get(branch)
@@ -283,14 +310,13 @@ def plot_fig2_error(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), lin
             continue
         x, y = c.alphas, c.values("eps_g")
         mask = _global_mask(r, branch, x)
-        first = True
         for xs, ys, g in _split_runs(x, y, mask, ac, branch):
-            ax.plot(xs, ys, color=COLORS[branch], lw=2.4 if g else 1.1, ls="-" if g else "--",
-                    alpha=1.0 if g else 0.75, label=f"{branch} branch" if first else None)
-            first = False
+            ax.plot(xs, k3 * ys, color=COLORS[branch], lw=2.4 if g else 1.1, ls="-" if g else "--",
+                    alpha=1.0 if g else 0.75)
+        ax.plot([], [], color=COLORS[branch], lw=2.4, label=f"{branch} branch")
         err = c.values("eps_g_error")
         rows += [[branch, a, y[k], err[k], bool(mask[k])] for k, a in enumerate(x)]
-    ax.axhline(r.eps_lin, color=COLORS["lin"], lw=1.8,
+    ax.axhline(k3 * r.eps_lin, color=COLORS["lin"], lw=1.8,
                label=r"linear baseline $\varepsilon_g^{\rm lin}$")
     rows += [["linear_baseline", r.alpha_min, r.eps_lin, r.eps_lin_error, ""],
              ["linear_baseline", r.alpha_max, r.eps_lin, r.eps_lin_error, ""]]
@@ -303,22 +329,23 @@ def plot_fig2_error(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), lin
     for init, marker in (("positional", "s"), ("semantic", "o"), ("random", "^")):
         pts = [s for s in sim if s.get("init") == init]
         if pts:
-            ax.errorbar([s["alpha"] for s in pts], [s["eps_g"] for s in pts],
-                        yerr=[s.get("eps_g_se", 0.0) if math.isfinite(s.get("eps_g_se", 0.0)) else 0.0
+            ax.errorbar([s["alpha"] for s in pts], [k3 * s["eps_g"] for s in pts],
+                        yerr=[k3 * s.get("eps_g_se", 0.0) if math.isfinite(s.get("eps_g_se", 0.0)) else 0.0
                               for s in pts],
                         fmt=marker, ms=4, color=COLORS.get(init, "0.3"), mfc="white", mew=1.2, capsize=2, lw=0.8,
                         zorder=5, label=f"GD, {init} init")
     if lin_sim:
-        ax.errorbar([s["alpha"] for s in lin_sim], [s["eps_g"] for s in lin_sim],
-                    yerr=[s.get("eps_g_se", 0.0) for s in lin_sim], fmt="D", ms=4, color=COLORS["lin"],
+        ax.errorbar([s["alpha"] for s in lin_sim], [k3 * s["eps_g"] for s in lin_sim],
+                    yerr=[k3 * s.get("eps_g_se", 0.0) for s in lin_sim], fmt="D", ms=4, color=COLORS["lin"],
                     mfc="white", capsize=2, lw=0.8, zorder=5, label="linear model, GD")
+    _mark_ends(ax, r, {"positional": ("eps_g",), "semantic": ("eps_g",)}, scale=k3, label=True)
     ax.plot([], [], color="0.2", lw=2.4, label="global minimum")
+    ax.plot([], [], color="0.2", lw=1.1, ls="--", label="other branch (local)")
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
-    ax.set_ylabel(r"test error $\varepsilon_g$")
+    ax.set_ylabel(r"test error $\varepsilon_g$  ($\times 10^{-3}$)")
     ax.set_title(rf"Test error, $\omega = {r.omega:g}$")
     ax.set_xlim(r.alpha_min, r.alpha_max)
-    ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
-    ax.legend(loc="upper right", framealpha=0.9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     _save(fig, path.with_suffix(".png"), dpi)
     plt.close(fig)
     _write_csv(path.with_suffix(".csv"), ["series", "alpha", "eps_g", "eps_g_error", "global_minimum"], rows)
@@ -330,7 +357,7 @@ def plot_fig3_loss(results: Mapping[float, PhaseResult], omegas: Sequence[float]
     plt = _mpl()
     import matplotlib.cm as cm
 
-    fig, ax = plt.subplots(figsize=(5.4, 3.9))
+    fig, ax = plt.subplots(figsize=(6.0, 3.9))
     cmap = cm.get_cmap("viridis") if hasattr(cm, "get_cmap") else plt.colormaps["viridis"]
     ws = [w for w in omegas if w in results]
     rows = []
@@ -342,7 +369,7 @@ def plot_fig3_loss(results: Mapping[float, PhaseResult], omegas: Sequence[float]
         if not len(a):
             continue
         amax = max(amax, float(a[-1]))
-        ax.plot(a, d, color=col, label=rf"$\omega = {w:g}$")
+        ax.plot(a, 1e3 * d, color=col, label=rf"$\omega = {w:g}$")
         if r.alpha_c.value is not None:
             ax.plot([r.alpha_c.value], [0.0], "o", color=col, ms=5, zorder=5)
         rows += [[w, ai, di, r.alpha_c.value] for ai, di in zip(a, d)]
@@ -357,15 +384,25 @@ def plot_fig3_loss(results: Mapping[float, PhaseResult], omegas: Sequence[float]
                 es.append(math.hypot(by["semantic"].get("train_loss_se", 0.0) or 0.0,
                                      by["positional"].get("train_loss_se", 0.0) or 0.0))
         if xs:
-            ax.errorbar(xs, ys, yerr=es, fmt="o", ms=4, color=col, mfc="white", capsize=2, lw=0.8, zorder=6)
+            ax.errorbar(xs, 1e3 * np.array(ys), yerr=1e3 * np.array(es), fmt="o", ms=4, color=col, mfc="white",
+                        capsize=2, lw=0.8, zorder=6)
+    # zoom on the crossings: up to 1.4 x the largest alpha_c
+    acs = [results[w].alpha_c.value for w in ws if results[w].alpha_c.value is not None]
+    if acs and rows:
+        xmax = min(max(r[1] for r in rows), 1.4 * max(acs))
+        inside = [1e3 * r[2] for r in rows if r[1] <= xmax]
+        ax.set_xlim(min(r[1] for r in rows) - 0.02, xmax)
+        if inside:
+            lo_y, hi_y = min(inside + [0.0]), max(inside + [0.0])
+            pad = 0.08 * (hi_y - lo_y or 1.0)
+            ax.set_ylim(lo_y - pad, hi_y + pad)
     ax.axhline(0.0, color="0.3", lw=0.8)
     if sim:
         ax.plot([], [], "o", color="0.3", mfc="white", label="GD (sem. − pos. init)")
     ax.plot([], [], "o", color="0.3", label=r"$\alpha_c$ (zero crossing)")
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
-    ax.set_ylabel(r"$e_{t,\rm sem} - e_{t,\rm pos} = \Phi_{\rm pos} - \Phi_{\rm sem}$")
+    ax.set_ylabel(r"$e_{t,\rm sem} - e_{t,\rm pos} = \Phi_{\rm pos} - \Phi_{\rm sem}$  ($\times 10^{-3}$)")
     ax.set_title("Training-loss difference of the two branches")
-    ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
     ax.legend(loc="lower left", framealpha=0.9)
     _save(fig, path.with_suffix(".png"), dpi)
     plt.close(fig)
@@ -375,7 +412,7 @@ def plot_fig3_loss(results: Mapping[float, PhaseResult], omegas: Sequence[float]
 def plot_phase_diagram(results: Mapping[float, PhaseResult], path: Path, title: str, dpi: int = 150) -> None:
     """Fig. 3 right / Fig. 9: ``alpha_c(omega)``, ``alpha_l(omega)`` and the semantic spinodal."""
     plt = _mpl()
-    fig, ax = plt.subplots(figsize=(5.4, 3.9))
+    fig, ax = plt.subplots(figsize=(7.0, 3.9))
     ws = sorted(results)
     ac = np.array([np.nan if results[w].alpha_c.value is None else results[w].alpha_c.value for w in ws])
     al = np.array([np.nan if results[w].alpha_l.value is None else results[w].alpha_l.value for w in ws])
@@ -394,16 +431,22 @@ def plot_phase_diagram(results: Mapping[float, PhaseResult], path: Path, title: 
         ax.text(float(x[0]) + 0.2 * (float(x[-1]) - float(x[0])), top * 0.93, "semantic", ha="center",
                 va="top", color=COLORS["semantic"], fontsize=10)
     ax.plot(ws, ac, "o-", color="0.15", ms=4, label=r"$\alpha_c$: $\Phi_{\rm sem} = \Phi_{\rm pos}$")
+    cont = [i for i, w in enumerate(ws) if results[w].alpha_c.value is not None
+            and not results[w].alpha_c.reason.startswith("Brent")]
+    if cont:
+        ax.plot([ws[i] for i in cont], ac[cont], "o", color="0.15", mfc="white", ms=6, zorder=5,
+                label=r"$\alpha_c$ where the semantic branch appears")
     ax.plot(ws, al, "s-", color=COLORS["alpha_l"], ms=4,
             label=r"$\alpha_l$: $\varepsilon_g = \varepsilon_g^{\rm lin}$")
     if np.isfinite(sp).any():
-        ax.plot(ws, sp, ":", color=COLORS["semantic"], lw=1.4, label="semantic spinodal")
+        ax.plot(ws, sp, ":", color=COLORS["semantic"], lw=1.6, label="semantic branch ends")
     ax.set_xlabel(r"positionality of the target $\omega$")
     ax.set_ylabel(r"sample complexity $\alpha$")
     ax.set_title(title)
-    ax.set_xlim(min(ws), max(ws))
+    pad = 0.05 if max(ws) == min(ws) else 0.0
+    ax.set_xlim(min(ws) - pad, max(ws) + pad)
     ax.set_ylim(0, top)
-    ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.86), framealpha=0.9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     _save(fig, path.with_suffix(".png"), dpi)
     plt.close(fig)
     rows = []

@@ -28,6 +28,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import importlib
 import importlib.util
+import inspect
 import math
 import multiprocessing
 import sys
@@ -63,20 +64,26 @@ class SolverSettings:
     spec string for :func:`~replica.quadrature.parse_rule` (``"fast"``, ``"gh:10"``) or
     ``None`` (the solver's default). ``max_iter`` is kept moderate: a warm-started point
     converges in tens of iterations, and a point that does not is the end of a branch.
+    ``error_estimate``: the solver's companion-rule residual per point (off: ~10% faster,
+    ``quadrature_residual`` is then nan; ``eps_g_error`` is always there).
     """
 
     rule: Any = None
     test_rule: QuadratureRule | None = None
     tol: float = 1e-8
     max_iter: int = 200
+    error_estimate: bool = False
 
     def make_solver(self, module: ModuleType, parameters: Mapping[str, float] | None,
                     branch: str) -> Solver:
         rule = self.rule
         if isinstance(rule, str):
             rule = parse_rule(rule, len(module.GAUSSIANS))
+        kw = {}
+        if "error_estimate" in inspect.signature(Solver.__init__).parameters:
+            kw["error_estimate"] = self.error_estimate
         return Solver(module, parameters, branch, rule=rule, test_rule=self.test_rule, tol=self.tol,
-                      max_iter=self.max_iter)
+                      max_iter=self.max_iter, **kw)
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,8 @@ class StepControl:
     relative distance between the extrapolated and the converged state; a point farther
     than ``jump`` is rejected as a jump to another solution. A branch whose defining
     family (``theta`` on the semantic, ``m`` on the positional branch) has relative size
-    below ``merge`` has merged into the agnostic one.
+    below ``merge`` has merged into the agnostic one; so has one whose relative size is below
+    ``weak`` when the continuation fails (it is then within the quadrature accuracy of it).
     """
 
     initial: float = 0.1
@@ -100,6 +108,7 @@ class StepControl:
     target: float = 0.04
     jump: float = 0.15
     merge: float = 1e-3
+    weak: float = 0.1
 
     def __post_init__(self):
         if not 0 < self.min <= self.initial <= self.max:
@@ -497,6 +506,18 @@ class BranchFollower:
 
     def _attempt(self, alpha: float, pred: np.ndarray, last: BranchPoint
                  ) -> tuple[BranchPoint | None, str, str]:
+        pt, reason, detail = self._attempt_raw(alpha, pred, last)
+        if pt is None and reason != "merged" and self.defining_size(last.x) < self.steps.weak:
+            # a barely-distinguished branch (|m|/sqrt(q) or |theta|/sqrt(q rho) below `weak`)
+            # failing to continue: it is at the agnostic state within the numerical accuracy
+            fams = "/".join(self.defining)
+            return None, "merged", (f"{fams} is small (relative size {self.defining_size(last.x):.2g}) and the "
+                                    f"continuation fails ({reason}): the branch merges into the agnostic one "
+                                    "within the quadrature accuracy")
+        return pt, reason, detail
+
+    def _attempt_raw(self, alpha: float, pred: np.ndarray, last: BranchPoint
+                     ) -> tuple[BranchPoint | None, str, str]:
         x0 = pred if self.solver._admissible(pred) else last.x
         try:
             pt = self.solve(alpha, x0, reference=pred)
@@ -521,10 +542,21 @@ class BranchFollower:
             return [np.asarray(x0, dtype=float)]
         base = self.solver.initial_state()
         seeds = [base]
-        for scale in (0.3, 2.0):
-            s = base.copy()
-            for fam in self.defining:
-                s[self.families[fam]] *= scale
+        s = base.copy()
+        for fam in self.defining:
+            s[self.families[fam]] *= 0.3
+        seeds.append(s)
+        # a state nearer typical solutions (V ~ 10 rho_bar / rho_bar..., q small)
+        s = base.copy()
+        for i in self.families.get("V", []):
+            if i in self.module.SYMMETRIC_DIAGONAL:
+                s[i] *= 40.0
+        for i in self.families.get("q", []):
+            if i in self.module.SYMMETRIC_DIAGONAL:
+                s[i] *= 0.5
+        for fam in self.defining:
+            s[self.families[fam]] *= 0.6
+        if self.solver._admissible(s):
             seeds.append(s)
         return seeds
 
@@ -535,14 +567,18 @@ class BranchFollower:
         that competes for the global minimum)."""
         why = ""
         found: list[BranchPoint] = []
+        cold_iter = max(500, 2 * self.settings.max_iter) if x0 is None else self.settings.max_iter
         for seed in self._seeds(x0):
             seed = seed.copy()
             seed[~self.free] = 0.0
+            self.solver.max_iter = cold_iter  # a cold start needs more iterations than a warm one
             try:
                 pt = self.solve(alpha, seed, keyed_by_start=True)
             except (ConvergenceError, InvalidStateError) as exc:
                 why = str(exc)
                 continue
+            finally:
+                self.solver.max_iter = self.settings.max_iter
             if self.merged(pt.x):
                 why = f"the iteration converged to {'/'.join(self.defining)} = 0 (agnostic state)"
                 continue
@@ -608,6 +644,24 @@ class BranchFollower:
         for p in path:
             curve.insert(p)
         return curve
+
+    def follow_both(self, alpha_start: float, alpha_lo: float, alpha_hi: float,
+                    stop: Callable[[BranchPoint], bool] | None = None) -> BranchCurve:
+        """Start at ``alpha_start`` (inside ``[alpha_lo, alpha_hi]``) and continue both ways.
+
+        Where a branch holds several solutions, the start (largest ``Phi`` there) fixes
+        which one is followed: start where the branch matters. ``stop`` applies upward.
+        """
+        up = self.follow(alpha_start, alpha_hi, stop=stop)
+        if not len(up) or alpha_start <= alpha_lo + 1e-12:
+            return up
+        first = up.point(alpha_start) or up.points[0]
+        down = self.follow(first.alpha, alpha_lo, x0=first.x)
+        for p in down.points:
+            up.insert(p)
+        up.ends = down.ends + up.ends
+        up.alpha_start = float(alpha_start)
+        return up
 
     def point_at(self, curve: BranchCurve, alpha: float) -> BranchPoint:
         """Solve at ``alpha`` inside the curve's range, warm-started from the interpolated
@@ -774,7 +828,7 @@ def find_alpha_c(sem: BranchFollower, sem_curve: BranchCurve, pos: BranchFollowe
     s0, s1 = sem_curve.range
     grid = np.unique(np.concatenate([sem_curve.alphas, comp.alphas]))
     grid = np.array([a for a in grid if s0 - 1e-12 <= a <= s1 + 1e-12 and comp.covers(float(a))])
-    if len(grid) < 2:
+    if len(grid) < 1:
         ranges = ", ".join(f"{c.branch} on [{c.range[0]:.4g}, {c.range[1]:.4g}]" for _, c in comp.parts)
         return Crossing(None, f"the branches do not coexist: semantic solved on [{s0:.4g}, {s1:.4g}], {ranges}")
     lo, hi = float(grid[0]), float(grid[-1])
@@ -947,8 +1001,11 @@ def phase_point(module: ModuleType | str, omega: float | None = None,
     followed). ``early_stop=True`` stops the positional continuation once its ``Phi`` is
     below the semantic one (past ``alpha_c``: enough for ``alpha_c`` and ``alpha_l``, with
     fewer solves, but the positional spinodal is then not searched for); it needs the
-    semantic branch first and hence runs sequentially. With ``jobs > 1`` (and no early stop)
-    the branches are followed in parallel processes. Where the positional branch merges into
+    semantic branch first and hence runs sequentially. The positional branch is started where
+    it competes with the semantic one (at the semantic branch's lower end, taking the
+    solution with the largest ``Phi`` there: the positional sector can hold several) and
+    followed both ways. With ``jobs > 1`` (and no early stop) the semantic and agnostic
+    branches are followed in parallel processes. Where the positional branch merges into
     the agnostic one (``m -> 0``, e.g. for a positional target a tied attention cannot
     express), the agnostic branch is followed on from there and competes in its place.
     """
@@ -978,14 +1035,24 @@ def phase_point(module: ModuleType | str, omega: float | None = None,
     stop_at = {b: (alpha_min if DIRECTION.get(b, 1) < 0 else alpha_max) for b in branches}
     curves: dict[str, BranchCurve] = {}
     extra_solves = extra_cached = 0
-    if jobs > 1 and not early_stop and len(branches) > 1:
-        with _pool(min(jobs, len(branches))) as pool:
+    if jobs > 1 and not early_stop and len(branches) > 2:
+        # the branches other than the positional one in parallel; the positional one (which
+        # starts at the semantic branch's lower end) in this process once that is known
+        others = [b for b in branches if b != "positional"]
+        with _pool(min(jobs, len(others))) as pool:
             futs = {b: pool.submit(_follow_task, _module_ref(module), b, params, start[b], stop_at[b],
-                                   settings, followers[b].steps, cache.root, cache.enabled) for b in branches}
-            for b, fut in futs.items():
-                curves[b], s, c = fut.result()
+                                   settings, followers[b].steps, cache.root, cache.enabled) for b in others}
+            curves["semantic"], s, c = futs["semantic"].result()
+            extra_solves += s
+            extra_cached += c
+            sc = curves["semantic"]
+            a_mid = min(max(alpha_min, sc.range[0]), alpha_max) if len(sc) else alpha_min
+            curves["positional"] = followers["positional"].follow_both(a_mid, alpha_min, alpha_max)
+            for b in others[1:]:
+                curves[b], s, c = futs[b].result()
                 extra_solves += s
                 extra_cached += c
+        curves = {b: curves[b] for b in branches}
     else:
         for b in branches:  # semantic first: the positional branch may stop once it is beaten
             stop = None
@@ -994,11 +1061,17 @@ def phase_point(module: ModuleType | str, omega: float | None = None,
 
                 def stop(pt: BranchPoint, sc=sc) -> bool:
                     return sc.covers(pt.alpha) and pt.phi < float(sc.phi_interp(pt.alpha))
-            curves[b] = followers[b].follow(start[b], stop_at[b], stop=stop)
+            if b == "positional" and len(curves.get("semantic", ())):
+                # start where it competes with the semantic branch (its lower end), then both ways
+                a_mid = min(max(alpha_min, curves["semantic"].range[0]), alpha_max)
+                curves[b] = followers[b].follow_both(a_mid, alpha_min, alpha_max, stop=stop)
+            else:
+                curves[b] = followers[b].follow(start[b], stop_at[b], stop=stop)
     # where the positional branch merged into the agnostic one (m -> 0), the agnostic branch
     # is the semantic branch's competitor: follow it on from there if it was not followed
     pc = curves["positional"]
-    merge = next((e for e in pc.ends if e.reason in ("merged", "no-solution")), None)
+    merge = next((e for e in pc.ends if e.reason == "no-solution"
+                  or (e.reason == "merged" and e.alpha_next > e.alpha)), None)
     agnostic = None
     if merge is not None and "agnostic" in module.BRANCHES:
         a_from = merge.alpha if merge.reason == "merged" else alpha_min
@@ -1067,6 +1140,8 @@ def phase_points(module: ModuleType | str, tasks: Sequence[Mapping[str, Any]], *
         return results  # type: ignore[return-value]
     # full-curve tasks first: they take longest
     order = sorted(range(len(tasks)), key=lambda i: bool(tasks[i].get("early_stop", False)))
+    if progress is not None:
+        progress.note(f"{len(tasks)} phase points on {min(jobs, len(tasks))} processes")
     with _pool(min(jobs, len(tasks))) as pool:
         futs = {pool.submit(_phase_task, _module_ref(module), dict(tasks[i]), cache.root, cache.enabled): i
                 for i in order}

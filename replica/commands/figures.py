@@ -28,7 +28,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--sim", metavar="FILE", default=None,
                    help="overlay simulation points from a 'numerics.simulate sweep' CSV")
     p.add_argument("--quadrature", default=None, metavar="RULE",
-                   help="energetic quadrature (default 'fast' = gh:10, 'gh:8' with --quick)")
+                   help="energetic quadrature (default gh:12, gh:8 with --quick)")
     p.add_argument("--dpi", type=int, default=None, help="PNG resolution (default 150, 100 with --quick)")
     add_cache_flags(p)
     p.set_defaults(jobs=None)
