@@ -1,0 +1,398 @@
+"""Benchmarks of the generated solver (issue 9): ``python -m benchmarks`` or ``python benchmarks/run.py``.
+
+Every figure is measured in the same run, and every ratio is against a baseline measured in
+that run. Sections (``--only`` selects some):
+
+``iteration``
+    One fixed-point update at the paper's point (omega = 0.3, alpha = 2, semantic branch,
+    default quadrature: Gauss-Hermite 14^4 = 38 416 nodes), cold (every start at every
+    node): the generated solver (numba and numpy backends) against the notebook-style
+    baseline of :mod:`benchmarks.notebook_baseline` (hand-typed equations, per-node
+    ``scipy.optimize.minimize`` from the same starts, Python loops). The baseline is timed
+    on an evenly spaced subset of the same nodes and extrapolated per node to all 38 416
+    (it would take minutes); both are first checked to give the same map output to 1e-6
+    on a small tensor rule (an assertion). A warm-started iteration (what ``Solver.solve``
+    runs between its multistart checks) is reported too.
+``point``
+    One converged point (omega = 0.3, alpha = 2, semantic, default quadrature), cold (from
+    the generic initial state) and warm (``x0`` = the fixed point at alpha = 2.1, the
+    solver's minimisers from that solve), per backend; and the first solve in a fresh
+    process (imports and numba's on-disk cache included).
+``phase``
+    The phase diagram alpha_c(omega), alpha_l(omega) for 9 omega in [0, 0.425] with
+    :func:`replica.phase.phase_diagram` (continuation along the branches), in one process
+    and with ``--jobs`` processes.
+``six``
+    One point of the untied and rank-2 models (6-dimensional averages): time and peak
+    memory (each in a fresh process; ``ru_maxrss``).
+``simulator``
+    Full-batch GD steps per second of :mod:`numerics` at d = 1000, n = 2000 on CPU (and CUDA
+    when available).
+
+``--quick`` shortens everything (fewer repeats, baseline on fewer nodes, 3 omega) and says
+so in the table. ``--out FILE`` writes the JSON; ``--markdown FILE`` the table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # python benchmarks/run.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+OMEGA, ALPHA = 0.3, 2.0
+#: the semantic fixed point at (omega, alpha) = (0.3, 2), default quadrature, tol 1e-12
+X_SEMANTIC = np.array([0.1148165193, 12.66950154, 0.0, 0.1581531493])
+SECTIONS = ("iteration", "point", "phase", "six", "simulator")
+
+
+# --------------------------------------------------------------------------- helpers
+def timed(fn, repeat: int = 3):
+    """(min wall seconds, min CPU seconds, last result) over ``repeat`` calls."""
+    walls, cpus, out = [], [], None
+    for _ in range(max(1, repeat)):
+        c, t = time.process_time(), time.perf_counter()
+        out = fn()
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return min(walls), min(cpus), out
+
+
+def machine() -> dict:
+    info = {"python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform()}
+    try:
+        info["lscpu"] = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout.splitlines()[:10]
+    except Exception:  # noqa: BLE001 - informational only
+        info["lscpu"] = []
+    for mod in ("scipy", "numba", "torch"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001
+            info[mod] = None
+    info["cpu_count"] = os.cpu_count()
+    info["loadavg_start"] = os.getloadavg()
+    return info
+
+
+def backends() -> list[str]:
+    from replica.kernels import numba_available
+
+    return ["numba", "numpy"] if numba_available() else ["numpy"]
+
+
+def tied():
+    from derivations.generated import attention_tied
+
+    return attention_tied
+
+
+def row(section, name, value, unit, baseline=None, note=""):
+    r = {"section": section, "name": name, "value": value, "unit": unit, "note": note}
+    if baseline is not None:
+        r["baseline"] = baseline
+        r["ratio"] = baseline / value if value else None
+    return r
+
+
+# --------------------------------------------------------------------------- sections
+def bench_iteration(quick: bool) -> tuple[list[dict], dict]:
+    from benchmarks.notebook_baseline import fixed_point_update
+    from replica.quadrature import default_rule, gauss_hermite
+    from replica.solver import Solver
+
+    mod = tied()
+    rows, data = [], {}
+    params = dict(omega=OMEGA, sigma=0.5, lam=0.01, A=[[0.6, 0.4], [0.4, 0.6]])
+    # 1. agreement on a small rule (same nodes for both)
+    small = gauss_hermite(4, 4 if quick else 5)
+    ref, _ = fixed_point_update(X_SEMANTIC, ALPHA, params, small.nodes, small.weights)
+    for b in backends():
+        s = Solver(mod, {"omega": OMEGA}, "semantic", rule=small, backend=b)
+        out = s.evaluate_map(X_SEMANTIC, ALPHA, use_warm=False).x_new
+        rel = np.abs(out - ref) / np.maximum(np.abs(ref), 1e-12)
+        rel[ref == 0] = np.abs(out - ref)[ref == 0]
+        assert np.all(rel < 1e-6), f"generated ({b}) and notebook maps differ: {out} vs {ref}"
+        data[f"agreement_{b}"] = float(rel.max())
+    data["agreement_rule"] = small.describe()
+    rows.append(row("iteration", "generated vs notebook map output, max relative difference",
+                    max(v for k, v in data.items() if k.startswith("agreement_") and isinstance(v, float)), "",
+                    note=f"{', '.join(backends())} on {small.describe()}; asserted < 1e-6"))
+    # 2. baseline on a subset of the default rule's nodes, extrapolated per node
+    rule = default_rule(4)
+    n_sub = 40 if quick else 300
+    idx = np.linspace(0, rule.size - 1, n_sub).astype(int)
+    wb, cb, _ = timed(lambda: fixed_point_update(X_SEMANTIC, ALPHA, params, rule.nodes[:, idx],
+                                                 rule.weights[idx]), repeat=1)
+    base = wb / n_sub * rule.size
+    data.update(baseline_nodes_timed=n_sub, baseline_seconds_per_node=wb / n_sub, baseline_extrapolated=base)
+    rows.append(row("iteration", "notebook baseline, one update (extrapolated)", base, "s",
+                    note=f"timed on {n_sub} of {rule.size} nodes: {wb / n_sub * 1e3:.1f} ms/node"))
+    # 3. generated solver, same state, same rule (folded by the z -> -z symmetry)
+    for b in backends():
+        s = Solver(mod, {"omega": OMEGA}, "semantic", backend=b)
+        s.evaluate_map(X_SEMANTIC, ALPHA, use_warm=False)  # compile / warm caches
+        w, c, _ = timed(lambda: s.evaluate_map(X_SEMANTIC, ALPHA, use_warm=False), repeat=2 if quick else 5)
+        rows.append(row("iteration", f"generated ({b}), one update, every start", w, "s", baseline=base,
+                        note=f"cpu {c:.3f} s; {s.integrator.describe()}"))
+        xp = X_SEMANTIC * (1 + 1e-3)
+
+        def warm_iter():
+            s.evaluate_map(X_SEMANTIC, ALPHA, multistart=True)  # minimisers at X as the warm state
+            t = time.perf_counter()
+            s.evaluate_map(xp, ALPHA, multistart=False)
+            return time.perf_counter() - t
+
+        ws = min(warm_iter() for _ in range(2 if quick else 5))
+        rows.append(row("iteration", f"generated ({b}), one warm-started iteration", ws, "s", baseline=base,
+                        note="from the previous minimisers and h = omega"))
+        data[f"generated_{b}"] = w
+    return rows, data
+
+
+def bench_point(quick: bool) -> tuple[list[dict], dict]:
+    from replica.solver import Solver
+
+    mod = tied()
+    rows, data = [], {}
+    for b in backends():
+        rep = 1 if (quick or b == "numpy") else 3
+        s = Solver(mod, {"omega": OMEGA}, "semantic", backend=b)
+        s.solve(ALPHA)  # compile / caches
+        w, c, fp = timed(lambda: s.solve(ALPHA), repeat=rep)
+        rows.append(row("point", f"converged point, cold ({b})", w, "s",
+                        note=f"cpu {c:.2f} s, {fp.iterations} iterations, error estimates on"))
+        data[f"cold_{b}"] = dict(seconds=w, cpu=c, iterations=fp.iterations, q=fp.order["q"],
+                                 theta=fp.order["theta"], V=fp.order["V"], eps_g=fp.eps_g, phi=fp.phi)
+        near = s.solve(2.1)
+
+        def warm():
+            s.solve(2.1, x0=near.x)  # leaves the alpha = 2.1 minimisers as warm state
+            t, c0 = time.perf_counter(), time.process_time()
+            fp = s.solve(ALPHA, x0=near.x)
+            return time.perf_counter() - t, time.process_time() - c0, fp
+
+        res = [warm() for _ in range(rep)]
+        w, c, fp = min(res, key=lambda r: r[0])
+        rows.append(row("point", f"converged point, warm from alpha=2.1 ({b})", w, "s",
+                        note=f"cpu {c:.2f} s, {fp.iterations} iterations"))
+        data[f"warm_{b}"] = dict(seconds=w, cpu=c, iterations=fp.iterations)
+    code = ("import time; t = time.perf_counter()\n"
+            "from derivations.generated import attention_tied as m\n"
+            "from replica.solver import Solver\n"
+            "fp = Solver(m, {'omega': 0.3}, 'semantic').solve(2.0)\n"
+            "print(time.perf_counter() - t)")
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    total = time.perf_counter() - t
+    if out.returncode == 0:
+        inner = float(out.stdout.strip().splitlines()[-1])
+        rows.append(row("point", "first solve in a fresh process (imports, numba cache)", inner, "s",
+                        note=f"interpreter start included: {total:.2f} s"))
+        data["fresh_process"] = dict(inside=inner, total=total)
+    return rows, data
+
+
+def bench_phase(quick: bool, jobs: int) -> tuple[list[dict], dict]:
+    rows, data = [], {}
+    omegas = np.linspace(0.0, 0.425, 3 if quick else 9)
+    try:
+        from replica.phase import phase_diagram
+    except ImportError:
+        phase_diagram = None
+    mod = tied()
+    if phase_diagram is None:  # stand-in: warm-started solves along alpha on both branches
+        from replica.solver import Solver
+
+        def run(_jobs):
+            n = 0
+            for w in omegas:
+                for br, alphas in (("semantic", np.linspace(4, 0.8, 20)), ("positional", np.linspace(0.1, 2, 20))):
+                    s = Solver(mod, {"omega": float(w)}, br, error_estimate=False)
+                    fp = None
+                    for a in alphas:
+                        fp = s.solve(float(a), x0=None if fp is None else fp.x)
+                        n += 1
+            return n
+
+        w, c, n = timed(lambda: run(1), repeat=1)
+        rows.append(row("phase", f"stand-in: {n} warm-started solves ({len(omegas)} omega)", w, "s",
+                        note="replica.phase not available: no alpha_c/alpha_l"))
+        return rows, data
+    for j in sorted({1, jobs}):
+        w, c, res = timed(lambda: phase_diagram(mod, omegas, jobs=j), repeat=1)
+        solves = sum(r.solves for r in res)
+        rows.append(row("phase", f"phase diagram, {len(omegas)} omega, jobs={j}", w, "s",
+                        note=f"{solves} solves ({solves / len(omegas):.0f} per omega), parent cpu {c:.1f} s"))
+        data[f"jobs{j}"] = dict(seconds=w, solves=solves, omegas=omegas.tolist(),
+                                alpha_c=[r.alpha_c.value for r in res], alpha_l=[r.alpha_l.value for r in res])
+    return rows, data
+
+
+_SIX_CHILD = r"""
+import json, resource, sys, time, tracemalloc, importlib
+name, backend = sys.argv[1], sys.argv[2]
+t0 = time.perf_counter()
+if name.endswith(".py"):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("scratch_" + name.split("/")[-1][:-3], name)
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+else:
+    mod = importlib.import_module("derivations.generated." + name)
+from replica.solver import Solver
+from replica.kernels import compiled
+if backend == "numba":
+    compiled(mod)
+s = Solver(mod, {"omega": 0.3}, "semantic", backend=backend)
+s.integrator.average(mod, s.initial_state(), s.p)   # compile (or load numba's cache)
+t_setup = time.perf_counter() - t0
+tracemalloc.start()
+t, c = time.perf_counter(), time.process_time()
+fp = s.solve(2.0)
+out = dict(seconds=time.perf_counter() - t, cpu=time.process_time() - c, setup=t_setup,
+           iterations=fp.iterations, nodes=s.integrator.describe(), eps_g=fp.eps_g, phi=fp.phi,
+           peak_traced_mib=tracemalloc.get_traced_memory()[1] / 2**20,
+           maxrss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(json.dumps(out))
+"""
+
+
+def _six_module(name: str) -> str:
+    """A generated module name, or a scratch file for rank 2 if no colleague's model exists."""
+    if (ROOT / "derivations" / "generated" / f"{name}.py").exists():
+        return name
+    scratch = ROOT / ".replica_cache" / "bench" / f"{name}.py"
+    if not scratch.exists():
+        from derivations.attention_tied import build
+        from replica.codegen import write_module
+        from replica.derivation import Derivation
+
+        r = 2 if name == "attention_rank2" else 1
+        write_module(Derivation(build(L=2, r=r, r_t=1, reduced=False, name=f"{name}_scratch")), scratch)
+    return str(scratch)
+
+
+def bench_six(quick: bool) -> tuple[list[dict], dict]:
+    rows, data = [], {}
+    for name in ("attention_untied", "attention_rank2"):
+        target = _six_module(name)
+        for b in backends() if not quick else backends()[:1]:
+            out = subprocess.run([sys.executable, "-c", _SIX_CHILD, target, b], cwd=ROOT, capture_output=True,
+                                 text=True, timeout=1800)
+            if out.returncode != 0:
+                rows.append(row("six", f"{name} ({b})", float("nan"), "s", note="failed: " + out.stderr[-200:]))
+                continue
+            d = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(row("six", f"{name} point ({b})", d["seconds"], "s",
+                            note=f"cpu {d['cpu']:.1f} s, {d['iterations']} it, {d['nodes']}, "
+                                 f"peak RSS {d['maxrss_mib']:.0f} MiB"))
+            data[f"{name}_{b}"] = d
+    return rows, data
+
+
+def bench_simulator(quick: bool) -> tuple[list[dict], dict]:
+    import warnings
+
+    import torch
+
+    from numerics.simulate import _problem
+    from numerics.models import TiedAttention, init_columns
+    from numerics.train import L2, TrainConfig, train
+
+    rows, data = [], {}
+    steps = 30 if quick else 200
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for dev in devices:
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            problem, teacher, streams, n, X, Y = _problem(
+                0, omega=OMEGA, alpha=ALPHA, d=1000, L=None, sigma=0.5, variances=None, P=None, A=None, r_t=1,
+                target=None, normalize_teacher=False, device=torch.device(dev), dtype=torch.float64)
+            Q0 = init_columns("semantic", 1000, 1, teacher.Qstar, problem.P, streams.init)
+            student = TiedAttention(Q0, problem.P).to(device=dev, dtype=torch.float64)
+            cfg = TrainConfig(steps=steps, stop_grad=0.0, check_every=steps, tol_grad=0.0, tol_loss=0.0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                train(student, X, Y, {"Q": L2(0.01)}, TrainConfig(steps=3, stop_grad=0.0, check_every=3))
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+                t = time.perf_counter()
+                train(student, X, Y, {"Q": L2(0.01)}, cfg)
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+                dt = time.perf_counter() - t
+        finally:
+            torch.set_num_threads(old)
+        rows.append(row("simulator", f"GD steps/s, d=1000, n={n}, {dev}" + (" (1 thread)" if dev == "cpu" else ""),
+                        steps / dt, "steps/s", note=f"{steps} steps in {dt:.2f} s, float64"))
+        data[dev] = dict(steps=steps, seconds=dt, steps_per_s=steps / dt, n=n)
+    if not torch.cuda.is_available():
+        rows.append(row("simulator", "CUDA", float("nan"), "steps/s", note="no CUDA device on this machine"))
+    return rows, data
+
+
+# --------------------------------------------------------------------------- output
+def table(rows: list[dict]) -> str:
+    lines = ["| section | measurement | value | baseline | speed-up | notes |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        v = r["value"]
+        val = "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else \
+            (f"{v:.3g} {r['unit']}".strip() if r["unit"] != "steps/s" else f"{v:.1f} {r['unit']}")
+        base = f"{r['baseline']:.3g} s" if r.get("baseline") is not None else ""
+        ratio = f"{r['ratio']:.0f}x" if r.get("ratio") else ""
+        lines.append(f"| {r['section']} | {r['name']} | {val} | {base} | {ratio} | {r['note']} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", metavar="FILE", help="write all results (and the machine) as JSON")
+    ap.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
+    ap.add_argument("--quick", action="store_true", help="a short run (fewer repeats and nodes, 3 omega)")
+    ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
+    ap.add_argument("--jobs", type=int, default=2, help="processes for the parallel phase diagram (default 2)")
+    args = ap.parse_args(argv)
+    wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+    bad = set(wanted) - set(SECTIONS)
+    if bad:
+        ap.error(f"unknown sections {sorted(bad)}; choose from {SECTIONS}")
+    results = {"machine": machine(), "quick": args.quick, "sections": {}}
+    rows: list[dict] = []
+    for name in SECTIONS:
+        if name not in wanted:
+            continue
+        print(f"[benchmarks] {name} ...", file=sys.stderr, flush=True)
+        t = time.perf_counter()
+        if name == "phase":
+            r, d = bench_phase(args.quick, args.jobs)
+        else:
+            r, d = globals()[f"bench_{name}"](args.quick)
+        rows += r
+        results["sections"][name] = dict(rows=r, data=d, seconds=time.perf_counter() - t)
+    results["machine"]["loadavg_end"] = os.getloadavg()
+    m = results["machine"]
+    print(f"python {m['python']}, numpy {m['numpy']}, numba {m['numba']}, torch {m['torch']}; "
+          f"{m['cpu_count']} CPUs; load average {m['loadavg_start'][0]:.1f} -> {m['loadavg_end'][0]:.1f}"
+          + ("  [--quick]" if args.quick else ""))
+    md = table(rows)
+    print(md)
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1, default=float))
+    if args.markdown:
+        Path(args.markdown).write_text(md + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
