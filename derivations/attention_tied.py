@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from replica import (L2, Domain, Model, TokenReduction, TokenStatistics, fields, matrix_parameter,
+from replica import (L2, Domain, ElasticNet, Model, TokenReduction, TokenStatistics, fields, matrix_parameter,
                      parameter, row_stochastic, softmax_rows, teacher_fields)
 
 PAPER_A = [[0.6, 0.4], [0.4, 0.6]]
@@ -22,17 +22,25 @@ BRANCHES = {"semantic": ("m",), "positional": ("theta",), "agnostic": ("m", "the
 
 
 def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None,
-          positional=None, name: str = "attention_tied") -> Model:
+          positional=None, name: str = "attention_tied", penalty: str = "l2") -> Model:
     """Tied dot-product attention with ``L`` tokens, student rank ``r``, teacher rank ``r_t``.
 
     ``reduced`` applies the two-token symmetry of THEORY §5 (only valid for ``L = 2``
     with ``p_2 = -p_1``). ``positional`` gives the projections ``pi_l`` (default
-    alternating signs ``+1, -1, +1, ...``).
+    alternating signs ``+1, -1, +1, ...``). ``penalty`` is ``"l2"`` (``lambda/2 |w|^2``)
+    or ``"elastic_net"`` (``lam1 |w|_1 + lam2/2 |w|^2``).
     """
     h, hs = fields(L, r), teacher_fields(L, r_t)
     omega = parameter("omega", r"\omega")
     sigma = parameter("sigma", r"\sigma")
-    lam = parameter("lam", r"\lambda")
+    if penalty == "l2":
+        lam = parameter("lam", r"\lambda")
+        regularizer, reg_params = L2(lam), {lam: 0.01}
+    elif penalty == "elastic_net":
+        lam1, lam2 = parameter("lam1", r"\lambda_1"), parameter("lam2", r"\lambda_2")
+        regularizer, reg_params = ElasticNet(lam1, lam2, r), {lam1: 0.001, lam2: 0.01}
+    else:
+        raise ValueError(f"penalty must be 'l2' or 'elastic_net', got {penalty!r}")
     Amat = matrix_parameter("A", L, L)
     A_default = np.asarray(A if A is not None else (PAPER_A if L == 2 else np.full((L, L), 1.0 / L)))
     pis = positional if positional is not None else [(-1) ** l for l in range(L)]
@@ -48,9 +56,9 @@ def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None,
         student=softmax_rows(h * h.T),
         target=(1 - omega) * softmax_rows(hs * hs.T) + omega * Amat,
         data=TokenStatistics.isotropic(L, sigma ** 2, positional=pis),
-        regularizer=L2(lam),
-        parameters={omega: 0.3, sigma: 0.5, lam: 0.01, Amat: A_default},
-        domains={omega: Domain(0, 1), sigma: Domain(0, None), lam: Domain(0, None)},
+        regularizer=regularizer,
+        parameters={omega: 0.3, sigma: 0.5, **reg_params, Amat: A_default},
+        domains={omega: Domain(0, 1), sigma: Domain(0, None), **{s: Domain(0, None) for s in reg_params}},
         constraints=row_stochastic(Amat, "A"),
         reduction=reduction,
         branches=BRANCHES,

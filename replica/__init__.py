@@ -21,6 +21,7 @@ _EXPORTS = {
     "Constraint": "model", "Domain": "model", "Model": "model", "row_stochastic": "model",
     "OrderParameters": "order_parameters", "TokenReduction": "order_parameters",
     "L2": "regularizers", "Regularizer": "regularizers", "SeparableRegularizer": "regularizers",
+    "L1": "regularizers", "ElasticNet": "regularizers",
     "cholesky_lower": "symbolic", "fields": "symbolic", "matrix_parameter": "symbolic",
     "parameter": "symbolic", "softmax_rows": "symbolic", "symbol": "symbolic", "teacher_fields": "symbolic",
     "Solver": "solver", "FixedPoint": "solver", "linear_baseline": "solver",

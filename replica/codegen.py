@@ -13,7 +13,12 @@ The generated module's contract (names are stable, see :data:`MODULE_API`):
   ``CONJUGATES``, ``FAMILIES`` (family -> indices into the order vector),
   ``SYMMETRIC_DIAGONAL`` (indices of diagonal entries of ``q`` and ``V``), ``BRANCHES``,
   ``PROX_DIM``, ``GAUSSIANS``, ``VALIDITY``;
-* ``entropic_update(xhat, p) -> x`` and ``entropic_potential(xhat, p)``;
+* ``entropic_update(xhat, p) -> x`` and ``entropic_potential(xhat, p)`` (``ENTROPIC = "closed"``,
+  a quadratic regularizer); for a general separable regularizer (``ENTROPIC = "envelope"``)
+  instead ``entropic_from_gradient(dpsi_w, p)``, ``entropic_bracket``,
+  ``entropic_parameter_gradient``, ``entropic_validity`` and ``entropic_argmin`` (closed-form
+  prox) or ``entropic_bracket_newton`` / ``entropic_starts`` (numeric prox), averaged over
+  ``ENTROPIC_GAUSSIANS`` by the solver;
 * ``energetic_update(dpsi_y, alpha) -> xhat`` (the linear map from the trace potential);
 * ``trace_potential(x, xhat)``;
 * ``bracket(h, z, x, p)``, ``bracket_newton(h, z, x, p) -> (F, dF/dh, d2F/dh2)``,
@@ -54,7 +59,7 @@ from .derivation import Derivation
 from .errors import DeclarationError
 from .kernels import GENERIC_KERNELS
 from .order_parameters import ORDER_FAMILIES
-from .potentials import gaussian_symbols
+from .potentials import GaussianMoreauEnvelope, gaussian_symbols
 from .symbolic import cholesky_lower
 
 GENERATOR_VERSION = "1.1.0"
@@ -342,7 +347,8 @@ def source_hash(derivation: Derivation) -> str:
     d = derivation
     m = d.model
     parts = [GENERATOR_VERSION, m.name, sp.srepr(d.energetic_potential.full_bracket),
-             sp.srepr(d.entropic_potential), sp.srepr(d.trace_potential),
+             sp.srepr(getattr(d.entropic_potential, "full_bracket", d.entropic_potential)),
+             sp.srepr(d.trace_potential),
              repr(sorted((str(k), v) for k, v in m.defaults.items())), repr(dict(m.branches))]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -376,12 +382,18 @@ def generate_module(derivation: Derivation, backend: Backend | None = None) -> s
     test_loss = m.loss.subs({hs: c for hs, c in zip(h_syms, omega)}).subs(intermediates)
 
     chunks: list[str] = []
-    chunks.append(backend.function(
-        "entropic_update", [xh_arg, p_arg], [[eq.rhs for eq in sp_eqs.entropic]],
-        "Order parameters from conjugates: x = -K^{-T} grad_xhat Psi_w (closed form)."))
-    chunks.append(backend.function(
-        "entropic_potential", [xh_arg, p_arg], [d.entropic_potential],
-        "Psi_w(xhat)."))
+    went = d.entropic_potential
+    if isinstance(went, GaussianMoreauEnvelope):
+        chunks += _entropic_envelope_chunks(backend, d, xh_arg, p_arg)
+        entropic_header = _entropic_envelope_header(d)
+    else:
+        chunks.append(backend.function(
+            "entropic_update", [xh_arg, p_arg], [[eq.rhs for eq in sp_eqs.entropic]],
+            "Order parameters from conjugates: x = -K^{-T} grad_xhat Psi_w (closed form)."))
+        chunks.append(backend.function(
+            "entropic_potential", [xh_arg, p_arg], [went],
+            "Psi_w(xhat)."))
+        entropic_header = 'ENTROPIC = "closed"\n'
     chunks.append(backend.function(
         "energetic_update", [("_dpsi_y", placeholders), ("alpha", [])],
         [[eq.rhs for eq in sp_eqs.energetic]],
@@ -528,7 +540,7 @@ CONSTRAINTS = {tuple((c.parameter, c.message, c.relation.rel_op) for c in checks
 # (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
 # minimum of the bracket and the gradients dF/dx of the other families unchanged.
 SYMMETRIES = {tuple(symmetries)!r}
-'''
+''' + entropic_header
     node_header = f'''# ---------------------------------------------------------------------------------------
 # Per-node kernels: scalar code for one quadrature node (math only) and the generic fused
 # kernels of replica.kernels. Plain Python; replica.kernels.compiled() JIT-compiles them with
@@ -545,6 +557,63 @@ def _sexp(u):
     assert set(families) <= set(ORDER_FAMILIES)
     return (header + "\n\n" + "\n\n".join(chunks) + "\n\n" + node_header + "\n\n"
             + "\n\n".join(node_chunks))
+
+
+def _entropic_envelope_chunks(backend: Backend, d: Derivation, xh_arg, p_arg) -> list[str]:
+    """Functions of a Moreau-envelope entropic potential (non-quadratic regularizer).
+
+    ``entropic_from_gradient`` maps ``dPsi_w/dxhat`` to the order parameters (the linear
+    map of the trace potential); the bracket, its envelope gradient in ``xhat`` and, when
+    sympy found the proximal map, ``entropic_argmin`` in closed form; otherwise
+    ``entropic_bracket_newton`` and ``entropic_starts`` for the numeric prox.
+    """
+    env = d.entropic_potential
+    sp_eqs = d.saddle_point
+    w_arg = ("_w", env.variables)
+    zw_arg = ("_zw", env.gaussians)
+    _check_names([*env.variables, *env.gaussians])
+    B = env.full_bracket
+    ph = [d.entropic_placeholders[s] for s in d.conjugate_symbols]
+    out = [
+        backend.function("entropic_from_gradient", [("_dpsi_w", ph), ("_p", [])],
+                         [[eq.rhs for eq in sp_eqs.entropic]],
+                         "Order parameters from dPsi_w/dxhat: x = -K^{-T} grad_xhat Psi_w."),
+        backend.function("entropic_bracket", [w_arg, zw_arg, xh_arg, p_arg], [B],
+                         "The entropic Moreau bracket B(w; xi, tau, xhat) at every node.",
+                         node_args=("_w", "_zw")),
+        backend.function("entropic_parameter_gradient", [w_arg, zw_arg, xh_arg, p_arg],
+                         [[sp_eqs.entropic_gradient[q] for q in ph]],
+                         "dB/dxhat at fixed w (envelope theorem): dPsi_w/dxhat = -E[dB/dxhat].",
+                         node_args=("_w", "_zw")),
+        backend.function("entropic_validity", [xh_arg, p_arg], [list(env.validity.values())],
+                         "Quantities that must be positive for the entropic envelope (ENTROPIC_VALIDITY)."),
+    ]
+    if env.argmin is not None:
+        out.append(backend.function(
+            "entropic_argmin", [zw_arg, xh_arg, p_arg], [[e.subs(env.intermediates) for e in env.argmin]],
+            "Closed-form minimiser of the entropic bracket (the regularizer's proximal map).",
+            node_args=("_zw",)))
+    else:
+        grad = [sp.diff(B, s) for s in env.variables]
+        hess = [sp.diff(g, s) for g in grad for s in env.variables]
+        out.append(backend.function(
+            "entropic_bracket_newton", [w_arg, zw_arg, xh_arg, p_arg], [B, grad, hess],
+            "B, dB/dw and d2B/dw2 (flattened) for the numeric prox.", node_args=("_w", "_zw")))
+        out.append(backend.function(
+            "entropic_starts", [zw_arg, xh_arg, p_arg],
+            [[sp.sympify(e).subs(env.intermediates) for st in env.starts for e in st]],
+            "Starting points of the entropic prox.", node_args=("_zw",)))
+    return out
+
+
+def _entropic_envelope_header(d: Derivation) -> str:
+    env = d.entropic_potential
+    return (f'ENTROPIC = "envelope"\n'
+            f"ENTROPIC_GAUSSIANS = {tuple(s.name for s in env.gaussians)!r}\n"
+            f"ENTROPIC_DIM = {len(env.variables)}\n"
+            f"ENTROPIC_ARGMIN = {env.argmin is not None!r}\n"
+            f"ENTROPIC_N_STARTS = {len(env.starts)}\n"
+            f"ENTROPIC_VALIDITY = {tuple(env.validity.keys())!r}\n")
 
 
 def write_module(derivation: Derivation, path: str | Path | None = None,

@@ -15,7 +15,7 @@ symmetric matrices come out of it.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import sympy as sp
@@ -52,11 +52,16 @@ class SaddlePoint:
     energetic_gradient:
         placeholder symbol ``dPsi_y/dx_i`` -> the integrand ``dF/dx_i`` such that
         ``dPsi_y/dx_i = -E[dF/dx_i at h = prox]``.
+    entropic_gradient:
+        For a non-quadratic regularizer, where the entropic equations are written with
+        placeholders ``dPsi_w/dxhat_j``: placeholder -> integrand of the entropic bracket
+        (``dPsi_w/dxhat_j = -E[dB/dxhat_j at w = prox]``). Empty for closed forms.
     """
 
     entropic: list[Equation]
     energetic: list[Equation]
     energetic_gradient: dict[sp.Symbol, sp.Expr]
+    entropic_gradient: dict[sp.Symbol, sp.Expr] = field(default_factory=dict)
 
     def __iter__(self):
         yield from self.entropic
@@ -139,17 +144,32 @@ class Derivation:
         x, xh = self.order_symbols, self.conjugate_symbols
         K = self.coupling
         psi_w = self.entropic_potential
+        entropic_grads: dict[sp.Symbol, sp.Expr] = {}
         if isinstance(psi_w, GaussianMoreauEnvelope):
-            raise NotImplementedError("closed-form entropic equations need a quadratic regularizer")
-        grad_w = sp.Matrix([sp.diff(psi_w, s) for s in xh])
-        x_rhs = -(K.T.inv() * grad_w)
-        entropic = [Equation(xi, _maybe_simplify(rhs)) for xi, rhs in zip(x, x_rhs)]
+            # x = -K^{-T} grad Psi_w with grad Psi_w = -E[dB/dxhat at w = prox] (envelope theorem).
+            ph = self.entropic_placeholders
+            x_rhs = -(K.T.inv() * sp.Matrix([ph[s] for s in xh]))
+            entropic = [Equation(xi, sp.expand(rhs)) for xi, rhs in zip(x, x_rhs)]
+            entropic_grads = {ph[s]: e for s, e in zip(xh, psi_w.parameter_gradient(xh))}
+        else:
+            grad_w = sp.Matrix([sp.diff(psi_w, s) for s in xh])
+            x_rhs = -(K.T.inv() * grad_w)
+            entropic = [Equation(xi, _maybe_simplify(rhs)) for xi, rhs in zip(x, x_rhs)]
         g = sp.Matrix([self.gradient_placeholders[s] for s in x])
         xh_rhs = -self.alpha * (K.inv() * g)
         energetic = [Equation(s, sp.expand(rhs)) for s, rhs in zip(xh, xh_rhs)]
         integrands = self.energetic_potential.parameter_gradient(x)
         grads = {self.gradient_placeholders[s]: e for s, e in zip(x, integrands)}
-        return SaddlePoint(entropic, energetic, grads)
+        return SaddlePoint(entropic, energetic, grads, entropic_grads)
+
+    @cached_property
+    def entropic_placeholders(self) -> dict[sp.Symbol, sp.Symbol]:
+        """conjugate ``xhat`` -> a symbol standing for ``dPsi_w/dxhat`` (non-quadratic regularizers)."""
+        out = {}
+        for s in self.conjugate_symbols:
+            tex = LATEX_NAMES.get(s, sp.latex(s))
+            out[s] = symbol(f"dPsi_w__{s.name}", rf"\partial_{{{tex}}} \Psi_w")
+        return out
 
     @cached_property
     def sign_flips(self) -> tuple[str, ...]:

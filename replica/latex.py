@@ -101,9 +101,15 @@ def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
     sections.append(("Model", model_blocks))
     # --- potentials
     pot = [Block("Trace potential:", rf"\Psi_t = {tex(d.trace_potential)}")]
-    if isinstance(d.entropic_potential, GaussianMoreauEnvelope):
-        pot.append(Block("Entropic potential (Moreau envelope):",
-                         rf"\Psi_w = -\mathbb{{E}} \min_w \left[{tex(d.entropic_potential.bracket)}\right]"))
+    went = d.entropic_potential
+    if isinstance(went, GaussianMoreauEnvelope):
+        gw = ", ".join(tex(g) for g in went.gaussians)
+        pot.append(Block("Entropic potential (Moreau envelope of the regularizer):",
+                         rf"\Psi_w = -\mathbb{{E}}_{{{gw}}} \min_w \left[{tex(went.bracket)}\right]"))
+        pot.append(Block("with", [rf"{tex(u)} = {tex(e)}" for u, e in went.intermediates.items()]))
+        if getattr(went, "argmin", None):
+            pot.append(Block("and the minimiser in closed form (the proximal map of $r$, found by sympy):",
+                             [rf"\hat {tex(v)} = {tex(e)}" for v, e in zip(went.variables, went.argmin)]))
     else:
         pot.append(Block("Entropic potential (closed form, Gaussian teacher average done exactly):",
                          rf"\Psi_w = {tex(d.entropic_potential)}"))
@@ -120,6 +126,11 @@ def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
     # --- saddle point
     sp_eqs = d.saddle_point
     ent = [Block("", rf"{tex(eq.lhs)} = {tex(eq.rhs)}") for eq in sp_eqs.entropic]
+    if sp_eqs.entropic_gradient:
+        ent.append(Block("where, by the envelope theorem ($\\hat w$ the minimiser of the entropic bracket $B$):",
+                         r"\partial_{\hat x} \Psi_w = -\mathbb{E}\left[ \partial_{\hat x} B(w) \big|_{w = \hat w} \right]"))
+        for s_, e in zip(d.conjugate_symbols, sp_eqs.entropic_gradient.values()):
+            ent.append(Block("", rf"\partial_{{{tex(s_)}}} B = {tex(e)}"))
     sections.append(("Saddle-point equations: entropic side", ent))
     en = [Block("", rf"{tex(eq.lhs)} = {tex(eq.rhs)}") for eq in sp_eqs.energetic]
     en.append(Block("where, by the envelope theorem ($\\hat h$ the global minimiser of $F$):",

@@ -30,7 +30,7 @@ import sympy as sp
 from .errors import DeclarationError
 from .model import Model
 from .order_parameters import OrderParameters
-from .regularizers import L2
+from .regularizers import L2, SeparableRegularizer
 from .symbolic import cholesky_lower, symbol
 
 
@@ -129,9 +129,68 @@ def entropic_potential(model: Model, ops: OrderParameters) -> sp.Expr | Gaussian
             Minv = M.inv() if model.r > 1 else sp.Matrix([[1 / M[0, 0]]])
             total += (Minv * (group.weight * (B + Gam * Gam.T) + MM)).trace() / 2
         return total
-    raise DeclarationError(
-        f"regularizer: {type(reg).__name__} has no closed-form entropic potential; "
-        "use replica.entropic.moreau_entropic_potential")
+    if isinstance(reg, SeparableRegularizer):
+        return entropic_envelope(model, ops)
+    raise DeclarationError(f"regularizer: {type(reg).__name__} is neither quadratic nor separable")
+
+
+@dataclass
+class EntropicEnvelope(GaussianMoreauEnvelope):
+    """``Psi_w = -E_{xi, tau} sum_k w_k min_w [r(w) + 1/2 w^T A_k w - w^T (b_k + B_k^{1/2} xi)]``.
+
+    One block of variables ``w_k`` per atom ``k`` of the spectral law (the minimum of a
+    sum of independent brackets is the sum of their minima, so the average of the sum is
+    the sum of the atoms' potentials). ``argmin`` holds the closed-form minimisers when
+    sympy found the proximal map of the regularizer, else ``None`` (numeric Newton).
+    """
+
+    argmin: list[sp.Expr] | None = None
+    validity: dict[str, sp.Expr] = field(default_factory=dict)
+
+
+def entropic_envelope(model: Model, ops: OrderParameters) -> EntropicEnvelope:
+    """The entropic Moreau envelope of a general separable regularizer (THEORY §3)."""
+    reg = model.regularizer
+    r, rt = model.r, model.r_t
+    xi = [symbol(f"xiw_{i + 1}", rf"\xi^{{w}}_{{{i + 1}}}") for i in range(r)]
+    tau = [symbol(f"tau_{i + 1}", rf"\tau_{{{i + 1}}}") for i in range(rt)]
+    variables, intermediates, argmin, validity = [], {}, [], {}
+    bracket = sp.Integer(0)
+    closed = True
+    for k, atom in enumerate(model.data.atoms):
+        A, B, Gam = sp.zeros(r, r), sp.zeros(r, r), sp.zeros(r, rt)
+        mu = sp.zeros(r, 1)
+        for l in range(ops.L):
+            g = sp.sympify(atom.gamma[l])
+            A += g * ops.token("Vhat", l)
+            B += g * ops.token("qhat", l)
+            Gam += g * ops.token("thetahat", l)
+            mu += sp.sympify(atom.pi[l]) * ops.token("mhat", l)
+        C = cholesky_lower(B)
+        field_k = mu + Gam * sp.Matrix(tau) + C * sp.Matrix(xi)
+        w_k = [symbol(f"w_{k + 1}_{i + 1}" if r > 1 else f"w_{k + 1}", rf"w_{{{k + 1},{i + 1}}}") for i in range(r)]
+        Zs = [symbol(f"Zw_{k + 1}_{i + 1}" if r > 1 else f"Zw_{k + 1}",
+                     rf"Z_{{{k + 1},{i + 1}}}" if r > 1 else rf"Z_{{{k + 1}}}") for i in range(r)]
+        for Zi, e in zip(Zs, field_k):
+            intermediates[Zi] = e
+        wv = sp.Matrix(w_k)
+        term = reg.expression(wv) + (wv.T * A * wv)[0, 0] / 2 - (wv.T * sp.Matrix(Zs))[0, 0]
+        bracket += sp.sympify(atom.weight) * term
+        variables += w_k
+        if r == 1:
+            sol = reg.scalar_prox(Zs[0] / A[0, 0], 1 / A[0, 0])
+            if sol is None:
+                closed = False
+            else:
+                argmin.append(sol)
+        else:
+            closed = False
+        for i in range(1, r + 1):
+            validity[f"sum_l gamma_l qhat_l (minor {i}) [atom {k + 1}]"] = B[:i, :i].det() if i > 1 else B[0, 0]
+            validity[f"sum_l gamma_l Vhat_l (minor {i}) [atom {k + 1}]"] = A[:i, :i].det() if i > 1 else A[0, 0]
+    starts = [[Zi for Zi in intermediates]]  # w = Z (a bounded, admissible point) if Newton is needed
+    return EntropicEnvelope("entropic", variables, xi + tau, bracket, intermediates, starts,
+                            argmin if closed else None, validity)
 
 
 def prox_center_symbols(model: Model) -> sp.Matrix:

@@ -6,8 +6,9 @@ Each regularizer is a small factor with its own potential (THEORY §3):
   Gaussian integral of a quadratic, so ``Psi_w`` has the closed form
   ``1/2 E_nu tr[(Lambda + A)^{-1}(B + b b^T)]`` and the entropic saddle-point
   equations are explicit.
-* :class:`SeparableRegularizer` (any separable convex ``r``, e.g. l1, elastic net):
-  ``Psi_w`` stays a Moreau envelope, solved numerically (see issue on extensions).
+* :class:`SeparableRegularizer` (any separable convex ``r``; :class:`L1`,
+  :class:`ElasticNet`): ``Psi_w`` stays a Moreau envelope; its proximal map is found in
+  closed form by sympy when it can be (``r = 1``), and the Gaussian average is numeric.
 """
 from __future__ import annotations
 
@@ -70,11 +71,39 @@ class L2(Regularizer):
 class SeparableRegularizer(Regularizer):
     """A general convex ``r(w)`` given as a sympy expression of the symbols ``w``.
 
-    Its entropic potential is a Moreau envelope evaluated numerically.
+    Its entropic potential is a Moreau envelope (THEORY §3). For ``r = 1`` sympy looks
+    for the proximal map in closed form (:meth:`scalar_prox`), also for penalties with a
+    kink at ``w = 0`` written with ``Abs`` (l1, elastic net); the Gaussian average is
+    then numeric.
     """
 
     expr: sp.Expr
     w: Sequence[sp.Symbol]
+
+    def scalar_prox(self, z: sp.Expr, t: sp.Expr) -> sp.Expr | None:
+        """``argmin_w r(w) + (w - z)^2 / (2 t)`` in closed form, or ``None`` if sympy finds none.
+
+        Smooth ``r``: the unique real root of the stationarity condition. ``r`` with
+        ``Abs(w)``: the stationary points of the branches ``w > 0`` and ``w < 0``, each
+        kept where it lies on its branch, and ``w = 0`` otherwise (the subgradient
+        condition at the kink, valid for convex ``r``).
+        """
+        if len(self.w) != 1:
+            return None
+        w = self.w[0]
+        expr = sp.sympify(self.expr)
+        if expr.has(sp.Abs(w)):
+            pieces = []
+            for sign, cond in ((1, lambda v: v > 0), (-1, lambda v: v < 0)):
+                branch = expr.subs(sp.Abs(w), sign * w)
+                sol = _unique_root(sp.diff(branch + (w - z) ** 2 / (2 * t), w), w)
+                if sol is None:
+                    return None
+                pieces.append((sol, cond(sol)))
+            return sp.Piecewise(*pieces, (sp.Integer(0), True))
+        if expr.has(sp.Abs) or expr.has(sp.Piecewise) or expr.has(sp.Max) or expr.has(sp.Min):
+            return None
+        return _unique_root(sp.diff(expr + (w - z) ** 2 / (2 * t), w), w)
 
     def validate(self, r: int) -> None:
         if len(self.w) != r:
@@ -90,3 +119,32 @@ class SeparableRegularizer(Regularizer):
 
     def parameters(self) -> set[sp.Symbol]:
         return sp.sympify(self.expr).free_symbols - set(self.w)
+
+
+def _unique_root(expr: sp.Expr, w: sp.Symbol) -> sp.Expr | None:
+    """The single solution of ``expr = 0`` for ``w`` (``None`` if none or several)."""
+    try:
+        sols = sp.solve(sp.Eq(expr, 0), w, dict=False)
+    except (NotImplementedError, ValueError):
+        return None
+    sols = [s for s in sols if not s.has(sp.I)]
+    return sp.simplify(sols[0]) if len(sols) == 1 else None
+
+
+class L1(SeparableRegularizer):
+    """``r(w) = lam1 |w|_1`` (LASSO); its proximal map, soft thresholding, is found by sympy."""
+
+    def __init__(self, lam1: sp.Expr, r: int = 1):
+        w = [sp.Symbol(f"w_reg_{i + 1}", real=True) for i in range(r)]
+        super().__init__(sp.sympify(lam1) * sum(sp.Abs(wi) for wi in w), w)
+        self.lam1 = sp.sympify(lam1)
+
+
+class ElasticNet(SeparableRegularizer):
+    """``r(w) = lam1 |w|_1 + lam2 / 2 |w|^2``; with ``lam1 = 0`` it is exactly :class:`L2`."""
+
+    def __init__(self, lam1: sp.Expr, lam2: sp.Expr, r: int = 1):
+        w = [sp.Symbol(f"w_reg_{i + 1}", real=True) for i in range(r)]
+        l1, l2 = sp.sympify(lam1), sp.sympify(lam2)
+        super().__init__(l1 * sum(sp.Abs(wi) for wi in w) + l2 / 2 * sum(wi ** 2 for wi in w), w)
+        self.lam1, self.lam2 = l1, l2

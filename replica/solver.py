@@ -19,6 +19,7 @@ history; an inadmissible state raises :class:`~replica.errors.InvalidStateError`
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ import numpy as np
 from .errors import ConvergenceError, InvalidStateError, ParameterError
 from .integrators import EnergeticAverage, EnergeticIntegrator, QuadratureIntegrator, fold_nodes
 from .kernels import compiled, resolve_backend
+from .prox import prox
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
 
 
@@ -99,6 +101,7 @@ class _MapResult:
     h: object
     n_disagree: int
     n_failed: int
+    psi_w: float = float("nan")
 
 
 class Solver:
@@ -173,6 +176,13 @@ class Solver:
                            if isinstance(rule, QuadratureRule) else rule)
         self.test_rule = test_rule or _cached_rule("test", dim)
         self.error_estimate = bool(error_estimate)
+        # A non-quadratic regularizer: the entropic side is a Moreau envelope averaged over
+        # (xi, tau) too. Its integrand has kinks (soft thresholding) but lives in r + r_t
+        # dimensions only, so a fine tensor rule is cheap.
+        self.entropic_rule = None
+        if getattr(module, "ENTROPIC", "closed") == "envelope":
+            dim_w = len(module.ENTROPIC_GAUSSIANS)
+            self.entropic_rule = gauss_hermite(dim_w, {1: 400, 2: 120, 3: 30}.get(dim_w, 12))
         self.newton = bool(newton)
         self.newton_switch = 1e-2
         if self.integrator.dim != dim or self.test_rule.dim != dim:
@@ -281,13 +291,41 @@ class Solver:
         grad[self.pinned] = 0.0
         xhat = np.asarray(self.module.energetic_update(grad, alpha), dtype=float)
         xhat[self.pinned] = 0.0  # conjugate entries are paired one-to-one with order entries
-        x_new = np.asarray(self.module.entropic_update(xhat, self.p), dtype=float)
+        x_new, psi_w = self.entropic(xhat)
         x_new[self.pinned] = 0.0
         if not np.all(np.isfinite(x_new)):
             raise InvalidStateError("entropic_update", "produced a non-finite state "
                                     "(is lambda + A positive definite?)",
                                     dict(zip(self.conj_names, xhat.tolist())))
-        return _MapResult(x_new, xhat, avg.psi_y, avg.state, avg.n_disagree, avg.n_failed)
+        return _MapResult(x_new, xhat, avg.psi_y, avg.state, avg.n_disagree, avg.n_failed, psi_w)
+
+    def entropic(self, xhat: np.ndarray) -> tuple[np.ndarray, float]:
+        """Order parameters from conjugates, and ``Psi_w`` (``nan`` when it has a closed form).
+
+        Closed form (quadratic regularizer): the generated ``entropic_update``. Moreau
+        envelope (general separable regularizer): ``x = -K^{-T} grad Psi_w`` with
+        ``grad Psi_w = -E[dB/dxhat at w = prox]`` over the entropic rule, the prox in
+        closed form when the module has one, by damped Newton otherwise.
+        """
+        mod = self.module
+        if self.entropic_rule is None:
+            return np.asarray(mod.entropic_update(xhat, self.p), dtype=float), float("nan")
+        vals = np.atleast_1d(mod.entropic_validity(xhat, self.p))
+        bad = ~(vals > 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InvalidStateError(mod.ENTROPIC_VALIDITY[i], f"must be positive, got {vals[i]:.3e}",
+                                    dict(zip(self.conj_names, xhat.tolist())))
+        nodes, weights = self.entropic_rule.nodes, self.entropic_rule.weights
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            if mod.ENTROPIC_ARGMIN:
+                w = mod.entropic_argmin(nodes, xhat, self.p)
+            else:
+                w = prox(_EntropicView(mod), nodes, xhat, self.p, tol=self.prox_tol).h
+            value = mod.entropic_bracket(w, nodes, xhat, self.p)
+            G = mod.entropic_parameter_gradient(w, nodes, xhat, self.p)
+        x = np.asarray(mod.entropic_from_gradient(-(G @ weights), self.p), dtype=float)
+        return x, -float(value @ weights)
 
     # ------------------------------------------------------------ iteration
     def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None) -> FixedPoint:
@@ -367,7 +405,12 @@ class Solver:
             # 10th iteration, and to confirm convergence (above).
             full = sticky or it % 10 == 0
             try:
-                res = self.evaluate_map(x_next, alpha, multistart=full)
+                if newton_step and not full and os.environ.get("NW", "1") == "1":
+                    # Newton steps evaluate the map from the warm starts alone, like the
+                    # finite differences of J: a smooth map that Newton converges on quickly.
+                    res = self._warm_only_map(x_next, alpha)
+                else:
+                    res = self.evaluate_map(x_next, alpha, multistart=full)
                 x = x_next
             except InvalidStateError:
                 # The step left the admissible domain: restart with a damped step.
@@ -404,6 +447,18 @@ class Solver:
         except np.linalg.LinAlgError:
             return True
         return bool(np.linalg.norm(corr) <= self.tol * max(np.linalg.norm(x[self.free]), 1e-12))
+
+    def _warm_only_map(self, x: np.ndarray, alpha: float) -> _MapResult:
+        """The map with the inner minimisation started from the current minimisers only."""
+        integ = self.integrator
+        ws = getattr(integ, "warm_starts", None)
+        if ws is None or self._warm is None:
+            return self.evaluate_map(x, alpha, multistart=False)
+        try:
+            integ.warm_starts = 0
+            return self.evaluate_map(x, alpha, multistart=False)
+        finally:
+            integ.warm_starts = ws
 
     def _fd_jacobian(self, x: np.ndarray, g: np.ndarray, alpha: float) -> np.ndarray | None:
         """Jacobian of ``map(x) - x`` on the free entries by forward differences.
@@ -501,7 +556,7 @@ class Solver:
         mod = self.module
         xhat = res.xhat
         psi_t = float(mod.trace_potential(x, xhat))
-        psi_w = float(mod.entropic_potential(xhat, self.p))
+        psi_w = res.psi_w if self.entropic_rule is not None else float(mod.entropic_potential(xhat, self.p))
         phi = psi_t + psi_w + alpha * res.psi_y
         eps, eps_err = self.test_error(x)
         # Quadrature error estimate: residual of this state under the companion rule.
@@ -615,3 +670,14 @@ def order_vector(module: ModuleType, values: Mapping[str, float] | Sequence[floa
     if isinstance(values, Mapping):
         return np.array([float(values[n]) for n in module.ORDER_PARAMETERS])
     return np.asarray(values, dtype=float)
+
+
+class _EntropicView:
+    """The entropic functions of a module under the names :func:`replica.prox.prox` uses."""
+
+    def __init__(self, module: ModuleType):
+        self.PROX_DIM = module.ENTROPIC_DIM
+        self.N_STARTS = module.ENTROPIC_N_STARTS
+        self.bracket = module.entropic_bracket
+        self.bracket_newton = module.entropic_bracket_newton
+        self.prox_starts = module.entropic_starts

@@ -42,6 +42,7 @@ CONSTRAINTS = (('A', 'row 1 must sum to 1', '=='), ('A', 'row 2 must sum to 1', 
 # (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
 # minimum of the bracket and the gradients dF/dx of the other families unchanged.
 SYMMETRIES = ((('m',), (0, 1, 2, 3)), (('theta',), (2, 3)))
+ENTROPIC = "closed"
 
 
 def entropic_update(_xhat, _p):

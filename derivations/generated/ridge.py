@@ -42,6 +42,7 @@ CONSTRAINTS = ()
 # (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
 # minimum of the bracket and the gradients dF/dx of the other families unchanged.
 SYMMETRIES = ()
+ENTROPIC = "closed"
 
 
 def entropic_update(_xhat, _p):
