@@ -749,7 +749,9 @@ def follow_branch(module: ModuleType | str, branch: str, alpha_start: float, alp
     :class:`BranchEnd` (the spinodal, located to within the smallest step).
     """
     module = _as_module(module)
-    _check_range(min(alpha_start, alpha_stop), max(alpha_start, alpha_stop) + (alpha_start == alpha_stop))
+    for name, v in (("alpha_start", alpha_start), ("alpha_stop", alpha_stop)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v)) or v <= 0:
+            raise ParameterError(name, f"must be a finite number > 0, got {v}")
     f = BranchFollower(module, branch, parameters, settings, steps, cache, progress)
     return f.follow(alpha_start, alpha_stop, x0=x0, stop=stop)
 
