@@ -62,7 +62,9 @@ class SolverSettings:
 
     ``rule`` is a :class:`~replica.quadrature.QuadratureRule`, an energetic integrator, a
     spec string for :func:`~replica.quadrature.parse_rule` (``"fast"``, ``"gh:10"``) or
-    ``None`` (the solver's default). ``max_iter`` is kept moderate: a warm-started point
+    ``"preint:fast|default|high"`` (:func:`replica.preintegration.make_integrator`), ``None``
+    (the solver's default), or a mapping branch -> any of these (key ``"default"`` for the
+    others), e.g. ``{"positional": "preint:fast", "default": "gh:12"}``. ``max_iter`` is kept moderate: a warm-started point
     converges in tens of iterations, and a point that does not is the end of a branch.
     ``error_estimate``: the solver's companion-rule residual per point (off: ~10% faster,
     ``quadrature_residual`` is then nan; ``eps_g_error`` is always there).
@@ -74,11 +76,23 @@ class SolverSettings:
     max_iter: int = 200
     error_estimate: bool = False
 
+    def rule_for(self, module: ModuleType, branch: str) -> Any:
+        """The rule / integrator object for ``branch`` (resolving per-branch maps and specs)."""
+        rule = self.rule
+        if isinstance(rule, Mapping):
+            rule = rule.get(branch, rule.get("default"))
+        if isinstance(rule, str):
+            if rule.startswith("preint"):
+                from .preintegration import make_integrator
+
+                _, _, level = rule.partition(":")
+                return make_integrator(module, level or "default")
+            rule = parse_rule(rule, len(module.GAUSSIANS))
+        return rule
+
     def make_solver(self, module: ModuleType, parameters: Mapping[str, float] | None,
                     branch: str) -> Solver:
-        rule = self.rule
-        if isinstance(rule, str):
-            rule = parse_rule(rule, len(module.GAUSSIANS))
+        rule = self.rule_for(module, branch)
         kw = {}
         if "error_estimate" in inspect.signature(Solver.__init__).parameters:
             kw["error_estimate"] = self.error_estimate

@@ -308,3 +308,14 @@ def test_phase_diagram_default_quadrature(attention, tmp_path):
     assert all(v is not None for v in ac + al), [(r.alpha_c, r.alpha_l) for r in rs]
     assert all(b > a for a, b in zip(ac, al))
     assert all(np.diff(ac) > 0), ac
+
+
+def test_solver_settings_rule_per_branch(attention):
+    from replica.quadrature import QuadratureRule
+
+    s = SolverSettings(rule={"positional": "gh:6", "default": "gh:8"})
+    r_pos, r_sem = s.rule_for(attention, "positional"), s.rule_for(attention, "semantic")
+    assert isinstance(r_pos, QuadratureRule) and r_pos.order == 6 and r_sem.order == 8
+    assert SolverSettings().rule_for(attention, "semantic") is None
+    f = BranchFollower(attention, "positional", {"omega": 0.3}, s)
+    assert "order=6" in f.describe()["quadrature"]
