@@ -76,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
             raise ParameterError(name.replace("_", "-"), f"must be a finite number > 0, got {v}")
     if args.alpha_max <= args.alpha_min:
         raise ParameterError("alpha-max", f"must be larger than --alpha-min ({args.alpha_min}), got {args.alpha_max}")
+    missing = [b for b in ("semantic", "positional") if b not in module.BRANCHES]
+    if missing:
+        raise ParameterError("model", f"{module.MODEL} declares no {'/'.join(missing)} branch (it has "
+                                      f"{list(module.BRANCHES)}); a phase analysis needs semantic and positional")
     branches = [b.strip() for b in args.branches.split(",") if b.strip()]
     for b in branches:
         if b not in module.BRANCHES:
