@@ -19,7 +19,6 @@ history; an inadmissible state raises :class:`~replica.errors.InvalidStateError`
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -352,11 +351,13 @@ class Solver:
             self._warm = None
         full = self._warm is None
         res = self.evaluate_map(x, alpha, multistart=full)
-        sticky = False   # every start from now on (warm starts missed a global minimum)
+        sticky = False   # every start at every iteration (warm starts keep missing global minima)
         J: np.ndarray | None = None          # Jacobian of map(x) - x (free entries), Newton mode
         prev: tuple[np.ndarray, np.ndarray, float, bool] | None = None  # x, g, r, newton step?
         newton_failures = 0
-        confirm_failures = 0
+        misses = 0       # evaluations from every start that found minima the warm starts missed
+        since = 0        # divergence is judged on the residuals since the last miss
+        was_full = full  # type of the evaluation behind the previous residual
         # From a given x0 (continuation) Newton can start early; from the generic initial state
         # let Anderson approach first, so that Newton does not jump to another solution.
         switch = self.newton_switch if x0 is None else max(self.newton_switch, 0.1)
@@ -364,30 +365,37 @@ class Solver:
         for it in range(1, self.max_iter + 1):
             g = (res.x_new - x)[free]
             r = float(np.linalg.norm(g) / max(np.linalg.norm(x[free]), 1e-12))
-            if J is not None and prev is not None:
-                J, newton_failures = self._update_jacobian(J, x, g, r, prev, newton_failures)
+            miss = False
             if r < self.tol and not full and self._newton_small(J, g, x):
                 # Converged with warm starts only: the answer must be the global minimum over
                 # every start, so re-evaluate the map at this state from every start.
                 res = self.evaluate_map(x, alpha, multistart=True)
                 full = True
-                g_full = (res.x_new - x)[free]
-                r_full = float(np.linalg.norm(g_full) / max(np.linalg.norm(x[free]), 1e-12))
-                if r_full >= self.tol:
-                    # Some node's global minimum is in another basin than the warm start's: the
-                    # warm-start map was a different map. Forget its history and go on from the
-                    # new minimisers (the next warm starts); after a few such misses use every
-                    # start at every iteration.
-                    confirm_failures += 1
-                    sticky = confirm_failures >= 3
-                    hist_x.clear()
-                    hist_g.clear()
-                g, r = g_full, r_full
+                g = (res.x_new - x)[free]
+                r_full = float(np.linalg.norm(g) / max(np.linalg.norm(x[free]), 1e-12))
+                miss = r_full >= self.tol
+                r = r_full
+            elif full and not was_full and prev is not None and r > 10 * max(prev[2], self.tol):
+                miss = True  # a periodic every-start evaluation jumped: same situation
+            if miss:
+                # Some node's global minimum is in another basin than the warm start's: the
+                # warm-start map was a different map. Forget its history and go on from the new
+                # minimisers (the next warm starts); after a few such misses use every start at
+                # every iteration.
+                misses += 1
+                sticky = misses >= 3
+                since = len(residuals)
+                hist_x.clear()
+                hist_g.clear()
+            elif J is not None and prev is not None:
+                J, newton_failures = self._update_jacobian(J, x, g, r, prev, newton_failures)
+            was_full = full
             residuals.append(r)
             if self.verbose:
                 print(f"  iter {it:4d}  residual {r:.3e}" + ("" if full else "  (warm starts)")
                       + ("  newton" if prev is not None and prev[3] else ""), file=sys.stderr)
-            if not math.isfinite(r) or (it > 5 and r > 1e6 * min(residuals)):
+            if not math.isfinite(r) or (it > 5 and len(residuals) - since > 1
+                                        and r > 1e6 * min(residuals[since:])):
                 raise ConvergenceError("fixed-point iteration diverged", residuals, it,
                                        dict(zip(self.names, x.tolist())))
             if r < self.tol and (full or self._newton_small(J, g, x)):
@@ -405,9 +413,11 @@ class Solver:
             # 10th iteration, and to confirm convergence (above).
             full = sticky or it % 10 == 0
             try:
-                if newton_step and not full and os.environ.get("NW", "1") == "1":
-                    # Newton steps evaluate the map from the warm starts alone, like the
-                    # finite differences of J: a smooth map that Newton converges on quickly.
+                if newton_step and not full and misses == 0:
+                    # Newton steps evaluate the map from the warm starts alone, like the finite
+                    # differences of J: a smooth map that Newton converges on quickly -- unless
+                    # the warm starts have been seen to miss global minima in this solve (then
+                    # from the warm starts and h = omega, which catch most basin changes).
                     res = self._warm_only_map(x_next, alpha)
                 else:
                     res = self.evaluate_map(x_next, alpha, multistart=full)
