@@ -66,7 +66,7 @@ class QuadratureIntegrator:
     """
 
     def __init__(self, rule: QuadratureRule, symmetries: Sequence[Sequence[int]] = (),
-                 backend: str = "auto", chunk: int = 16384, warm_starts: int = 1):
+                 backend: str = "auto", chunk: int = 4096, warm_starts: int = 1):
         self.rule = rule
         self.dim = rule.dim
         self.symmetries = tuple(tuple(int(i) for i in s) for s in symmetries)
@@ -198,3 +198,35 @@ def _fold(nodes: np.ndarray, weights: np.ndarray, flips) -> tuple[np.ndarray, np
     _, index, inverse = np.unique(key.T, axis=0, return_index=True, return_inverse=True)
     folded_w = np.bincount(inverse.ravel(), weights=weights, minlength=index.size)
     return np.ascontiguousarray(canon[:, index]), folded_w
+
+
+def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module: ModuleType,
+              branch: str | None = None):
+    """A quadrature rule or integrator from a user-facing spec (CLI ``--quadrature``).
+
+    ``"gh:N"``, ``"smolyak:N"``, ``"sobol:LOG2N"``, ``"fast|default|high"`` (rules, see
+    :func:`replica.quadrature.parse_rule`); ``"preint"`` or ``"preint:fast|default|high"``
+    (the jump-aware pre-integration of :mod:`replica.preintegration`); ``"auto"``: Gauss-
+    Hermite where the branch pins ``m = 0`` (the argmin barely ever switches between
+    minima there: the semantic branch), pre-integration elsewhere (the positional branch,
+    where tensor Gauss-Hermite converges erratically, see docs/quadrature.md). Objects pass
+    through; ``None`` means the solver's default.
+    """
+    from .quadrature import parse_rule
+
+    if spec is None or not isinstance(spec, str):
+        return spec
+    if spec == "auto":
+        pinned = set(module.BRANCHES.get(branch or "free", ()))
+        spec = "default" if "m" in pinned or "m" not in module.FAMILIES else "preint:default"
+    from .errors import ParameterError
+
+    try:
+        if spec.startswith("preint"):
+            from .preintegration import make_integrator
+
+            _, _, level = spec.partition(":")
+            return make_integrator(module, level or "default")
+        return parse_rule(spec, len(module.GAUSSIANS))
+    except ParameterError as exc:  # name the user's flag, whatever the inner parameter was
+        raise ParameterError("quadrature", f"{spec!r}: {exc}") from None

@@ -42,7 +42,8 @@ import numpy as np
 from .cache import PointCache
 from .errors import ConvergenceError, InvalidStateError, ParameterError, ReplicaError
 from .progress import Progress
-from .quadrature import QuadratureRule, parse_rule
+from .integrators import from_spec
+from .quadrature import QuadratureRule
 from .solver import FixedPoint, Solver, linear_baseline
 
 #: the branches a phase analysis needs, in the order they are reported
@@ -81,14 +82,7 @@ class SolverSettings:
         rule = self.rule
         if isinstance(rule, Mapping):
             rule = rule.get(branch, rule.get("default"))
-        if isinstance(rule, str):
-            if rule.startswith("preint"):
-                from .preintegration import make_integrator
-
-                _, _, level = rule.partition(":")
-                return make_integrator(module, level or "default")
-            rule = parse_rule(rule, len(module.GAUSSIANS))
-        return rule
+        return from_spec(rule, module, branch)
 
     def make_solver(self, module: ModuleType, parameters: Mapping[str, float] | None,
                     branch: str) -> Solver:

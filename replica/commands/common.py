@@ -8,7 +8,7 @@ from types import ModuleType
 import numpy as np
 
 from ..errors import ParameterError
-from ..quadrature import QuadratureRule, parse_rule
+from ..integrators import from_spec
 
 
 def add_parameter_flags(p: argparse.ArgumentParser) -> None:
@@ -26,7 +26,9 @@ def add_parameter_flags(p: argparse.ArgumentParser) -> None:
 def add_numeric_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("numerics")
     g.add_argument("--quadrature", default=None, metavar="RULE",
-                   help="energetic quadrature: fast|default|high, gh:N, smolyak:N or sobol:LOG2N")
+                   help="energetic average: fast|default|high or gh:N, smolyak:N, sobol:LOG2N (rules); "
+                        "preint[:fast|default|high] (jump-aware pre-integration); auto (GH on the "
+                        "semantic branch, pre-integration elsewhere)")
     g.add_argument("--tol", type=float, default=1e-8, help="relative residual at convergence (default 1e-8)")
     g.add_argument("--max-iter", type=int, default=500, help="maximum fixed-point iterations")
     g.add_argument("--verbose", action="store_true", help="print the residual of every iteration")
@@ -71,9 +73,10 @@ def parameters_from_args(module: ModuleType, args: argparse.Namespace) -> dict[s
     return out
 
 
-def rule_from_args(module: ModuleType, args: argparse.Namespace) -> QuadratureRule | None:
-    spec = getattr(args, "quadrature", None)
-    return None if spec is None else parse_rule(spec, len(module.GAUSSIANS))
+def rule_from_args(module: ModuleType, args: argparse.Namespace, branch: str | None = None,
+                   default: str | None = None):
+    """The rule or integrator of ``--quadrature`` (``default`` when the flag is absent)."""
+    return from_spec(getattr(args, "quadrature", None) or default, module, branch)
 
 
 def token_one(module: ModuleType, values: dict[str, float]) -> dict[str, object]:

@@ -28,7 +28,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--sim", metavar="FILE", default=None,
                    help="overlay simulation points from a 'numerics.simulate sweep' CSV")
     p.add_argument("--quadrature", default=None, metavar="RULE",
-                   help="energetic quadrature (default gh:12, gh:8 with --quick)")
+                   help="energetic average, as for 'replica solve' (default gh:12, gh:8 with --quick)")
     p.add_argument("--dpi", type=int, default=None, help="PNG resolution (default 150, 100 with --quick)")
     add_cache_flags(p)
     p.set_defaults(jobs=None)
@@ -48,14 +48,15 @@ def _default_jobs() -> int:
 
 def run(args: argparse.Namespace) -> int:
     from ..figures import FigureConfig, make_figures, quick_config
-    from ..quadrature import parse_rule
+    from ..integrators import from_spec
+    from ..registry import load_module
 
     if args.jobs is None:
         args.jobs = _default_jobs()
     jobs = check_jobs(args)
     cfg = quick_config() if args.quick else FigureConfig()
     if args.quadrature is not None:
-        parse_rule(args.quadrature, 4)  # validate early (ParameterError names 'quadrature')
+        from_spec(args.quadrature, load_module("attention"))  # validate early (names 'quadrature')
         cfg = replace(cfg, settings=replace(cfg.settings, rule=args.quadrature))
     if args.dpi is not None:
         if args.dpi < 20 or args.dpi > 1200:

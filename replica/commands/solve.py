@@ -43,7 +43,8 @@ def result_dict(module, fp) -> dict:
 def run(args: argparse.Namespace) -> int:
     module = load_module(args.model)
     solver = Solver(module, parameters_from_args(module, args), branch=args.branch,
-                    rule=rule_from_args(module, args), tol=args.tol, max_iter=args.max_iter,
+                    rule=rule_from_args(module, args, args.branch, default="auto"), tol=args.tol,
+                    max_iter=args.max_iter,
                     verbose=args.verbose)
     fp = solver.solve(args.alpha)
     res = result_dict(module, fp)
@@ -56,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"converged in {fp.iterations} iterations, residual {fp.residual:.2e}, {fp.seconds:.2f} s, "
           f"{fp.quadrature}")
     width = max(len(k) for k in list(fp.order) + list(fp.conjugates))
-    print("\norder parameters            conjugates")
+    print(f"\n  {'order parameter':<{width + 17}}   conjugate")
     for (k, v), (kh, vh) in zip(fp.order.items(), fp.conjugates.items()):
-        print(f"  {k:<{width}} = {v: .8g}      {kh:<{width}} = {vh: .8g}")
+        print(f"  {k:<{width}} = {v:>14.8g}   {kh:<{width}} = {vh:>14.8g}")
     print(f"\n  eps_g      = {fp.eps_g:.8g}  (quadrature error ~ {fp.eps_g_error:.1e})")
     print(f"  train_loss = {fp.train_loss:.8g}")
     print(f"  phi        = {fp.phi:.8g}")
