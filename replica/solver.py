@@ -31,6 +31,7 @@ import numpy as np
 from .errors import ConvergenceError, InvalidStateError, ParameterError
 from .integrators import EnergeticAverage, EnergeticIntegrator, QuadratureIntegrator, fold_nodes
 from .kernels import compiled, resolve_backend
+from .labels import label_law, labelled, with_labels
 from .prox import prox
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
 
@@ -170,10 +171,13 @@ class Solver:
         self.backend = backend
         resolve_backend(module, backend)  # validates the name (and availability of "numba")
         self.symmetries = self._branch_symmetries()
-        rule = rule or _cached_rule("energetic", dim)
+        # Token clusters: Gaussian rules become products with the label configurations
+        # (replica.labels); z then has len(GAUSSIANS) + len(DISCRETE) coordinates.
+        rule = labelled(rule or _cached_rule("energetic", dim), module, self.p)
         self.integrator = (QuadratureIntegrator(rule, self.symmetries, backend)
                            if isinstance(rule, QuadratureRule) else rule)
-        self.test_rule = test_rule or _cached_rule("test", dim)
+        self.test_rule = labelled(test_rule or _cached_rule("test", dim), module, self.p)
+        dim += len(getattr(module, "DISCRETE", ()))
         self.error_estimate = bool(error_estimate)
         # A non-quadratic regularizer: the entropic side is a Moreau envelope averaged over
         # (xi, tau) too. Its integrand has kinks (soft thresholding) but lives in r + r_t
@@ -411,7 +415,7 @@ class Solver:
             prev = (x[free].copy(), g.copy(), r, newton_step)
             # Warm starts (the previous minimisers, and h = omega) in between; every start every
             # 10th iteration, and to confirm convergence (above).
-            full = sticky or it % 10 == 0
+            full = sticky or it % 10 == 0 or (misses > 0 and r < 1e3 * self.tol)
             try:
                 if newton_step and not full and misses == 0:
                     # Newton steps evaluate the map from the warm starts alone, like the finite
@@ -665,8 +669,23 @@ def linear_baseline(module: ModuleType, parameters: Mapping[str, float] | None =
         rb = np.asarray(module.rho_bar(p))
         return float(0.5 * np.sum(var * rb[None, :]))
 
-    fine = value(order)
-    return fine, abs(fine - value(max(4, order * 2 // 3)))
+    def value_labelled(n: int) -> float:
+        # Token clusters: conditionally on the labels c, the risk of B is
+        # 1/2 sum_{l,k} rho_bar_{k c_k} (T - B)_{lk}^2, so B_lk = E[rho_bar_k T_lk] / E[rho_bar_k]
+        # and eps = 1/2 sum_{l,k} E[rho_bar_k (T_lk - B_lk)^2] (expectations over c and h*).
+        values, probs = label_law(module, p)
+        rule = gauss_hermite(dim, n) if dim <= 4 else default_rule(dim, "high")
+        nodes = with_labels(rule, values, probs)
+        with np.errstate(over="ignore", under="ignore"):
+            T = module.target_entries(nodes.nodes, p).reshape(L, L, -1)
+        rb = np.asarray(module.token_rho_bar(nodes.nodes[dim:], p)).reshape(L, -1)   # (k, N)
+        w = nodes.weights
+        B = (T * rb[None]) @ w / (rb @ w)[None, :]
+        return float(0.5 * np.sum(((T - B[..., None]) ** 2 * rb[None]) @ w))
+
+    value_fn = value_labelled if label_law(module, p) is not None else value
+    fine = value_fn(order)
+    return fine, abs(fine - value_fn(max(4, order * 2 // 3)))
 
 
 def solve(module: ModuleType, alpha: float, branch: str | None = None,
