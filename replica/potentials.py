@@ -185,12 +185,29 @@ def entropic_envelope(model: Model, ops: OrderParameters) -> EntropicEnvelope:
                 argmin.append(sol)
         else:
             closed = False
+        # The bracket is bounded below iff A plus the quadratic growth of r is positive
+        # definite: lam2 for an elastic net, 0 for l1 or any penalty of linear growth.
+        Ag = A + sp.diag(*_quadratic_growth(reg, r))
         for i in range(1, r + 1):
             validity[f"sum_l gamma_l qhat_l (minor {i}) [atom {k + 1}]"] = B[:i, :i].det() if i > 1 else B[0, 0]
-            validity[f"sum_l gamma_l Vhat_l (minor {i}) [atom {k + 1}]"] = A[:i, :i].det() if i > 1 else A[0, 0]
+            validity[f"sum_l gamma_l Vhat_l + r'' at infinity (minor {i}) [atom {k + 1}]"] = \
+                Ag[:i, :i].det() if i > 1 else Ag[0, 0]
     starts = [[Zi for Zi in intermediates]]  # w = Z (a bounded, admissible point) if Newton is needed
     return EntropicEnvelope("entropic", variables, xi + tau, bracket, intermediates, starts,
                             argmin if closed else None, validity)
+
+
+def _quadratic_growth(reg: SeparableRegularizer, r: int) -> list[sp.Expr]:
+    """``2 lim_{w_i -> oo} r(w) / w_i^2`` per coordinate (the curvature ``r`` keeps at infinity)."""
+    out = []
+    for i, wi in enumerate(reg.w):
+        others = {wj: 0 for j, wj in enumerate(reg.w) if j != i}
+        try:
+            c = 2 * sp.limit(sp.sympify(reg.expr).subs(others) / wi ** 2, wi, sp.oo)
+        except (NotImplementedError, ValueError):
+            c = sp.Integer(0)
+        out.append(c if c.is_finite is not False else sp.Integer(0))
+    return out + [sp.Integer(0)] * (r - len(out))
 
 
 def prox_center_symbols(model: Model) -> sp.Matrix:

@@ -69,6 +69,7 @@ class FixedPoint:
     prox_disagree: int = 0
     prox_failed: int = 0
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
 
     @property
     def x(self) -> np.ndarray:
@@ -89,7 +90,7 @@ class FixedPoint:
                    parameters=dict(self.parameters), quadrature=self.quadrature,
                    quadrature_residual=self.quadrature_residual,
                    prox_disagree=self.prox_disagree, prox_failed=self.prox_failed,
-                   seconds=self.seconds)
+                   seconds=self.seconds, notes=list(self.notes))
         return out
 
 
@@ -236,17 +237,32 @@ class Solver:
 
     # ------------------------------------------------------------ states
     def initial_state(self) -> np.ndarray:
-        """A generic admissible start: ``q = rho_bar/2``, ``V = rho_bar``, ``m, theta`` half-way."""
+        """A generic admissible start near the small-``alpha`` end of every branch.
+
+        ``V`` takes its ``alpha -> 0`` value (the entropic update at ``xhat = 0``, e.g.
+        ``sigma^2 / lambda`` for l2; ``rho_bar`` if that is not admissible), ``q = rho_bar/5``
+        (small, as at small ``alpha``), and the free ``m`` and ``theta`` are set half-way so
+        that the iteration does not sit on the symmetric (agnostic) point. Starting from the
+        small-``alpha`` side selects the solution connected to the branch at small ``alpha``
+        where the equations have several (e.g. the positional branch at ``alpha = 2``).
+        """
         mod = self.module
         rb = float(np.mean(mod.rho_bar(self.p)))
         rb = rb if rb > 0 else 1.0
+        v0 = np.full(len(self.names), np.nan)
+        if self.entropic_rule is None:
+            with np.errstate(all="ignore"):
+                v0 = np.asarray(mod.entropic_update(np.zeros(len(self.conj_names)), self.p), dtype=float)
         x = np.zeros(len(self.names))
         for fam, idx in mod.FAMILIES.items():
             if fam in ("q", "V"):
                 continue
-            x[idx] = 0.5 * math.sqrt(0.5 * rb * rb) if fam == "theta" else 0.5
+            x[idx] = 0.5 * math.sqrt(0.2 * rb * rb) if fam == "theta" else 0.5
         for i in mod.SYMMETRIC_DIAGONAL:
-            x[i] = 0.5 * rb if mod.ORDER_PARAMETERS[i].startswith("q") else rb
+            if mod.ORDER_PARAMETERS[i].startswith("q"):
+                x[i] = 0.2 * rb
+            else:
+                x[i] = v0[i] if np.isfinite(v0[i]) and 0 < v0[i] < 1e6 else rb
         x[self.pinned] = 0.0
         return x
 
@@ -438,7 +454,69 @@ class Solver:
                                    residuals, self.max_iter, dict(zip(self.names, x.tolist())))
         fp = self._observables(x, res, alpha, residuals, it)
         fp.seconds = time.perf_counter() - t0
+        fp.notes += self._branch_notes(fp)
         return fp
+
+    def solve_best(self, alpha: float, spread: Sequence[tuple[float, float]] = ((1.0, 1.0), (1.0, 0.5),
+                                                                               (0.1, 0.5))) -> FixedPoint:
+        """Cold solves from several generic starts; the fixed point with the largest ``Phi``.
+
+        The saddle-point equations of a branch can have several solutions at one ``alpha``
+        (e.g. two positional ones at ``omega = 0.3, alpha = 1.5``, THEORY §5); which one a
+        single cold start reaches depends on its basin. Each start scales the generic
+        :meth:`initial_state` (``q`` by the first factor, ``m``/``theta`` by the second);
+        the solution with the largest free entropy -- the lowest training loss, i.e. the
+        minimum GD reaches from the branch's own initialisation -- is returned, with a note
+        when distinct solutions were found. Raises the last error if no start converged.
+        """
+        base = self.initial_state()
+        qidx = [i for i in self.module.SYMMETRIC_DIAGONAL if self.names[i].startswith("q")]
+        mt = [i for f in ("m", "theta") for i in self.module.FAMILIES.get(f, [])]
+        found: list[FixedPoint] = []
+        error: Exception | None = None
+        for qs, ms in spread:
+            x0 = base.copy()
+            x0[qidx] *= qs
+            x0[mt] *= ms
+            try:
+                self._warm = None
+                found.append(self.solve(alpha, x0=x0))
+            except (ConvergenceError, InvalidStateError) as exc:
+                error = exc
+        if not found:
+            raise error  # type: ignore[misc]
+        best = max(found, key=lambda fp: fp.phi)
+        distinct = [best]
+        for fp in found:
+            if all(np.linalg.norm(fp.x - d.x) > 1e-4 * max(np.linalg.norm(d.x), 1e-12) for d in distinct):
+                distinct.append(fp)
+        if len(distinct) > 1:
+            best.notes.append(f"{len(distinct)} distinct fixed points on this branch from {len(spread)} starts; "
+                              f"reporting the one with the largest phi (others: "
+                              + ", ".join(f"phi={d.phi:.6g}" for d in distinct[1:]) + ")")
+        best.seconds = sum(fp.seconds for fp in found)
+        return best
+
+    def _branch_notes(self, fp: FixedPoint) -> list[str]:
+        """Flag a branch that has merged into the agnostic one (its defining overlap ~ 0)."""
+        if self.branch == "free":
+            return []
+        mod = self.module
+        pinned = set(mod.BRANCHES.get(self.branch, ()))
+        x = fp.x
+        q = np.array([x[i] for i in mod.SYMMETRIC_DIAGONAL if self.names[i].startswith("q")])
+        scale = math.sqrt(max(float(np.mean(q)), 1e-300)) if q.size else 1.0
+        notes = []
+        for fam in ("m", "theta"):
+            idx = mod.FAMILIES.get(fam, [])
+            if fam in pinned or not idx:
+                continue
+            size = float(np.max(np.abs(x[idx]))) / scale
+            if size < 0.05:
+                notes.append(f"{fam} is {size:.1e} of sqrt(q): this {self.branch} fixed point is (within "
+                             f"quadrature accuracy) the agnostic one; the {self.branch} branch itself may "
+                             "not exist at this alpha (see 'replica phase' for its end)")
+        return notes
 
     def _update_jacobian(self, J, x, g, r, prev, failures):
         """Broyden ("good") update of the Newton Jacobian with the latest step, or None (a

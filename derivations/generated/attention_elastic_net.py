@@ -47,7 +47,7 @@ ENTROPIC_GAUSSIANS = ('xiw_1', 'tau_1')
 ENTROPIC_DIM = 1
 ENTROPIC_ARGMIN = True
 ENTROPIC_N_STARTS = 1
-ENTROPIC_VALIDITY = ('sum_l gamma_l qhat_l (minor 1) [atom 1]', 'sum_l gamma_l Vhat_l (minor 1) [atom 1]')
+ENTROPIC_VALIDITY = ('sum_l gamma_l qhat_l (minor 1) [atom 1]', "sum_l gamma_l Vhat_l + r'' at infinity (minor 1) [atom 1]")
 
 
 def entropic_from_gradient(_dpsi_w, _p):
@@ -94,11 +94,11 @@ def entropic_parameter_gradient(_w, _zw, _xhat, _p):
 def entropic_validity(_xhat, _p):
     """Quantities that must be positive for the entropic envelope (ENTROPIC_VALIDITY)."""
     qhat, Vhat, _, _ = _xhat
-    _, sigma, _, _, _, _, _, _ = _p
+    _, sigma, _, lam2, _, _, _, _ = _p
     _t0 = sigma**2
     _out0 = np.empty((2,))
     _out0[0] = _t0*qhat
-    _out0[1] = Vhat*_t0
+    _out0[1] = Vhat*_t0 + lam2
     return _out0
 
 

@@ -36,7 +36,7 @@ def result_dict(module, fp) -> dict:
                eps_g_error=fp.eps_g_error, quadrature=fp.quadrature,
                quadrature_residual=fp.quadrature_residual, psi_t=fp.psi_t, psi_w=fp.psi_w,
                psi_y=fp.psi_y, parameters=fp.parameters, order_parameters=fp.order,
-               conjugate_parameters=fp.conjugates, seconds=fp.seconds)
+               conjugate_parameters=fp.conjugates, seconds=fp.seconds, notes=fp.notes)
     return out
 
 
@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
                     rule=rule_from_args(module, args, args.branch, default="auto"), tol=args.tol,
                     max_iter=args.max_iter,
                     verbose=args.verbose)
-    fp = solver.solve(args.alpha)
+    # Cold CLI solves try a few generic starts: a branch can have several solutions at one alpha.
+    fp = solver.solve_best(args.alpha)
     res = result_dict(module, fp)
     if args.json:
         json.dump(res, sys.stdout)
@@ -64,4 +65,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"  train_loss = {fp.train_loss:.8g}")
     print(f"  phi        = {fp.phi:.8g}")
     print(f"  quadrature residual (companion rule) = {fp.quadrature_residual:.1e}")
+    for note in fp.notes:
+        print(f"\nnote: {note}")
     return 0
