@@ -29,6 +29,12 @@ The generated module's contract (names are stable, see :data:`MODULE_API`):
 * if the model has a target ``T``: ``target_entries(z, p)`` (``T(h*)`` entries with
   ``h*_l = rho_l^{1/2} eta_l``, ``z = eta``), ``rho_bar(p)``.
 
+* token clusters only (THEORY §6): ``z`` carries the one-hot label indicators ``DISCRETE``
+  after the ``GAUSSIANS``; ``SLOTS`` (slot labels), ``CONFIGURATIONS`` (indicator values
+  of every label configuration), ``LABELS`` (its cluster per token),
+  ``label_probabilities(p)`` (their law) and ``token_rho_bar(z, p)`` (each token's
+  ``rho_bar`` at a node). Averages run over Gaussian nodes x configurations
+  (:mod:`replica.labels`). Modules without clusters define none of these;
 * ``SYMMETRIES``: ``(families, gaussian indices)`` pairs: with those families pinned to
   zero, flipping the sign of those ``z`` entries leaves the minimum of the bracket and the
   other families' ``dF/dx`` unchanged (THEORY §5; used to fold quadrature rules);
@@ -350,6 +356,8 @@ def source_hash(derivation: Derivation) -> str:
              sp.srepr(getattr(d.entropic_potential, "full_bracket", d.entropic_potential)),
              sp.srepr(d.trace_potential),
              repr(sorted((str(k), v) for k, v in m.defaults.items())), repr(dict(m.branches))]
+    if m.data.has_clusters:
+        parts.append(repr([(c, sp.srepr(pr)) for c, pr, _ in m.data.configurations()]))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -363,7 +371,7 @@ def generate_module(derivation: Derivation, backend: Backend | None = None) -> s
     params = m.parameter_symbols
     env = d.energetic_potential
     h_syms = env.variables
-    z_syms = env.gaussians
+    z_syms = env.gaussians + env.discrete  # label indicators (token clusters) after the Gaussians
     _check_names([*x_syms, *xh_syms, *params, *h_syms, *z_syms])
     placeholders = [d.gradient_placeholders[s] for s in x_syms]
 
@@ -425,18 +433,31 @@ def generate_module(derivation: Derivation, backend: Backend | None = None) -> s
         eta_syms = z_syms[m.L * m.r:m.L * m.r + m.L * m.r_t]
         subs = {}
         for l in range(m.L):
-            D = cholesky_lower(m.data.rho(l, m.r_t))
+            D = cholesky_lower(m.data.token_rho(l, m.r_t))
             eta_l = sp.Matrix(eta_syms[l * m.r_t:(l + 1) * m.r_t])
             hs_l = D * eta_l
             for k in range(m.r_t):
                 subs[m.hstar[l, k]] = hs_l[k]
         chunks.append(backend.function(
-            "target_entries", [("_z", eta_syms), p_arg], [[e.subs(subs) for e in m.target]],
-            "T(h*) entries (row-major) with h*_l = rho_l^{1/2} eta_l, for the linear baseline.",
+            "target_entries", [("_z", eta_syms + env.discrete), p_arg], [[e.subs(subs) for e in m.target]],
+            "T(h*) entries (row-major) with h*_l = rho_l^{1/2} eta_l, for the linear baseline."
+            + (" z = (eta, DISCRETE)." if env.discrete else ""),
             node_args=("_z",)))
-    chunks.append(backend.function(
-        "rho_bar", [p_arg], [[m.data.rho_bar(l) for l in range(m.L)]],
-        "rho_bar_l = tr Sigma_l / d for every token."))
+    if not m.data.has_clusters:
+        chunks.append(backend.function(
+            "rho_bar", [p_arg], [[m.data.rho_bar(l) for l in range(m.L)]],
+            "rho_bar_l = tr Sigma_l / d for every token."))
+    else:
+        chunks.append(backend.function(
+            "rho_bar", [p_arg], [[m.data.rho_bar(s) for s in range(m.data.S)]],
+            "rho_bar_s = tr Sigma_s / d for every slot (token, cluster), in SLOTS order."))
+        chunks.append(backend.function(
+            "token_rho_bar", [("_z", env.discrete), p_arg], [[m.data.token_rho_bar(l) for l in range(m.L)]],
+            "rho_bar of every token under the label configuration of the nodes (z = DISCRETE values).",
+            node_args=("_z",)))
+        chunks.append(backend.function(
+            "label_probabilities", [p_arg], [[pr for _, pr, _ in m.data.configurations()]],
+            "Probability of every label configuration (CONFIGURATIONS order)."))
 
     checks = list(m.constraints)
     chunks.append(backend.function(
@@ -489,7 +510,7 @@ def generate_module(derivation: Derivation, backend: Backend | None = None) -> s
             for j in range(M.shape[1]):
                 if op.symmetric and j < i:
                     continue
-                layout[M[i, j].name] = (op.family, op.token, i, j, M.shape[0], M.shape[1])
+                layout[M[i, j].name] = (op.family, op.slot or op.token, i, j, M.shape[0], M.shape[1])
     diag = []
     for op in d.order_parameters.order_parameters():
         if op.family in ("q", "V"):
@@ -531,7 +552,7 @@ LAYOUT = {layout!r}
 SYMMETRIC_DIAGONAL = {tuple(diag)!r}
 BRANCHES = {{k: tuple(v) for k, v in {dict((k, tuple(v)) for k, v in m.branches.items())!r}.items()}}
 PROX_DIM = {len(h_syms)}
-GAUSSIANS = {tuple(s.name for s in z_syms)!r}
+GAUSSIANS = {tuple(s.name for s in env.gaussians)!r}
 N_STARTS = {len(starts)}
 VALIDITY = {tuple(d.validity.keys())!r}
 HAS_TARGET = {has_target!r}
@@ -540,7 +561,7 @@ CONSTRAINTS = {tuple((c.parameter, c.message, c.relation.rel_op) for c in checks
 # (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
 # minimum of the bracket and the gradients dF/dx of the other families unchanged.
 SYMMETRIES = {tuple(symmetries)!r}
-''' + entropic_header
+''' + _discrete_header(m, env) + entropic_header
     node_header = f'''# ---------------------------------------------------------------------------------------
 # Per-node kernels: scalar code for one quadrature node (math only) and the generic fused
 # kernels of replica.kernels. Plain Python; replica.kernels.compiled() JIT-compiles them with
@@ -604,6 +625,21 @@ def _entropic_envelope_chunks(backend: Backend, d: Derivation, xh_arg, p_arg) ->
             [[sp.sympify(e).subs(env.intermediates) for st in env.starts for e in st]],
             "Starting points of the entropic prox.", node_args=("_zw",)))
     return out
+
+
+def _discrete_header(m, env) -> str:
+    """Label constants of a model with token clusters (empty otherwise: modules unchanged)."""
+    if not env.discrete:
+        return ""
+    configs = m.data.configurations()
+    return (f"# Token clusters: z = (GAUSSIANS, DISCRETE); DISCRETE are one-hot label indicators e_(lc),\n"
+            f"# one per slot (token l, cluster c) of SLOTS. Averages run over Gaussian nodes x label\n"
+            f"# configurations: CONFIGURATIONS (values of DISCRETE), LABELS (cluster of every token,\n"
+            f"# 0-based), probabilities label_probabilities(p).\n"
+            f"SLOTS = {m.data.slot_labels!r}\n"
+            f"DISCRETE = {tuple(s.name for s in env.discrete)!r}\n"
+            f"CONFIGURATIONS = {tuple(c[2] for c in configs)!r}\n"
+            f"LABELS = {tuple(c[0] for c in configs)!r}\n")
 
 
 def _entropic_envelope_header(d: Derivation) -> str:

@@ -86,7 +86,8 @@ class Derivation:
 
     def __init__(self, model: Model):
         self.model = model
-        self.order_parameters = OrderParameters(model.L, model.r, model.r_t, model.reduction)
+        self.order_parameters = OrderParameters(model.L, model.r, model.r_t, model.reduction,
+                                                slots=model.data.slot_labels)
         self.alpha = ALPHA
 
     # ------------------------------------------------------------ potentials
@@ -184,13 +185,17 @@ class Derivation:
         """
         m = self.model
         rng = random.Random(0)
-        f = sp.lambdify([*m.h, *m.hstar, *m.noise, *m.parameter_symbols], m.loss, "math")
+        # With token clusters the loss also depends on the label indicators: check every
+        # label configuration (appended to the noise values below).
+        labels = list(m.data.label_symbols)
+        configs = [c[2] for c in m.data.configurations()]
+        f = sp.lambdify([*m.h, *m.hstar, *m.noise, *labels, *m.parameter_symbols], m.loss, "math")
 
         def even(flip: set) -> bool:
-            for _ in range(5):
+            for trial in range(5 * len(configs)):
                 hv = [rng.uniform(-1.5, 1.5) for _ in m.h]
                 sv = [rng.uniform(-1.5, 1.5) for _ in m.hstar]
-                nv = [rng.uniform(-1.5, 1.5) for _ in m.noise]
+                nv = [rng.uniform(-1.5, 1.5) for _ in m.noise] + list(configs[trial % len(configs)])
                 pv = [m.defaults[s] for s in m.parameter_symbols]
                 a = f(*hv, *sv, *nv, *pv)
                 hf = [-v for v in hv] if "h" in flip else hv

@@ -209,17 +209,24 @@ def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module:
     (the jump-aware pre-integration of :mod:`replica.preintegration`); ``"auto"``: Gauss-
     Hermite where the branch pins ``m = 0`` (the argmin barely ever switches between
     minima there: the semantic branch), pre-integration elsewhere (the positional branch,
-    where tensor Gauss-Hermite converges erratically, see docs/quadrature.md). Objects pass
-    through; ``None`` means the solver's default.
+    where tensor Gauss-Hermite converges erratically, see docs/quadrature.md); for a model with
+    token clusters always Gauss-Hermite (the solver multiplies Gaussian rules by the label
+    configurations, :mod:`replica.labels`). Objects pass through; ``None`` means the solver's
+    default.
     """
     from .quadrature import parse_rule
 
     if spec is None or not isinstance(spec, str):
         return spec
+    labels = bool(getattr(module, "DISCRETE", ()))  # token clusters: Gaussian rules x labels
     if spec == "auto":
         pinned = set(module.BRANCHES.get(branch or "free", ()))
-        spec = "default" if "m" in pinned or "m" not in module.FAMILIES else "preint:default"
+        spec = "default" if "m" in pinned or "m" not in module.FAMILIES or labels else "preint:default"
     from .errors import ParameterError
+
+    if labels and spec.startswith("preint"):
+        raise ParameterError("quadrature", f"{spec!r}: the pre-integration integrator does not average over "
+                                           f"the cluster labels of {module.MODEL}; use a rule (gh:N, default, ...)")
 
     try:
         if spec.startswith("preint"):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import sympy as sp
 
+from .data import CLUSTER_LETTERS
 from .derivation import Derivation
 from .potentials import GaussianMoreauEnvelope
 from .symbolic import LATEX_NAMES, symbol
@@ -69,6 +70,36 @@ def chain_rule_gradient(d: Derivation, x: sp.Symbol) -> sp.Expr:
     return total
 
 
+def _cluster_blocks(m) -> list[Block]:
+    """Slot statistics and the label law of a model with token clusters (THEORY §6)."""
+    data = m.data
+    out = [Block("Token clusters: token $\\ell$ is drawn from cluster $c_\\ell$, "
+                 "$x_\\ell \\mid c_\\ell = c \\sim \\mathcal{N}(\\mu_{\\ell c}, \\Sigma_{\\ell c})$; "
+                 "order parameters carry a slot index $s = (\\ell, c)$, written $1a, 1b, 2a, \\dots$ "
+                 "(token, cluster). Slot statistics:",
+                 [rf"\bar\rho_{{{lab}}} = {tex(data.rho_bar(s))}, \quad "
+                  rf"\rho_{{{lab}}} = {tex(_squeeze(data.rho(s, m.r_t)))}, \quad "
+                  rf"P(c_{{{data.slots[s][0] + 1}}} = {CLUSTER_LETTERS[data.slots[s][1]]}) = {tex(data.marginal(s))}"
+                  for s, lab in enumerate(data.slot_labels)])]
+    labs = ", ".join(data.slot_labels)
+    atoms = [rf"\text{{weight }} {tex(a.weight)}: \quad (\gamma_{{s}})_{{s = {labs}}} = "
+             rf"({', '.join(tex(g) for g in a.gamma)}), \quad (\pi_{{s}})_{{s = {labs}}} = "
+             rf"({', '.join(tex(x) for x in a.pi)})" for a in data.atoms]
+    out.append(Block("Spectral law of the slots: atoms of the eigenvalues $\\gamma_s$ of $\\Sigma_s$ and "
+                     "the projections $\\pi_s = \\sqrt{d}\\, e_i^T(\\mu_s + p_\\ell)$ of the cluster means "
+                     "plus encodings:", atoms))
+    rows = [rf"P(c = ({', '.join(CLUSTER_LETTERS[c] for c in config)})) = {tex(prob)}"
+            for config, prob, _ in data.configurations()]
+    out.append(Block("Joint law of the cluster labels $c = (c_1, \\dots, c_L)$:", rows))
+    views = [rf"x_{{{l + 1}}} = "
+             + " + ".join(rf"e_{{{data.slot_label(s)}}}\, x_{{{data.slot_label(s)}}}" for s in data.token_slots(l))
+             for l in range(m.L) if data.clusters[l] > 1]
+    out.append(Block("In the loss and the energetic bracket every token parameter "
+                     "$x \\in \\{q, V, m, \\theta, \\rho, \\bar\\rho\\}$ is that of the token's cluster, "
+                     "written with one-hot label indicators:", views))
+    return out
+
+
 def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
     """The document as sections of equation blocks."""
     m = d.model
@@ -84,7 +115,9 @@ def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
     w = sp.Matrix([symbol(f"w_{i + 1}", f"w_{{{i + 1}}}") for i in range(m.r)])
     model_blocks.append(Block("Regularizer of a weight row $w \\in \\mathbb{R}^{r}$:",
                               rf"r(w) = {tex(m.regularizer.expression(w))}"))
-    for l in range(m.L):
+    if m.data.has_clusters:
+        model_blocks += _cluster_blocks(m)
+    for l in range(m.L if not m.data.has_clusters else 0):
         model_blocks.append(Block(
             f"Token {l + 1} statistics:",
             [rf"\bar\rho_{{{l + 1}}} = {tex(m.data.rho_bar(l))}",
@@ -94,7 +127,8 @@ def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
         for fam, c in m.reduction.coefficients.items():
             stem = {"q": "q", "V": "V", "m": "m", "theta": r"\theta"}[fam]
             coef = {1: "", -1: "-"}
-            parts.append(", ".join(rf"{stem}_{{{l + 1}}} = {coef.get(ci, str(ci))}{stem}"
+            labels = m.data.slot_labels
+            parts.append(", ".join(rf"{stem}_{{{labels[l]}}} = {coef.get(ci, str(ci))}{stem}"
                                    for l, ci in enumerate(c)))
         model_blocks.append(Block("Token symmetry (free order parameters without token index; "
                                   "conjugates aggregate accordingly):", parts))
@@ -114,9 +148,17 @@ def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
         pot.append(Block("Entropic potential (closed form, Gaussian teacher average done exactly):",
                          rf"\Psi_w = {tex(d.entropic_potential)}"))
     gs = ", ".join(tex(g) for g in env.gaussians)
-    pot.append(Block("Energetic potential, a Moreau envelope of the loss:",
-                     [rf"\Psi_y = -\mathbb{{E}}_{{{gs}}} \min_{{h}} F(h; \omega, h^{{*}}, V)",
-                      rf"F(h; \omega, h^{{*}}, V) = {tex(env.bracket)}"]))
+    if env.discrete:
+        gs = r"c \sim P, " + gs
+        pot.append(Block("Energetic potential, a Moreau envelope of the loss averaged over the label "
+                         "configurations $c$ (the indicators $e_{\\ell c}$ one-hot, "
+                         "$e_{\\ell c} = 1$ iff $c_\\ell = c$):",
+                         [rf"\Psi_y = -\mathbb{{E}}_{{{gs}}} \min_{{h}} F(h; \omega, h^{{*}}, V)",
+                          rf"F(h; \omega, h^{{*}}, V) = {tex(env.bracket)}"]))
+    else:
+        pot.append(Block("Energetic potential, a Moreau envelope of the loss:",
+                         [rf"\Psi_y = -\mathbb{{E}}_{{{gs}}} \min_{{h}} F(h; \omega, h^{{*}}, V)",
+                          rf"F(h; \omega, h^{{*}}, V) = {tex(env.bracket)}"]))
     laws = [rf"{tex(u)} = {tex(e)}" for u, e in env.intermediates.items()]
     pot.append(Block("with the centres and teacher fields (Cholesky form of $q^{1/2}$), all Gaussians "
                      "standard and independent:", laws))

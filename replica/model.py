@@ -124,6 +124,9 @@ class Model:
         self.hstar = sp.Matrix(self.hstar)
         self.noise = tuple(self.noise)
         self._defaults = self._flatten_parameters(self.parameters)
+        extra = self.data.label_constraints() if self.data is not None else []
+        if extra:  # a label law in the parameters must stay a probability law
+            self.constraints = tuple(self.constraints) + tuple(extra)
         self.validate()
         if self.loss is None:
             self.loss = self._square_loss()
@@ -195,7 +198,8 @@ class Model:
                 raise DeclarationError(f"target: T(hstar) uses undeclared symbols {sorted(map(str, extra))}")
         else:
             self.loss = sp.sympify(self.loss)
-            allowed = set(self.h) | set(self.hstar) | set(self.noise) | set(self._defaults)
+            allowed = (set(self.h) | set(self.hstar) | set(self.noise) | set(self._defaults)
+                       | set(self.data.label_symbols))
             extra = self.loss.free_symbols - allowed
             if extra:
                 raise DeclarationError(f"loss: uses undeclared symbols {sorted(map(str, extra))}")
@@ -217,7 +221,7 @@ class Model:
                 if val.is_number and float(val) < 0:
                     raise DeclarationError(f"regularizer: lambda={float(val)} is negative (need lambda >= 0)")
         if self.reduction is not None:
-            self.reduction.validate(L)
+            self.reduction.validate(self.data.S, "slot" if self.data.has_clusters else "token")
             for fam in ("q", "V"):
                 c = self.reduction.coefficients.get(fam)
                 if c is not None and any(ci <= 0 for ci in c):
@@ -245,10 +249,15 @@ class Model:
 
     # ------------------------------------------------------------ the loss
     def _square_loss(self) -> sp.Expr:
-        """``l(h, h*) = 1/2 sum_{l,k} rho_bar_k (T(h*) - S(h))_{lk}^2`` (THEORY §1)."""
+        """``l(h, h*) = 1/2 sum_{l,k} rho_bar_k (T(h*) - S(h))_{lk}^2`` (THEORY §1).
+
+        With token clusters ``rho_bar_k = sum_c e_{kc} rho_bar_{kc}`` is that of token ``k``'s
+        cluster (one-hot label indicators ``e``): ``|x_k|^2 / d -> tr Sigma_{k c_k} / d``, the
+        O(1)-norm means and encodings adding nothing as ``d -> infinity``.
+        """
         L = self.L
         D = self.target - self.student
-        return sp.Rational(1, 2) * sp.Add(*[self.data.rho_bar(k) * D[l, k] ** 2
+        return sp.Rational(1, 2) * sp.Add(*[self.data.token_rho_bar(k) * D[l, k] ** 2
                                             for l in range(L) for k in range(L)])
 
     def pinned(self, branch: str | None) -> tuple[str, ...]:

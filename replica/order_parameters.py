@@ -6,6 +6,10 @@ Per token ``l``: ``q_l, V_l`` (symmetric ``r x r``), ``m_l`` (``r``), ``theta_l`
 independent symbols; the off-diagonal factors of 2 this creates are never typed by
 hand: they come out of differentiating the trace potential.
 
+With token clusters (THEORY §6) every family has one parameter per *slot* ``s = (l, c)``
+(token ``l``, cluster ``c``; labels ``1a, 1b, 2a, ...``) instead of one per token; without
+clusters the slots are the tokens (labels ``1, 2, ...``) and nothing changes.
+
 A :class:`TokenReduction` expresses symmetries between tokens (THEORY §5): every
 token's parameter of a family is a fixed multiple of one shared free parameter,
 ``x_l = c_l x``. The conjugates then reduce by the dual map ``xhat_l = c_l / |c|^2
@@ -43,15 +47,21 @@ def _partner(conj_family: str) -> str:
 
 @dataclass(frozen=True)
 class OrderParameter:
-    """One free order parameter: a family, an optional token index, its symbol matrix."""
+    """One free order parameter: a family, an optional token index, its symbol matrix.
+
+    ``slot`` is the slot label (``"1a"``...) of a model with token clusters, else None.
+    """
 
     family: str
     token: int | None
     matrix: sp.Matrix
     symmetric: bool
+    slot: str | None = None
 
     @property
     def name(self) -> str:
+        if self.slot is not None:
+            return f"{self.family}_{self.slot}"
         return self.family if self.token is None else f"{self.family}_{self.token}"
 
     @property
@@ -69,7 +79,8 @@ class TokenReduction:
 
     ``coefficients[family]`` is a length-``L`` sequence ``c`` meaning ``x_l = c_l x``
     for every token ``l`` (``x`` the shared free parameter of that family). Families
-    not listed keep one free parameter per token.
+    not listed keep one free parameter per token. With token clusters the coefficients
+    run over the slots ``(l, c)`` instead (one per slot, token-major).
 
     Example, the paper's two tokens with ``p_2 = -p_1`` and equal covariances::
 
@@ -78,49 +89,62 @@ class TokenReduction:
 
     coefficients: Mapping[str, Sequence[int]] = field(default_factory=dict)
 
-    def validate(self, L: int) -> None:
+    def validate(self, L: int, unit: str = "token") -> None:
+        """``L`` coefficients per family (``unit``: ``"token"``, or ``"slot"`` with clusters)."""
         for fam, c in self.coefficients.items():
             if fam not in FAMILIES:
                 raise DeclarationError(
                     f"reduction: unknown order-parameter family {fam!r}; expected one of {list(FAMILIES)}")
             if len(c) != L:
+                what = f"per token (L={L})" if unit == "token" else f"per {unit} ({L} {unit}s)"
                 raise DeclarationError(
-                    f"reduction[{fam!r}]: needs one coefficient per token (L={L}), got {len(c)}")
+                    f"reduction[{fam!r}]: needs one coefficient {what}, got {len(c)}")
             if all(ci == 0 for ci in c):
                 raise DeclarationError(f"reduction[{fam!r}]: coefficients cannot all be zero")
 
 
 class OrderParameters:
-    """The free order parameters of a model and the per-token matrices built from them.
+    """The free order parameters of a model and the per-slot matrices built from them.
+
+    ``slots`` are the slot labels (default ``"1", ..., "L"``: one slot per token; with
+    token clusters ``"1a", "1b", ...``, see :class:`replica.data.TokenStatistics`).
 
     Attributes
     ----------
     free:
-        family -> list of free :class:`OrderParameter` (one per token, or one shared).
-    per_token:
-        family -> list over tokens of the ``sympy.Matrix`` each token's parameter equals
-        (a free symbol matrix, or ``c_l`` times a shared one). Conjugate families included.
+        family -> list of free :class:`OrderParameter` (one per slot, or one shared).
+    per_slot:
+        family -> list over slots of the ``sympy.Matrix`` each slot's parameter equals
+        (a free symbol matrix, or ``c_s`` times a shared one). Conjugate families included.
+        ``per_token`` is the same dict (slots are tokens without clusters).
     """
 
-    def __init__(self, L: int, r: int, r_t: int, reduction: TokenReduction | None = None):
+    def __init__(self, L: int, r: int, r_t: int, reduction: TokenReduction | None = None,
+                 slots: Sequence[str] | None = None):
         self.L, self.r, self.r_t = L, r, r_t
+        self.slots = tuple(slots) if slots is not None else tuple(str(l) for l in range(1, L + 1))
+        self.S = len(self.slots)
+        clustered = slots is not None and self.slots != tuple(str(l) for l in range(1, L + 1))
         self.reduction = reduction or TokenReduction()
-        self.reduction.validate(L)
+        self.reduction.validate(self.S, "slot" if clustered else "token")
         dims = {"r": r, "r_t": r_t, "1": 1}
         self.free: dict[str, list[OrderParameter]] = {}
-        self.per_token: dict[str, list[sp.Matrix]] = {}
+        self.per_slot: dict[str, list[sp.Matrix]] = {}
+        self.per_token = self.per_slot
+        # Without clusters a slot is a token (its index); with clusters the slot label.
+        keys: list = list(range(1, L + 1)) if not clustered else list(self.slots)
         for fam, (rows, cols, sym, tex) in FAMILIES.items():
             shape = (dims[rows], dims[cols])
             conj = CONJUGATE_OF[fam]
             coeffs = self.reduction.coefficients.get(fam)
             if coeffs is None:
-                own = [self._make(fam, l, shape, sym, f"{tex}_{{{l}}}") for l in range(1, L + 1)]
+                own = [self._make(fam, l, shape, sym, f"{tex}_{{{l}}}") for l in keys]
                 hat = [self._make(conj, l, self._shape_of(conj, dims), FAMILIES[_partner(conj)][2],
-                                  f"{self._tex(conj)}_{{{l}}}") for l in range(1, L + 1)]
+                                  f"{self._tex(conj)}_{{{l}}}") for l in keys]
                 self.free[fam] = own
                 self.free[conj] = hat
-                self.per_token[fam] = [p.matrix for p in own]
-                self.per_token[conj] = [p.matrix for p in hat]
+                self.per_slot[fam] = [p.matrix for p in own]
+                self.per_slot[conj] = [p.matrix for p in hat]
             else:
                 shared = self._make(fam, None, shape, sym, tex)
                 shared_hat = self._make(conj, None, self._shape_of(conj, dims),
@@ -128,8 +152,8 @@ class OrderParameters:
                 norm2 = sum(sp.Integer(c) ** 2 for c in coeffs)
                 self.free[fam] = [shared]
                 self.free[conj] = [shared_hat]
-                self.per_token[fam] = [sp.Integer(c) * shared.matrix for c in coeffs]
-                self.per_token[conj] = [sp.Integer(c) / norm2 * shared_hat.matrix for c in coeffs]
+                self.per_slot[fam] = [sp.Integer(c) * shared.matrix for c in coeffs]
+                self.per_slot[conj] = [sp.Integer(c) / norm2 * shared_hat.matrix for c in coeffs]
 
     @staticmethod
     def _tex(conj_family: str) -> str:
@@ -143,13 +167,16 @@ class OrderParameters:
         return dims[rows], dims[cols]
 
     @staticmethod
-    def _make(fam: str, token: int | None, shape: tuple[int, int], symmetric: bool,
+    def _make(fam: str, token: int | str | None, shape: tuple[int, int], symmetric: bool,
               tex: str) -> OrderParameter:
+        """``token``: a token index, a slot label (``"1a"``, token clusters) or None (shared)."""
         name = fam if token is None else f"{fam}_{token}"
         if symmetric:
             M = symmetric_matrix(name, shape[0], latex=tex)
         else:
             M = general_matrix(name, shape[0], shape[1], latex=tex)
+        if isinstance(token, str):
+            return OrderParameter(fam, int("".join(ch for ch in token if ch.isdigit())), M, symmetric, token)
         return OrderParameter(fam, token, M, symmetric)
 
     # ------------------------------------------------------------------ views
@@ -177,6 +204,11 @@ class OrderParameters:
         yield from self.order_parameters()
         yield from self.conjugates()
 
+    def slot(self, family: str, s: int) -> sp.Matrix:
+        """The matrix of slot ``s`` (0-based) of ``family`` in terms of free symbols."""
+        return self.per_slot[family][s]
+
     def token(self, family: str, l: int) -> sp.Matrix:
-        """The matrix of token ``l`` (0-based) of ``family`` in terms of free symbols."""
-        return self.per_token[family][l]
+        """The matrix of token ``l`` (0-based) of ``family`` (slot ``l``: use :meth:`slot`, or
+        :func:`replica.potentials.token_view` for a token of a model with clusters)."""
+        return self.per_slot[family][l]

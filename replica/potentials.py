@@ -20,6 +20,14 @@ integration-by-parts) form would avoid square roots altogether but needs the
 Jacobian of the proximal map at every node; the Cholesky form needs only the
 bracket's derivatives at the minimiser (envelope theorem), which is what the
 generated solver evaluates.
+
+Token clusters (THEORY §6): the trace and entropic potentials run over the slots
+``s = (l, c)`` (one overlap, one delta function per slot); the energetic bracket is written
+for one label configuration with every token's parameters the one-hot combinations
+``x_l = sum_c e_{lc} x_{lc}`` (:func:`token_view`), and the label indicators ``e`` are extra
+*discrete* variables of the average (:attr:`GaussianMoreauEnvelope.discrete`), summed over
+the configurations with their probabilities. By the chain rule ``dF/dx_{lc} = e_{lc} dF/dx_l``:
+a slot's gradient collects the configurations where the token sits in that cluster.
 """
 from __future__ import annotations
 
@@ -50,6 +58,9 @@ class GaussianMoreauEnvelope:
         Intermediate symbol -> its expression in ``z`` and the order parameters.
     starts:
         Starting points of the inner minimisation (lists of expressions, one per variable).
+    discrete:
+        Discrete variables of the average after the Gaussians (one-hot label indicators of a
+        model with token clusters; their law is the data's label law), else empty.
     """
 
     name: str
@@ -58,6 +69,7 @@ class GaussianMoreauEnvelope:
     bracket: sp.Expr
     intermediates: dict[sp.Symbol, sp.Expr]
     starts: list[list[sp.Expr]] = field(default_factory=list)
+    discrete: list[sp.Symbol] = field(default_factory=list, kw_only=True)
 
     @property
     def full_bracket(self) -> sp.Expr:
@@ -85,11 +97,12 @@ class GaussianMoreauEnvelope:
 
 
 def trace_potential(ops: OrderParameters) -> sp.Expr:
-    """``Psi_t = sum_l [1/2 tr(Vhat_l q_l) - 1/2 tr(qhat_l V_l) - mhat_l^T m_l - tr(thetahat_l^T theta_l)]``."""
+    """``Psi_t = sum_s [1/2 tr(Vhat_s q_s) - 1/2 tr(qhat_s V_s) - mhat_s^T m_s - tr(thetahat_s^T theta_s)]``
+    over the slots ``s`` (the tokens without clusters)."""
     total = sp.Integer(0)
-    for l in range(ops.L):
-        q, V, m, th = (ops.token(f, l) for f in ("q", "V", "m", "theta"))
-        qh, Vh, mh, thh = (ops.token(f, l) for f in ("qhat", "Vhat", "mhat", "thetahat"))
+    for l in range(ops.S):
+        q, V, m, th = (ops.slot(f, l) for f in ("q", "V", "m", "theta"))
+        qh, Vh, mh, thh = (ops.slot(f, l) for f in ("qhat", "Vhat", "mhat", "thetahat"))
         total += (Vh * q).trace() / 2 - (qh * V).trace() / 2 - (mh.T * m)[0, 0] - (thh.T * th).trace()
     return sp.expand(total)
 
@@ -104,13 +117,13 @@ def entropic_matrices(model: Model, ops: OrderParameters, group) -> tuple[sp.Mat
     r = model.r
     A, B, Gam = sp.zeros(r, r), sp.zeros(r, r), sp.zeros(r, model.r_t)
     MM = sp.zeros(r, r)
-    for l in range(ops.L):
+    for l in range(ops.S):  # slots (tokens without clusters)
         g = sp.sympify(group.gamma[l])
-        A += g * ops.token("Vhat", l)
-        B += g * ops.token("qhat", l)
-        Gam += g * ops.token("thetahat", l)
-        for k in range(ops.L):
-            MM += group.pi_moment[l, k] * ops.token("mhat", l) * ops.token("mhat", k).T
+        A += g * ops.slot("Vhat", l)
+        B += g * ops.slot("qhat", l)
+        Gam += g * ops.slot("thetahat", l)
+        for k in range(ops.S):
+            MM += group.pi_moment[l, k] * ops.slot("mhat", l) * ops.slot("mhat", k).T
     return A, B, MM, Gam
 
 
@@ -160,12 +173,12 @@ def entropic_envelope(model: Model, ops: OrderParameters) -> EntropicEnvelope:
     for k, atom in enumerate(model.data.atoms):
         A, B, Gam = sp.zeros(r, r), sp.zeros(r, r), sp.zeros(r, rt)
         mu = sp.zeros(r, 1)
-        for l in range(ops.L):
+        for l in range(ops.S):  # slots (tokens without clusters)
             g = sp.sympify(atom.gamma[l])
-            A += g * ops.token("Vhat", l)
-            B += g * ops.token("qhat", l)
-            Gam += g * ops.token("thetahat", l)
-            mu += sp.sympify(atom.pi[l]) * ops.token("mhat", l)
+            A += g * ops.slot("Vhat", l)
+            B += g * ops.slot("qhat", l)
+            Gam += g * ops.slot("thetahat", l)
+            mu += sp.sympify(atom.pi[l]) * ops.slot("mhat", l)
         C = cholesky_lower(B)
         field_k = mu + Gam * sp.Matrix(tau) + C * sp.Matrix(xi)
         w_k = [symbol(f"w_{k + 1}_{i + 1}" if r > 1 else f"w_{k + 1}", rf"w_{{{k + 1},{i + 1}}}") for i in range(r)]
@@ -227,14 +240,21 @@ def gaussian_symbols(model: Model) -> tuple[sp.Matrix, sp.Matrix]:
     return xi, eta
 
 
+def token_view(model: Model, ops: OrderParameters, family: str, l: int) -> sp.Matrix:
+    """Token ``l``'s parameter of ``family`` in the energetic bracket: its slot's matrix, or
+    with token clusters ``sum_c e_{lc} x_{lc}`` (one-hot label indicators ``e``)."""
+    data = model.data
+    return data.token_combination(l, [ops.slot(family, s) for s in data.token_slots(l)])
+
+
 def field_laws(model: Model, ops: OrderParameters) -> dict[sp.Symbol, sp.Expr]:
     """``omega_l`` and ``h*_l`` as functions of ``(xi, eta)`` and the order parameters (Cholesky form)."""
     centers = prox_center_symbols(model)
     xi, eta = gaussian_symbols(model)
     out: dict[sp.Symbol, sp.Expr] = {}
     for l in range(model.L):
-        q, m, th = ops.token("q", l), ops.token("m", l), ops.token("theta", l)
-        rho = model.data.rho(l, model.r_t)
+        q, m, th = (token_view(model, ops, f, l) for f in ("q", "m", "theta"))
+        rho = model.data.token_rho(l, model.r_t)
         C = cholesky_lower(q)
         Cinv = C.inv() if model.r > 1 else sp.Matrix([[1 / C[0, 0]]])
         qinv = q.inv() if model.r > 1 else sp.Matrix([[1 / q[0, 0]]])
@@ -255,7 +275,7 @@ def energetic_potential(model: Model, ops: OrderParameters) -> GaussianMoreauEnv
     xi, eta = gaussian_symbols(model)
     quad = sp.Integer(0)
     for l in range(model.L):
-        V = ops.token("V", l)
+        V = token_view(model, ops, "V", l)
         Vinv = V.inv() if model.r > 1 else sp.Matrix([[1 / V[0, 0]]])
         dev = model.h[l, :].T - centers[l, :].T
         quad += (dev.T * Vinv * dev)[0, 0] / 2
@@ -264,21 +284,25 @@ def energetic_potential(model: Model, ops: OrderParameters) -> GaussianMoreauEnv
     gaussians = list(xi) + list(eta) + list(model.noise)
     omega = list(centers)
     starts = [omega, [sp.Integer(0)] * len(variables), [-w for w in omega]]
-    return GaussianMoreauEnvelope("energetic", variables, gaussians, bracket, field_laws(model, ops), starts)
+    return GaussianMoreauEnvelope("energetic", variables, gaussians, bracket, field_laws(model, ops), starts,
+                                  discrete=list(model.data.label_symbols))
 
 
 def validity_conditions(model: Model, ops: OrderParameters) -> dict[str, sp.Expr]:
     """Quantities that must be positive for a state to be admissible.
 
-    Leading principal minors of ``q_l``, ``V_l`` and ``rho_l - theta_l^T q_l^{-1} theta_l``
-    (Sylvester's criterion), keyed by a readable name used in error messages.
+    Leading principal minors of ``q_s``, ``V_s`` and ``rho_s - theta_s^T q_s^{-1} theta_s``
+    (Sylvester's criterion) for every slot ``s`` (token), keyed by a readable name used in
+    error messages.
     """
     out: dict[str, sp.Expr] = {}
     seen: set = set()
-    for l in range(model.L):
-        q, V, th = ops.token("q", l), ops.token("V", l), ops.token("theta", l)
+    data = model.data
+    for l in range(ops.S):
+        q, V, th = ops.slot("q", l), ops.slot("V", l), ops.slot("theta", l)
         qinv = q.inv() if model.r > 1 else sp.Matrix([[1 / q[0, 0]]])
-        res = model.data.rho(l, model.r_t) - th.T * qinv * th
+        res = data.rho(l, model.r_t) - th.T * qinv * th
+        where = f"slot {data.slot_label(l)}" if data.has_clusters else f"token {l + 1}"
         for M, nm in ((q, "q"), (V, "V"), (res, "rho - theta^T q^-1 theta")):
             for k in range(1, M.shape[0] + 1):
                 minor = M[:k, :k].det() if k > 1 else M[0, 0]
@@ -287,5 +311,5 @@ def validity_conditions(model: Model, ops: OrderParameters) -> dict[str, sp.Expr
                     continue
                 seen.add(key)
                 label = nm if M.shape[0] == 1 else f"{nm} (minor {k})"
-                out[f"{label} [token {l + 1}]"] = minor
+                out[f"{label} [{where}]"] = minor
     return out

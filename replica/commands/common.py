@@ -80,12 +80,14 @@ def rule_from_args(module: ModuleType, args: argparse.Namespace, branch: str | N
 
 
 def token_one(module: ModuleType, values: dict[str, float]) -> dict[str, object]:
-    """Token-1 value of every family (scalar, vector or matrix), in THEORY §2 conventions."""
+    """Token-1 value of every family (scalar, vector or matrix), in THEORY §2 conventions
+    (with token clusters: slot 1a, the first cluster of token 1)."""
     out: dict[str, object] = {}
     fams: dict[str, dict] = {}
+    first = (None, 1, *getattr(module, "SLOTS", ())[:1])
     for name, v in values.items():
         fam, token, i, j, rows, cols = module.LAYOUT[name]
-        if token not in (None, 1):
+        if token not in first:
             continue
         entry = fams.setdefault(fam, {"M": np.zeros((rows, cols))})
         entry["M"][i, j] = v

@@ -1,0 +1,81 @@
+"""Averages over cluster labels: Gaussian rules x label configurations (THEORY §6, token clusters).
+
+A generated module of a model with token clusters evaluates its bracket at nodes
+``z = (Gaussians, DISCRETE)``: the Gaussian coordinates, then the one-hot label indicators
+``e_{lc}`` of one label configuration (module constants ``DISCRETE``, ``CONFIGURATIONS``,
+and ``label_probabilities(p)``, see :mod:`replica.codegen`). The energetic and test averages
+``E_{c ~ P} E_z[...]`` are then ordinary weighted sums over the *product rule*: every node of
+a Gaussian rule, repeated for every configuration with weight ``w_j P(c)``.
+:class:`LabelledRule` is that product; it is a :class:`~replica.quadrature.QuadratureRule`
+(so the integrators, the sign-flip folding and the compiled kernels use it unchanged) that
+knows its Gaussian factor, for companions and descriptions.
+
+Sign-flip folding (module ``SYMMETRIES``) only ever flips Gaussian coordinates, which come
+first, so a folded product rule never mixes configurations.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from .quadrature import QuadratureRule
+
+
+def has_labels(module: ModuleType) -> bool:
+    """Whether a generated module averages over cluster labels (token clusters)."""
+    return bool(getattr(module, "DISCRETE", ()))
+
+
+def label_law(module: ModuleType, p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(values (len(DISCRETE), C), probabilities (C,))`` of the configurations of positive
+    probability at parameters ``p``; None for a module without labels."""
+    if not has_labels(module):
+        return None
+    values = np.asarray(module.CONFIGURATIONS, dtype=float).T.reshape(len(module.DISCRETE), -1)
+    probs = np.atleast_1d(np.asarray(module.label_probabilities(p), dtype=float))
+    keep = probs > 0
+    return np.ascontiguousarray(values[:, keep]), probs[keep]
+
+
+@dataclass(frozen=True)
+class LabelledRule(QuadratureRule):
+    """A Gaussian rule times the label configurations: nodes ``(dim + n_discrete, N C)``,
+    configuration-major, weights ``w_j P(c)`` (summing to 1)."""
+
+    base: QuadratureRule | None = None
+    values: np.ndarray | None = None
+    probabilities: np.ndarray | None = None
+
+    @property
+    def gaussian_dim(self) -> int:
+        return self.base.dim
+
+    def companion(self) -> "LabelledRule":
+        return with_labels(self.base.companion(), self.values, self.probabilities)
+
+    def describe(self) -> str:
+        return f"{self.base.describe()} x {self.probabilities.size} label configurations"
+
+
+def with_labels(rule: QuadratureRule, values: np.ndarray, probabilities: np.ndarray) -> LabelledRule:
+    """The product of a Gaussian ``rule`` with the label configurations ``values`` (columns)."""
+    values = np.asarray(values, dtype=float)
+    probabilities = np.asarray(probabilities, dtype=float)
+    C, N = probabilities.size, rule.size
+    nodes = np.concatenate([np.tile(rule.nodes, (1, C)), np.repeat(values, N, axis=1)], axis=0)
+    weights = np.concatenate([rule.weights * pc for pc in probabilities])
+    return LabelledRule(np.ascontiguousarray(nodes), weights, rule.kind, rule.order,
+                        base=rule, values=values, probabilities=probabilities)
+
+
+def labelled(rule, module: ModuleType, p: np.ndarray):
+    """``rule`` extended by the module's label law when it is a Gaussian rule of a module with
+    labels (``rule.dim == len(GAUSSIANS)``); anything else is returned unchanged."""
+    law = label_law(module, p)
+    if law is None or not isinstance(rule, QuadratureRule) or isinstance(rule, LabelledRule):
+        return rule
+    if rule.dim != len(module.GAUSSIANS):
+        return rule
+    return with_labels(rule, *law)
