@@ -167,7 +167,10 @@ def test_cold_start_positional_solution_at_alpha_2():
 def test_linear_baseline_agreement(fits):
     """Linear baseline ε_g (and e_t vs α ε_g^lin) against ``linear_baseline``: tolerance from
     the study's linear-baseline fits at α = 2 (same model, std_fit and b(d))."""
-    d, K, alpha = 100, 8, 2.0
+    _check_linear(fits, d=100, K=8)
+
+
+def _check_linear(fits, d: int, K: int, alpha: float = 2.0) -> None:
     res = simulate.run_linear(OMEGA, alpha, d, seeds=K, seed_start=SEED0,
                               normalize_teacher=True, n_test=50_000)
     th = theory_point(OMEGA, alpha, "linear")
@@ -285,10 +288,4 @@ def test_agreement_largest_d(fits, init, alpha):
 @pytest.mark.slow
 def test_linear_baseline_agreement_large_d(fits):
     """d = 1600, K = 4 seeds; tolerance from the study's linear-baseline fits at d = 1600."""
-    d, K, alpha = 1600, 4, 2.0
-    res = simulate.run_linear(OMEGA, alpha, d, seeds=K, seed_start=SEED0,
-                              normalize_teacher=True, n_test=50_000)
-    th = theory_point(OMEGA, alpha, "linear")
-    for o in ("eps_g", "train_loss"):
-        tol = tolerance(fits[("linear", "-", alpha, o)], d, K, u_theory=th["u_" + o], k_se=K_SE)
-        assert abs(res[o] - th[o]) <= tol, (o, res[o], res[o + "_se"], th[o], tol)
+    _check_linear(fits, d=1600, K=4)
