@@ -93,6 +93,7 @@ class PointCache:
         self.hits = self.misses = self.writes = 0
 
     def path(self, model: str, key: str) -> Path:
+        """The file holding the entry of ``key`` (content-addressed by its hash)."""
         safe = "".join(c if (c.isalnum() or c in "-_.") else "_" for c in model) or "model"
         return self.root / "points" / safe / key[:2] / f"{key}.json"
 

@@ -19,6 +19,7 @@ COMMANDS = ("models", "derive", "generate", "solve", "phase", "figures")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``replica`` argument parser with one sub-command per module of :mod:`replica.commands`."""
     parser = argparse.ArgumentParser(
         prog="replica",
         description="Replica-symmetric saddle-point equations from sympy models: derive them, export "
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``replica`` command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -89,6 +89,7 @@ class Backend:
 
     def function(self, name: str, args: Sequence[tuple[str, Sequence[sp.Symbol]]],
                  outputs: Sequence[Sequence[sp.Expr]], doc: str, node_args: Sequence[str] = ()) -> str:
+        """Source of one generated function ``name(args) -> exprs`` in this backend's language."""
         raise NotImplementedError
 
 

@@ -141,6 +141,8 @@ class TokenStatistics:
 
     @property
     def slot_labels(self) -> tuple[str, ...]:
+        """Labels of the order-parameter slots: tokens ``1, 2, ...``, or ``(token, cluster)``
+        pairs like ``1a`` with clusters."""
         return tuple(self.slot_label(s) for s in range(self.S))
 
     def token_slots(self, l: int) -> list[int]:

@@ -113,10 +113,12 @@ class Derivation:
 
     @property
     def order_symbols(self) -> list[sp.Symbol]:
+        """The free order-parameter symbols ``q, V, m, θ`` (after the model's reductions), in layout order."""
         return self.order_parameters.order_symbols()
 
     @property
     def conjugate_symbols(self) -> list[sp.Symbol]:
+        """The conjugate symbols ``q̂, V̂, m̂, θ̂``, in the order of :meth:`order_symbols`."""
         return self.order_parameters.conjugate_symbols()
 
     # ------------------------------------------------------------ stationarity

@@ -85,6 +85,7 @@ class FigureData:
 
     @property
     def fig2(self) -> PhaseResult:
+        """The Fig. 2 curves (both branches at the figure's ``ω``) and their thresholds."""
         return self.main[self.config.omega_fig2]
 
 

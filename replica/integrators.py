@@ -33,14 +33,24 @@ class EnergeticAverage:
 
 
 class EnergeticIntegrator(Protocol):
+    """What the solver needs of an integrator: the energetic average and its envelope gradient
+    at a state, a companion for error estimates, and a description."""
+
     dim: int
 
     def average(self, module: ModuleType, x: np.ndarray, p: np.ndarray, warm: Any = None,
-                multistart: bool = True, prox_tol: float = 1e-12) -> EnergeticAverage: ...
+                multistart: bool = True, prox_tol: float = 1e-12) -> EnergeticAverage:
+        """``Ψ_y`` and its gradient in the order parameters at state ``x``, parameters ``p``
+        (``warm``: the previous minimisers)."""
+        ...
 
-    def companion(self) -> "EnergeticIntegrator": ...
+    def companion(self) -> "EnergeticIntegrator":
+        """A second, coarser integrator whose disagreement estimates this one's error."""
+        ...
 
-    def describe(self) -> str: ...
+    def describe(self) -> str:
+        """A one-line description (rule, order, nodes) for reports and cache keys."""
+        ...
 
 
 class QuadratureIntegrator:
@@ -81,6 +91,7 @@ class QuadratureIntegrator:
         return self.nodes.shape[1]
 
     def average(self, module, x, p, warm=None, multistart=True, prox_tol=1e-12) -> EnergeticAverage:
+        """``Ψ_y`` and its gradient by the batched multistart prox on every (folded) node of the rule."""
         if warm is not None and np.shape(warm) != (module.PROX_DIM, self.size):
             warm = None
         if resolve_backend(module, self.backend) == "numba":
@@ -136,12 +147,14 @@ class QuadratureIntegrator:
         return EnergeticAverage(-grad, -float(psi), h_out, int(n_dis), int(n_fail))
 
     def companion(self) -> "QuadratureIntegrator":
+        """The same integrator on the rule's companion (a lower order), for error estimates."""
         if getattr(self, "_companion", None) is None:
             self._companion = QuadratureIntegrator(self.rule.companion(), self.symmetries, self.backend,
                                                    self.chunk, self.warm_starts)
         return self._companion
 
     def describe(self) -> str:
+        """The rule's description, with the symmetry folding."""
         d = self.rule.describe()
         if self.size != self.rule.size:
             d += f" folded by symmetry to {self.size} nodes"

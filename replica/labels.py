@@ -50,12 +50,15 @@ class LabelledRule(QuadratureRule):
 
     @property
     def gaussian_dim(self) -> int:
+        """Number of Gaussian coordinates (those before the label indicators)."""
         return self.base.dim
 
     def companion(self) -> "LabelledRule":
+        """The Gaussian rule's companion times the same label configurations."""
         return with_labels(self.base.companion(), self.values, self.probabilities)
 
     def describe(self) -> str:
+        """The Gaussian rule's description and the number of label configurations."""
         return f"{self.base.describe()} x {self.probabilities.size} label configurations"
 
 

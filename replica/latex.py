@@ -38,6 +38,7 @@ class Block:
 
     @property
     def equations(self) -> list[str]:
+        """The block's equations as ``(lhs, rhs)`` LaTeX strings."""
         return [self.math] if isinstance(self.math, str) else list(self.math)
 
 

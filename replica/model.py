@@ -36,9 +36,11 @@ class Domain:
     high: float | None = None
 
     def contains(self, x: float) -> bool:
+        """Whether ``value`` lies in the domain."""
         return (self.low is None or x >= self.low) and (self.high is None or x <= self.high)
 
     def describe(self) -> str:
+        """The domain in words, for error messages (e.g. ``[0, 1]``)."""
         if self.low is not None and self.high is not None:
             return f"in [{self.low:g}, {self.high:g}]"
         if self.low is not None:
@@ -134,14 +136,17 @@ class Model:
     # ------------------------------------------------------------ properties
     @property
     def L(self) -> int:
+        """Number of tokens ``L``."""
         return self.h.shape[0]
 
     @property
     def r(self) -> int:
+        """Student rank ``r`` (columns of ``W``)."""
         return self.h.shape[1]
 
     @property
     def r_t(self) -> int:
+        """Teacher rank ``r_t`` (columns of ``Q*``)."""
         return self.hstar.shape[1]
 
     @property
@@ -151,6 +156,7 @@ class Model:
 
     @property
     def parameter_symbols(self) -> list[sp.Symbol]:
+        """The model's numeric parameters (``ω``, ``λ``, ``σ``, ``A`` entries, ...)."""
         return list(self._defaults)
 
     # ------------------------------------------------------------ validation

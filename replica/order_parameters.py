@@ -60,16 +60,19 @@ class OrderParameter:
 
     @property
     def name(self) -> str:
+        """The symbol's name as in generated modules and JSON (``q_11``, ``m_2``, ``hat_q``...)."""
         if self.slot is not None:
             return f"{self.family}_{self.slot}"
         return self.family if self.token is None else f"{self.family}_{self.token}"
 
     @property
     def symbols(self) -> list[sp.Symbol]:
+        """The independent sympy symbols of this order parameter."""
         return independent_symbols(self.matrix)
 
     @property
     def is_conjugate(self) -> bool:
+        """Whether this is a conjugate (hatted) parameter."""
         return self.family.endswith("hat")
 
 
@@ -189,12 +192,15 @@ class OrderParameters:
         return [p for fam in CONJUGATE_FAMILIES for p in self.free[fam]]
 
     def order_symbols(self) -> list[sp.Symbol]:
+        """The independent symbols of ``q, V, m, θ`` after the token reduction."""
         return [s for p in self.order_parameters() for s in p.symbols]
 
     def conjugate_symbols(self) -> list[sp.Symbol]:
+        """The independent symbols of the conjugates, matching :meth:`order_symbols`."""
         return [s for p in self.conjugates() for s in p.symbols]
 
     def family_of(self, sym: sp.Symbol) -> str:
+        """The family (``q``, ``V``, ``m``, ``theta``, or a conjugate) a symbol belongs to."""
         for p in self.order_parameters() + self.conjugates():
             if sym in p.symbols:
                 return p.family

@@ -375,6 +375,7 @@ class PreintegrationIntegrator:
         return None if self._basis is None else self._basis[:, 0].copy()
 
     def describe(self) -> str:
+        """The integrator's description (level, lines, pieces) for reports and cache keys."""
         d = "auto" if self._basis is None else "[" + ", ".join(f"{v:.3f}" for v in self._basis[:, 0]) + "]"
         lines = "x".join(str(k) for k in self.line_orders) or "1"
         return (f"preintegration(dim={self.dim}, lines=gh[{lines}], u=gh{self.u_order}, "

@@ -68,10 +68,12 @@ class Progress:
             self._last_print = now
 
     def note(self, text: str) -> None:
+        """Show a short status text after the bar (e.g. the current branch and ``α``)."""
         self._text = text
         self._show()
 
     def advance(self, text: str = "", n: int = 1) -> None:
+        """Count ``n`` finished units of work and redraw the line."""
         self.done += n
         self._text = text
         self._show(force=self.total is not None and self.done >= self.total)

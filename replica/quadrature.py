@@ -34,10 +34,12 @@ class QuadratureRule:
 
     @property
     def dim(self) -> int:
+        """Dimension of the rule (number of Gaussian coordinates)."""
         return self.nodes.shape[0]
 
     @property
     def size(self) -> int:
+        """Number of nodes."""
         return self.nodes.shape[1]
 
     def expect(self, values: np.ndarray) -> np.ndarray:
@@ -55,6 +57,7 @@ class QuadratureRule:
         raise ValueError(self.kind)
 
     def describe(self) -> str:
+        """A one-line description, e.g. ``gauss-hermite(dim=4, order=14, nodes=38416)``."""
         return f"{self.kind}(dim={self.dim}, order={self.order}, nodes={self.size})"
 
 

@@ -24,6 +24,7 @@ DERIVATIONS_DIR = Path(__file__).resolve().parent.parent / "derivations"
 
 
 def canonical(name: str) -> str:
+    """The canonical model name of ``name`` (resolves aliases such as ``attention``)."""
     return ALIASES.get(name, name)
 
 
@@ -72,6 +73,7 @@ def load_model(name: str):
 
 
 def generated_path(name: str) -> Path:
+    """Path of the generated module of model ``name`` under ``derivations/generated/``."""
     if name.endswith(".py") or "/" in name:
         p = Path(name)
         model = load_model(name)

@@ -25,12 +25,15 @@ class Regularizer:
 
     #: the LaTeX of ``r(w)`` shown in exported documents
     def latex(self, w: sp.Matrix) -> str:
+        """The regularizer ``r(w)`` as LaTeX."""
         return sp.latex(self.expression(w))
 
     def expression(self, w: sp.Matrix) -> sp.Expr:  # pragma: no cover - interface
+        """``r(w)`` as a sympy expression of the weight row ``w``."""
         raise NotImplementedError
 
     def parameters(self) -> set[sp.Symbol]:
+        """The numeric parameters (e.g. ``λ``) the regularizer depends on."""
         return set()
 
     def validate(self, r: int) -> None:
@@ -47,6 +50,7 @@ class L2(Regularizer):
     lam: sp.Expr | Sequence[sp.Expr]
 
     def matrix(self, r: int) -> sp.Matrix:
+        """The penalty matrix ``Λ`` of ``r(w) = ½ wᵀ Λ w``: ``λ I``, or ``diag(λ_1, ..., λ_r)``."""
         if isinstance(self.lam, (list, tuple)):
             if len(self.lam) != r:
                 raise DeclarationError(f"regularizer: L2 needs {r} diagonal weights for w in R^{r}, got {len(self.lam)}")
@@ -54,15 +58,18 @@ class L2(Regularizer):
         return sp.sympify(self.lam) * sp.eye(r)
 
     def validate(self, r: int) -> None:
+        """Reject a negative ``λ`` with an error naming it."""
         M = self.matrix(r)
         for x in M.diagonal():
             if x.is_number and x < 0:
                 raise DeclarationError(f"regularizer: L2 weight lambda={x} is negative (need lambda >= 0)")
 
     def expression(self, w: sp.Matrix) -> sp.Expr:
+        """``½ wᵀ Λ w`` as a sympy expression."""
         return (w.T * self.matrix(w.shape[0]) * w)[0, 0] / 2
 
     def parameters(self) -> set[sp.Symbol]:
+        """The symbols the weights ``λ`` depend on."""
         weights = self.lam if isinstance(self.lam, (list, tuple)) else [self.lam]
         return set().union(*[sp.sympify(x).free_symbols for x in weights])
 
@@ -106,6 +113,7 @@ class SeparableRegularizer(Regularizer):
         return _unique_root(sp.diff(expr + (w - z) ** 2 / (2 * t), w), w)
 
     def validate(self, r: int) -> None:
+        """Raise :class:`DeclarationError` unless ``r`` is an expression of the ``r`` weight-row symbols."""
         if len(self.w) != r:
             raise DeclarationError(f"regularizer: expression is a function of {len(self.w)} variables, need r={r}")
         free = sp.sympify(self.expr).free_symbols
@@ -115,9 +123,11 @@ class SeparableRegularizer(Regularizer):
                 "give r(w) as an expression of the weight-row symbols")
 
     def expression(self, w: sp.Matrix) -> sp.Expr:
+        """``r(w)`` with the declaration's row symbols replaced by ``w``."""
         return sp.sympify(self.expr).subs(dict(zip(self.w, list(w))))
 
     def parameters(self) -> set[sp.Symbol]:
+        """The parameters appearing in ``r`` besides ``w``."""
         return sp.sympify(self.expr).free_symbols - set(self.w)
 
 

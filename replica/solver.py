@@ -73,10 +73,12 @@ class FixedPoint:
 
     @property
     def x(self) -> np.ndarray:
+        """The order parameters as a vector in the module's ``ORDER_PARAMETERS`` order."""
         return np.array(list(self.order.values()))
 
     @property
     def xhat(self) -> np.ndarray:
+        """The conjugates as a vector in the module's ``CONJUGATES`` order."""
         return np.array(list(self.conjugates.values()))
 
     def to_dict(self) -> dict:
@@ -233,6 +235,7 @@ class Solver:
 
     @property
     def parameter_dict(self) -> dict[str, float]:
+        """The model parameters this solver uses, by name (defaults merged with overrides)."""
         return dict(zip(self.module.PARAMETERS, self.p.tolist()))
 
     # ------------------------------------------------------------ states

@@ -24,6 +24,7 @@ def add_parameter_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_numeric_flags(p: argparse.ArgumentParser) -> None:
+    """Add the flags every numeric command shares (model parameters, quadrature, tolerance)."""
     g = p.add_argument_group("numerics")
     g.add_argument("--quadrature", default=None, metavar="RULE",
                    help="energetic average: fast|default|high or gh:N, smolyak:N, sobol:LOG2N (rules); "

@@ -1,0 +1,383 @@
+"""Fast thresholds: ``alpha_c`` and ``alpha_l`` with as few solves as possible (issue 9).
+
+:func:`replica.phase.phase_point` follows whole branches over ``alpha`` (~90 solves per
+``omega``), which the figures' curves need but the phase diagram does not. Here only the
+points that the root finders ask for are solved:
+
+* ``alpha_c``: safeguarded Newton on ``D(alpha) = Phi_sem - Phi_pos``. Every evaluation is a
+  solved point on both branches, and it comes with its exact derivative
+  ``D' = Psi_y,sem - Psi_y,pos`` (``dPhi/dalpha = Psi_y`` at a saddle point, envelope theorem),
+  so from a good first guess two or three evaluations reach ``xtol``; the last Newton
+  correction (below ``xtol``) is applied without another solve.
+* ``alpha_l``: safeguarded secant on ``eps_g,sem(alpha) - eps_lin`` from the last ``alpha_c``
+  evaluation (``alpha_l > alpha_c`` on the semantic branch, the paper's case), or ``alpha_c``
+  itself where ``eps_g`` jumps below ``eps_lin`` there.
+* Warm starts: each branch keeps one solver, so every solve starts from the previous
+  minimisers of the proximal problems, and from the secant extrapolation in ``alpha`` of the
+  two nearest solved points. Over several ``omega`` (:func:`thresholds_diagram`) each
+  process walks a contiguous run of ``omega``: the first guesses of ``alpha_c``, ``alpha_l``
+  are extrapolated from the previous ``omega`` and the branches are warm-started from its
+  states (no cold multistarts after the first ``omega``).
+* Branch identity (the same checks as the continuation): a solve that merges into the
+  agnostic state or lands farther than ``max(jump, |dalpha|/alpha)`` from its prediction is
+  rejected and the step halved (down to ``min_step``); the semantic branch is started cold
+  above the guess (it exists at large ``alpha``) and walked down, the positional one from
+  the generic starts at the guess, keeping the largest ``Phi`` (as ``phase_point`` does).
+
+Where the fast path meets something it does not handle -- a branch ends or merges on the
+way, ``D`` has no sign change in ``[alpha_min, alpha_max]``, the positional ``eps_g`` is
+already below ``eps_lin`` at ``alpha_c`` -- it falls back to the continuation
+(``phase_point(early_stop=True)``), which gives the threshold or ``None`` with the reason;
+the fallback is noted in the reasons. Spinodals are not searched for on the fast path
+(``spinodals`` lists are empty unless the fallback ran); ``curves`` hold the solved points.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .cache import PointCache
+from .errors import ConvergenceError, InvalidStateError, ParameterError
+from .progress import Progress
+from .solver import linear_baseline
+
+__all__ = ["Guess", "thresholds", "thresholds_diagram"]
+
+
+@dataclass
+class Guess:
+    """First guesses for one ``omega`` (typically from the previous ``omega`` of a diagram):
+    ``alpha_c``, ``alpha_l`` and branch states ``x[branch]`` solved at ``alpha_x``."""
+
+    alpha_c: float | None = None
+    alpha_l: float | None = None
+    x: dict[str, np.ndarray] = field(default_factory=dict)
+    alpha_x: dict[str, float] = field(default_factory=dict)
+
+
+class _Lost(Exception):
+    """A branch could not be reached at the requested ``alpha`` (it ends, merges or jumps)."""
+
+
+class _Walker:
+    """Sparse points of one branch, each solved from the extrapolation of its neighbours."""
+
+    def __init__(self, follower, min_step: float = 0.01, max_depth: int = 5):
+        from .phase import BranchCurve
+
+        self.f = follower
+        self.curve = BranchCurve(follower.module.MODEL, follower.branch, dict(follower.parameters), [],
+                                 families=dict(follower.families))
+        self.min_step, self.max_depth = min_step, max_depth
+
+    def _check(self, pt, pred: np.ndarray, scale: np.ndarray, tol: float) -> str:
+        if self.f.merged(pt.x):
+            return f"{'/'.join(self.f.defining)} -> 0: merged into the agnostic branch"
+        d = self.f.distance(pt.x, pred, scale)
+        if d > tol:
+            return f"converged {d:.2f} (relative) away from the prediction (tolerance {tol:.2f})"
+        pt.step_error = d
+        return ""
+
+    def attempt(self, alpha: float, x0: np.ndarray, pred: np.ndarray, scale: np.ndarray, tol: float):
+        """Solve at ``alpha`` from ``x0``; the point, or None and why."""
+        x0 = x0 if self.f.solver._admissible(x0) else scale
+        try:
+            pt = self.f.solve(alpha, x0, reference=pred)
+        except (ConvergenceError, InvalidStateError) as exc:
+            return None, str(exc).splitlines()[0]
+        why = self._check(pt, pred, scale, tol)
+        if why:
+            return None, why
+        self.curve.insert(pt)
+        return pt, ""
+
+    def start_cold(self, alpha: float, multistart: bool):
+        """A first point at ``alpha`` from generic starts (largest ``Phi`` with ``multistart``)."""
+        x0 = None if multistart else self.f.solver.initial_state()
+        pt, why = self.f.start(alpha, x0)
+        if pt is None:
+            raise _Lost(f"{self.f.branch} branch: no solution from generic starts at alpha={alpha:.4g} ({why})")
+        self.curve.insert(pt)
+        return pt
+
+    def at(self, alpha: float, depth: int = 0):
+        """The branch at ``alpha``, reached from the nearest solved points (halving the step on failure)."""
+        alpha = float(alpha)
+        hit = self.curve.point(alpha)
+        if hit is not None:
+            return hit
+        pts = sorted(self.curve.points, key=lambda p: abs(p.alpha - alpha))
+        if not pts:
+            raise _Lost(f"{self.f.branch} branch has no solved point")
+        p1 = pts[0]
+        pred = p1.x.copy()
+        if len(pts) > 1:
+            p2 = pts[1]
+            pred = p1.x + (alpha - p1.alpha) * (p1.x - p2.x) / (p1.alpha - p2.alpha)
+        dist = abs(alpha - p1.alpha)
+        tol = max(self.f.steps.jump, dist / alpha * (0.5 if len(pts) > 1 else 1.0))
+        pt, why = self.attempt(alpha, pred, pred, p1.x, tol)
+        if pt is not None:
+            return pt
+        if depth >= self.max_depth or dist <= self.min_step:
+            weak = self.f.defining_size(p1.x) < self.f.steps.weak
+            raise _Lost(f"{self.f.branch} branch lost between alpha={p1.alpha:.4g} and {alpha:.4g}: {why}"
+                        + (" (barely distinct from the agnostic branch)" if weak else ""))
+        self.at(0.5 * (p1.alpha + alpha), depth + 1)
+        return self.at(alpha, depth + 1)
+
+    def from_state(self, alpha: float, x: np.ndarray, tol: float):
+        """A first point at ``alpha`` warm-started from ``x`` (e.g. the branch at the previous
+        ``omega``); None if it does not land within ``tol`` of ``x``."""
+        x = np.asarray(x, dtype=float).copy()
+        x[~self.f.free] = 0.0
+        pt, _ = self.attempt(alpha, x, x, x, tol)
+        return pt
+
+
+def _default_guess(module: ModuleType, params: Mapping[str, float]) -> tuple[float, float]:
+    # a neutral first guess (the paper's instance has alpha_c in [0.6, 2.2]); Newton does the rest
+    return 1.0, 1.2
+
+
+def thresholds(module: ModuleType | str, omega: float | None = None,
+               parameters: Mapping[str, float] | None = None, *, alpha_min: float = 0.1,
+               alpha_max: float = 4.0, settings=None, steps=None, cache: PointCache | None = None,
+               xtol: float = 1e-4, guess: Guess | None = None, fallback: bool = True,
+               progress: Callable[[str], None] | Progress | None = None, max_evaluations: int = 16):
+    """``alpha_c`` and ``alpha_l`` at one set of parameters from a few solved points.
+
+    Returns a :class:`~replica.phase.PhaseResult` (the same JSON as ``phase_point``): its
+    ``curves`` hold only the solved points, ``spinodals`` are not searched for.
+    ``guess`` (:class:`Guess`) seeds the root finders and the warm starts. With ``fallback``
+    (default) anything the fast path does not handle is handed to
+    ``phase_point(early_stop=True)`` (see the module docstring); otherwise the threshold is
+    ``None`` with the reason.
+    """
+    from .phase import (BranchFollower, Crossing, PhaseResult, SolverSettings, _as_module, _check_range,
+                        _merge_parameters, phase_point)
+
+    t0 = time.perf_counter()
+    module = _as_module(module)
+    _check_range(alpha_min, alpha_max)
+    params = _merge_parameters(omega, parameters)
+    for b in ("semantic", "positional"):
+        if b not in module.BRANCHES:
+            raise ParameterError("model", f"{module.MODEL} declares no {b} branch; a phase analysis needs "
+                                          f"semantic and positional branches")
+    settings = settings or SolverSettings()
+    cache = cache if cache is not None else PointCache(enabled=False)
+    note = None
+    if isinstance(progress, Progress):
+        label = f"omega={params['omega']:g} " if "omega" in params else ""
+        note = lambda msg: progress.note(label + msg)  # noqa: E731
+    elif progress is not None:
+        note = progress
+    guess = guess or Guess()
+    fol = {b: BranchFollower(module, b, params, settings, steps, cache, note) for b in ("semantic", "positional")}
+    W = {b: _Walker(f) for b, f in fol.items()}
+    sem, pos = W["semantic"], W["positional"]
+    eps_lin, eps_lin_err = linear_baseline(module, params)
+    g_c, g_l = _default_guess(module, params)
+    g_c = float(np.clip(guess.alpha_c if guess.alpha_c else g_c, alpha_min, alpha_max))
+    g_l = guess.alpha_l if guess.alpha_l else g_c * g_l
+
+    def finish(alpha_c: Crossing, alpha_l: Crossing, segments) -> "PhaseResult":
+        return PhaseResult(
+            model=module.MODEL, parameters=fol["semantic"].parameters, alpha_min=float(alpha_min),
+            alpha_max=float(alpha_max), curves={b: w.curve for b, w in W.items()}, alpha_c=alpha_c,
+            alpha_l=alpha_l, eps_lin=eps_lin, eps_lin_error=eps_lin_err,
+            quadrature=fol["semantic"].solver.integrator.describe(), seconds=time.perf_counter() - t0,
+            solves=sum(f.solves for f in fol.values()), cached=sum(f.cached for f in fol.values()),
+            segments=segments)
+
+    def give_up(why: str) -> "PhaseResult":
+        if not fallback:
+            return finish(Crossing(None, f"fast path: {why}"), Crossing(None, f"fast path: {why}"), [])
+        r = phase_point(module, parameters=params, alpha_min=alpha_min, alpha_max=alpha_max,
+                        branches=("semantic", "positional"), settings=settings, steps=steps, cache=cache,
+                        progress=progress, early_stop=True, xtol=xtol)
+        tag = f" [continuation fallback: {why}]"
+        r.alpha_c.reason += tag
+        r.alpha_l.reason += tag
+        r.solves += sum(f.solves for f in fol.values())
+        r.cached += sum(f.cached for f in fol.values())
+        r.seconds = time.perf_counter() - t0
+        return r
+
+    try:
+        # ---- first points: warm from the previous omega's states, else cold
+        for b, w in W.items():
+            x = guess.x.get(b)
+            if x is not None and w.from_state(g_c, x, tol=max(0.3, abs(g_c - guess.alpha_x.get(b, g_c)) / g_c)):
+                continue
+            if b == "semantic":
+                # the semantic branch exists at large alpha: start well above the guess, walk down
+                w.start_cold(min(alpha_max, max(1.5 * g_c, g_c + 0.3)), multistart=False)
+            else:
+                w.start_cold(g_c, multistart=True)
+
+        # ---- alpha_c: safeguarded Newton on D = Phi_sem - Phi_pos, D' = Psi_sem - Psi_pos
+        lo = hi = None            # D(lo) < 0 <= D(hi)
+        a = g_c
+        root = None
+        last = None
+        for _ in range(max_evaluations):
+            ps, pp = sem.at(a), pos.at(a)
+            d, dd = ps.phi - pp.phi, ps.psi_y - pp.psi_y
+            last = (a, ps, pp)
+            if d < 0:
+                lo = a
+            else:
+                hi = a
+            step = -d / dd if dd > 0 else (0.3 * a if d < 0 else -0.25 * a)
+            new = a + step
+            if lo is not None and hi is not None:
+                if not (min(lo, hi) < new < max(lo, hi)):
+                    new = 0.5 * (lo + hi)
+            else:  # not bracketed yet: at most a factor 1.5 per step, inside the range
+                new = float(np.clip(new, a / 1.5, a * 1.5))
+                if new >= alpha_max and d < 0 and a >= alpha_max - 1e-12:
+                    return give_up(f"Phi_pos > Phi_sem up to alpha_max = {alpha_max:g}")
+                if new <= alpha_min and d >= 0 and a <= alpha_min + 1e-12:
+                    return give_up(f"Phi_sem >= Phi_pos down to alpha_min = {alpha_min:g}")
+                new = float(np.clip(new, alpha_min, alpha_max))
+            if abs(new - a) < xtol:
+                root = new
+                break
+            a = new
+        if root is None:
+            return give_up(f"Newton on Phi_sem - Phi_pos did not converge in {max_evaluations} evaluations")
+        a_last, ps, pp = last
+        alpha_c = Crossing(root, f"Newton root of Phi_sem - Phi_positional on solved points (dPhi/dalpha = Psi_y; "
+                                 f"xtol={xtol:g}; thresholds-only path)",
+                           (min(lo if lo is not None else a_last, a_last), max(hi if hi is not None else a_last, a_last)),
+                           len({p.alpha for p in sem.curve.points} & {p.alpha for p in pos.curve.points}))
+
+        # ---- alpha_l: global-minimum eps_g = eps_lin (semantic branch above alpha_c)
+        e_pos, e_sem = pp.eps_g - eps_lin, ps.eps_g - eps_lin
+        if e_pos <= 0:
+            return give_up("the positional eps_g is already below eps_lin at alpha_c")
+        segments = [(float(alpha_min), root, "positional"), (root, float(alpha_max), "semantic")]
+        if e_sem <= 0:
+            alpha_l = Crossing(root, f"eps_g jumps below eps_lin where the global minimum switches to the semantic "
+                                     f"branch (alpha = {root:.6g}; thresholds-only path)", (root, root))
+            return finish(alpha_c, alpha_l, segments)
+        x0, f0 = a_last, e_sem
+        x1 = float(np.clip(max(g_l, a_last + 0.05), a_last, alpha_max))
+        lo_l, hi_l = x0, None     # E(lo_l) > 0 >= E(hi_l)
+        n = 0
+        while True:
+            n += 1
+            if n > max_evaluations:
+                return give_up(f"secant on eps_g - eps_lin did not converge in {max_evaluations} evaluations")
+            f1 = sem.at(x1).eps_g - eps_lin
+            if f1 > 0:
+                lo_l = max(lo_l, x1)
+            else:
+                hi_l = x1 if hi_l is None else min(hi_l, x1)
+            new = x1 - f1 * (x1 - x0) / (f1 - f0) if f1 != f0 else float("nan")
+            if hi_l is None:
+                if not (math.isfinite(new) and new > x1):
+                    new = 1.3 * x1
+                new = min(new, x1 + 2.0 * max(x1 - x0, 0.05), alpha_max)
+                if x1 >= alpha_max - 1e-12:
+                    alpha_l = Crossing(None, f"the global-minimum eps_g (semantic branch) stays above eps_lin = "
+                                             f"{eps_lin:.4g} up to alpha = {alpha_max:.4g} (thresholds-only path)")
+                    return finish(alpha_c, alpha_l, segments)
+            elif not (math.isfinite(new) and lo_l < new < hi_l):
+                new = 0.5 * (lo_l + hi_l)
+            if abs(new - x1) < xtol or (hi_l is not None and hi_l - lo_l < xtol):
+                root_l = new
+                break
+            x0, f0, x1 = x1, f1, new
+        alpha_l = Crossing(root_l, f"secant root of eps_g - eps_lin on solved points of the semantic branch "
+                                   f"(xtol={xtol:g}; thresholds-only path)", (lo_l, hi_l or lo_l), n)
+        return finish(alpha_c, alpha_l, segments)
+    except _Lost as exc:
+        return give_up(str(exc))
+
+
+def _next_guess(results: Sequence[Any], omegas: Sequence[float], omega: float) -> Guess:
+    """Extrapolate ``alpha_c``, ``alpha_l`` linearly in ``omega`` from the last two results of the
+    run, and take its branch states at the last ``alpha_c`` evaluations."""
+    ok = [(w, r) for w, r in zip(omegas, results) if r is not None and r.alpha_c.value is not None
+          and "thresholds-only" in r.alpha_c.reason]
+    if not ok:
+        return Guess()
+    w1, r1 = ok[-1]
+    g = Guess(alpha_c=r1.alpha_c.value, alpha_l=r1.alpha_l.value)
+    if len(ok) > 1:
+        w0, r0 = ok[-2]
+        if w1 != w0:
+            t = (omega - w1) / (w1 - w0)
+            g.alpha_c = r1.alpha_c.value + t * (r1.alpha_c.value - r0.alpha_c.value)
+            if r1.alpha_l.value is not None and r0.alpha_l.value is not None:
+                g.alpha_l = r1.alpha_l.value + t * (r1.alpha_l.value - r0.alpha_l.value)
+    if g.alpha_l is not None and g.alpha_l <= g.alpha_c:
+        g.alpha_l = None
+    for b, c in r1.curves.items():
+        if len(c):
+            p = min(c.points, key=lambda p: abs(p.alpha - r1.alpha_c.value))
+            g.x[b], g.alpha_x[b] = p.x.copy(), p.alpha
+    return g
+
+
+def _chain(ref, omegas: Sequence[float], kwargs: Mapping[str, Any], cache_root, cache_on) -> list:
+    from .phase import _module_from_ref
+
+    module = _module_from_ref(ref)
+    cache = PointCache(cache_root, cache_on)
+    out: list = []
+    for w in omegas:
+        g = _next_guess(out, omegas[:len(out)], w)
+        out.append(thresholds(module, w, cache=cache, guess=g, **kwargs))
+    return out
+
+
+def thresholds_diagram(module: ModuleType | str, omegas: Sequence[float],
+                       parameters: Mapping[str, float] | None = None, *, jobs: int = 1,
+                       cache: PointCache | None = None, progress: Progress | None = None, **kwargs) -> list:
+    """:func:`thresholds` at every ``omega``; results in ``omegas`` order.
+
+    The ``omega`` are split into ``jobs`` contiguous runs (sorted), one process each; inside a
+    run every ``omega`` starts from the previous one's thresholds and states (:class:`Guess`).
+    ``kwargs`` go to :func:`thresholds` (``alpha_min``, ``alpha_max``, ``settings``, ``xtol`` ...).
+    """
+    from .phase import _as_module, _module_ref, _pool
+
+    module = _as_module(module)
+    if jobs < 1:
+        raise ParameterError("jobs", f"must be >= 1, got {jobs}")
+    cache = cache if cache is not None else PointCache(enabled=False)
+    kw = dict(kwargs, parameters=dict(parameters or {}))
+    order = sorted(range(len(omegas)), key=lambda i: omegas[i])
+    ws = [float(omegas[i]) for i in order]
+    runs = [list(r) for r in np.array_split(np.arange(len(ws)), min(jobs, max(1, len(ws)))) if len(r)]
+    results: list = [None] * len(omegas)
+    if len(runs) <= 1:
+        for k, i in enumerate(order):
+            g = _next_guess([results[j] for j in order[:k]], ws[:k], ws[k])
+            results[i] = thresholds(module, ws[k], cache=cache, guess=g, progress=progress, **kw)
+            if progress is not None:
+                from .phase import _summary
+                progress.advance(_summary(results[i]))
+        return results
+    with _pool(len(runs)) as pool:
+        futs = {pool.submit(_chain, _module_ref(module), [ws[k] for k in run], kw, cache.root, cache.enabled):
+                run for run in runs}
+        for fut in cf.as_completed(futs):
+            run = futs[fut]
+            for k, r in zip(run, fut.result()):
+                results[order[k]] = r
+                if progress is not None:
+                    from .phase import _summary
+                    progress.advance(_summary(r))
+    return results
