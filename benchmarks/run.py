@@ -20,8 +20,10 @@ that run. Sections (``--only`` selects some):
     process (imports and numba's on-disk cache included).
 ``phase``
     The phase diagram alpha_c(omega), alpha_l(omega) for 9 omega in [0, 0.425] with
-    :func:`replica.phase.phase_diagram` (continuation along the branches), in one process
-    and with ``--jobs`` processes.
+    :func:`replica.phase.phase_diagram` (continuation along the branches) and with the fast
+    thresholds-only path :func:`replica.thresholds.thresholds_diagram` (ratio and agreement
+    against the continuation), in one process and with ``--jobs`` processes; the load
+    average is noted per row (``--no-continuation``: the fast path only).
 ``six``
     One point of the untied and rank-2 models (6-dimensional averages): time and peak
     memory (each in a fresh process; ``ru_maxrss``).
@@ -201,7 +203,7 @@ def bench_point(quick: bool) -> tuple[list[dict], dict]:
     return rows, data
 
 
-def bench_phase(quick: bool, jobs: int) -> tuple[list[dict], dict]:
+def bench_phase(quick: bool, jobs: int, continuation: bool = True) -> tuple[list[dict], dict]:
     rows, data = [], {}
     omegas = np.linspace(0.0, 0.425, 3 if quick else 9)
     try:
@@ -227,13 +229,40 @@ def bench_phase(quick: bool, jobs: int) -> tuple[list[dict], dict]:
         rows.append(row("phase", f"stand-in: {n} warm-started solves ({len(omegas)} omega)", w, "s",
                         note="replica.phase not available: no alpha_c/alpha_l"))
         return rows, data
+    from replica.thresholds import thresholds_diagram
+
+    def agreement(a, b):
+        d = [abs(x - y) for x, y in zip(a, b) if x is not None and y is not None]
+        return max(d) if d else float("nan")
+
     for j in sorted({1, jobs}):
-        w, c, res = timed(lambda: phase_diagram(mod, omegas, jobs=j), repeat=1)
+        base = None
+        if continuation:
+            la = os.getloadavg()[0]
+            w, c, res = timed(lambda: phase_diagram(mod, omegas, jobs=j), repeat=1)
+            solves = sum(r.solves for r in res)
+            rows.append(row("phase", f"phase diagram (continuation), {len(omegas)} omega, jobs={j}", w, "s",
+                            note=f"{solves} solves ({solves / len(omegas):.0f} per omega), parent cpu {c:.1f} s, "
+                                 f"load {la:.1f}"))
+            data[f"jobs{j}"] = base = dict(seconds=w, solves=solves, omegas=omegas.tolist(),
+                                           alpha_c=[r.alpha_c.value for r in res],
+                                           alpha_l=[r.alpha_l.value for r in res])
+        la = os.getloadavg()[0]
+        w, c, res = timed(lambda: thresholds_diagram(mod, omegas, jobs=j), repeat=1)
         solves = sum(r.solves for r in res)
-        rows.append(row("phase", f"phase diagram, {len(omegas)} omega, jobs={j}", w, "s",
-                        note=f"{solves} solves ({solves / len(omegas):.0f} per omega), parent cpu {c:.1f} s"))
-        data[f"jobs{j}"] = dict(seconds=w, solves=solves, omegas=omegas.tolist(),
-                                alpha_c=[r.alpha_c.value for r in res], alpha_l=[r.alpha_l.value for r in res])
+        fast = dict(seconds=w, solves=solves, omegas=omegas.tolist(), alpha_c=[r.alpha_c.value for r in res],
+                    alpha_l=[r.alpha_l.value for r in res], loadavg=la,
+                    fallbacks=sum("fallback" in r.alpha_c.reason for r in res))
+        note = (f"{solves} solves ({solves / len(omegas):.0f} per omega), {fast['fallbacks']} continuation "
+                f"fallbacks, parent cpu {c:.1f} s, load {la:.1f}")
+        if base is not None:
+            fast["max_abs_diff_alpha_c"] = agreement(base["alpha_c"], fast["alpha_c"])
+            fast["max_abs_diff_alpha_l"] = agreement(base["alpha_l"], fast["alpha_l"])
+            note += (f"; vs continuation: |d alpha_c| <= {fast['max_abs_diff_alpha_c']:.1e}, "
+                     f"|d alpha_l| <= {fast['max_abs_diff_alpha_l']:.1e}")
+        rows.append(row("phase", f"thresholds only (replica.thresholds), {len(omegas)} omega, jobs={j}", w, "s",
+                        baseline=base["seconds"] if base else None, note=note))
+        data[f"thresholds_jobs{j}"] = fast
     return rows, data
 
 
@@ -362,6 +391,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="a short run (fewer repeats and nodes, 3 omega)")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
     ap.add_argument("--jobs", type=int, default=2, help="processes for the parallel phase diagram (default 2)")
+    ap.add_argument("--no-continuation", action="store_true",
+                    help="phase section: time only the fast thresholds path (the continuation takes minutes)")
     args = ap.parse_args(argv)
     wanted = [s.strip() for s in args.only.split(",") if s.strip()]
     bad = set(wanted) - set(SECTIONS)
@@ -375,7 +406,7 @@ def main(argv=None) -> int:
         print(f"[benchmarks] {name} ...", file=sys.stderr, flush=True)
         t = time.perf_counter()
         if name == "phase":
-            r, d = bench_phase(args.quick, args.jobs)
+            r, d = bench_phase(args.quick, args.jobs, continuation=not args.no_continuation)
         else:
             r, d = globals()[f"bench_{name}"](args.quick)
         rows += r

@@ -64,6 +64,9 @@ class FigureConfig:
     fig2_max_step: float = 0.15  # finer steps for the curves of Fig. 2
     xtol: float = 1e-4
     dpi: int = 150
+    #: phase-diagram points without full curves by the fast thresholds path (replica.thresholds);
+    #: their semantic spinodal is then not located (the dotted line joins the known ones)
+    thresholds_only: bool = True
 
 
 def quick_config(**overrides) -> FigureConfig:
@@ -108,7 +111,9 @@ def compute_figures(config: FigureConfig | None = None, *, jobs: int = 1, cache:
     base = dict(cfg.parameters)
     tasks, keys = [], []
     for w in main_omegas:
-        task = dict(common, omega=w, parameters=base, early_stop=w not in full)
+        # omega without full curves only need alpha_c, alpha_l: the fast thresholds path
+        task = dict(common, omega=w, parameters=base, early_stop=w not in full,
+                    thresholds_only=cfg.thresholds_only and w not in full)
         if abs(w - cfg.omega_fig2) < 1e-12:
             task["steps"] = replace(cfg.steps, max=min(cfg.steps.max, cfg.fig2_max_step),
                                     max_rel=min(cfg.steps.max_rel, 0.25))
@@ -116,7 +121,8 @@ def compute_figures(config: FigureConfig | None = None, *, jobs: int = 1, cache:
         keys.append(("main", w))
     second_params = dict(base, **_A_params(cfg.second_A))
     for w in second_omegas:
-        tasks.append(dict(common, omega=w, parameters=second_params, early_stop=True))
+        tasks.append(dict(common, omega=w, parameters=second_params, early_stop=True,
+                          thresholds_only=cfg.thresholds_only))
         keys.append(("second", w))
     if progress is not None:
         progress.total = len(tasks)
@@ -435,14 +441,16 @@ def plot_phase_diagram(results: Mapping[float, PhaseResult], path: Path, title: 
                 va="top", color=COLORS["semantic"], fontsize=10)
     ax.plot(ws, ac, "o-", color="0.15", ms=4, label=r"$\alpha_c$: $\Phi_{\rm sem} = \Phi_{\rm pos}$")
     cont = [i for i, w in enumerate(ws) if results[w].alpha_c.value is not None
-            and not results[w].alpha_c.reason.startswith("Brent")]
+            and " root of Phi_sem" not in results[w].alpha_c.reason]
     if cont:
         ax.plot([ws[i] for i in cont], ac[cont], "o", color="0.15", mfc="white", ms=6, zorder=5,
                 label=r"$\alpha_c$ where the semantic branch appears")
     ax.plot(ws, al, "s-", color=COLORS["alpha_l"], ms=4,
             label=r"$\alpha_l$: $\varepsilon_g = \varepsilon_g^{\rm lin}$")
     if np.isfinite(sp).any():
-        ax.plot(ws, sp, ":", color=COLORS["semantic"], lw=1.6, label="semantic branch ends")
+        known = np.isfinite(sp)  # not located on the fast thresholds path
+        ax.plot(np.array(ws)[known], sp[known], ":", marker=".", color=COLORS["semantic"], lw=1.6,
+                label="semantic branch ends")
     ax.set_xlabel(r"positionality of the target $\omega$")
     ax.set_ylabel(r"sample complexity $\alpha$")
     ax.set_title(title)

@@ -1003,7 +1003,8 @@ def phase_point(module: ModuleType | str, omega: float | None = None,
                 alpha_max: float = 4.0, branches: Iterable[str] = BRANCHES,
                 settings: SolverSettings | None = None, steps: StepControl | None = None,
                 cache: PointCache | None = None, progress: Progress | Callable[[str], None] | None = None,
-                jobs: int = 1, early_stop: bool = False, xtol: float = 1e-4) -> PhaseResult:
+                jobs: int = 1, early_stop: bool = False, xtol: float = 1e-4,
+                thresholds_only: bool = False) -> PhaseResult:
     """Branches, spinodals, ``alpha_c``, ``eps_lin`` and ``alpha_l`` at one set of parameters.
 
     The semantic branch is followed down from ``alpha_max``, the positional and agnostic
@@ -1018,7 +1019,15 @@ def phase_point(module: ModuleType | str, omega: float | None = None,
     branches are followed in parallel processes. Where the positional branch merges into
     the agnostic one (``m -> 0``, e.g. for a positional target a tied attention cannot
     express), the agnostic branch is followed on from there and competes in its place.
+    ``thresholds_only=True``: only ``alpha_c`` and ``alpha_l``, from a few solved points
+    (:func:`replica.thresholds.thresholds`; ``curves`` then hold those points, no spinodals).
     """
+    if thresholds_only:
+        # only alpha_c and alpha_l: a few root-finder solves (replica.thresholds), no curves
+        from .thresholds import thresholds
+
+        return thresholds(module, omega, parameters, alpha_min=alpha_min, alpha_max=alpha_max,
+                          settings=settings, steps=steps, cache=cache, xtol=xtol, progress=progress)
     t0 = time.perf_counter()
     module = _as_module(module)
     _check_range(alpha_min, alpha_max)
@@ -1182,3 +1191,6 @@ def _summary(r: PhaseResult) -> str:
     w = r.parameters.get("omega")
     return (f"omega={w:g}: alpha_c={f(r.alpha_c.value)} alpha_l={f(r.alpha_l.value)} "
             f"({r.solves} solves, {r.cached} cached, {r.seconds:.0f} s)")
+
+
+from .thresholds import Guess, thresholds, thresholds_diagram  # noqa: E402  (fast path, issue 9)

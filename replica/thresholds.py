@@ -151,7 +151,8 @@ def thresholds(module: ModuleType | str, omega: float | None = None,
                parameters: Mapping[str, float] | None = None, *, alpha_min: float = 0.1,
                alpha_max: float = 4.0, settings=None, steps=None, cache: PointCache | None = None,
                xtol: float = 1e-4, guess: Guess | None = None, fallback: bool = True,
-               progress: Callable[[str], None] | Progress | None = None, max_evaluations: int = 16):
+               progress: Callable[[str], None] | Progress | None = None, max_evaluations: int = 16,
+               verify_distance: float = 0.1):
     """``alpha_c`` and ``alpha_l`` at one set of parameters from a few solved points.
 
     Returns a :class:`~replica.phase.PhaseResult` (the same JSON as ``phase_point``): its
@@ -214,10 +215,13 @@ def thresholds(module: ModuleType | str, omega: float | None = None,
 
     try:
         # ---- first points: warm from the previous omega's states, else cold
+        pos_cold = None
         for b, w in W.items():
             x = guess.x.get(b)
             if x is not None and w.from_state(g_c, x, tol=max(0.3, abs(g_c - guess.alpha_x.get(b, g_c)) / g_c)):
                 continue
+            if b == "positional":
+                pos_cold = g_c
             if b == "semantic":
                 # the semantic branch exists at large alpha: start well above the guess, walk down
                 w.start_cold(min(alpha_max, max(1.5 * g_c, g_c + 0.3)), multistart=False)
@@ -225,36 +229,45 @@ def thresholds(module: ModuleType | str, omega: float | None = None,
                 w.start_cold(g_c, multistart=True)
 
         # ---- alpha_c: safeguarded Newton on D = Phi_sem - Phi_pos, D' = Psi_sem - Psi_pos
-        lo = hi = None            # D(lo) < 0 <= D(hi)
-        a = g_c
-        root = None
-        last = None
-        for _ in range(max_evaluations):
-            ps, pp = sem.at(a), pos.at(a)
-            d, dd = ps.phi - pp.phi, ps.psi_y - pp.psi_y
-            last = (a, ps, pp)
-            if d < 0:
-                lo = a
-            else:
-                hi = a
-            step = -d / dd if dd > 0 else (0.3 * a if d < 0 else -0.25 * a)
-            new = a + step
-            if lo is not None and hi is not None:
-                if not (min(lo, hi) < new < max(lo, hi)):
-                    new = 0.5 * (lo + hi)
-            else:  # not bracketed yet: at most a factor 1.5 per step, inside the range
-                new = float(np.clip(new, a / 1.5, a * 1.5))
-                if new >= alpha_max and d < 0 and a >= alpha_max - 1e-12:
-                    return give_up(f"Phi_pos > Phi_sem up to alpha_max = {alpha_max:g}")
-                if new <= alpha_min and d >= 0 and a <= alpha_min + 1e-12:
-                    return give_up(f"Phi_sem >= Phi_pos down to alpha_min = {alpha_min:g}")
-                new = float(np.clip(new, alpha_min, alpha_max))
-            if abs(new - a) < xtol:
-                root = new
-                break
-            a = new
-        if root is None:
-            return give_up(f"Newton on Phi_sem - Phi_pos did not converge in {max_evaluations} evaluations")
+        def newton(a: float):
+            lo = hi = None            # D(lo) < 0 <= D(hi)
+            last = None
+            for _ in range(max_evaluations):
+                ps, pp = sem.at(a), pos.at(a)
+                d, dd = ps.phi - pp.phi, ps.psi_y - pp.psi_y
+                last = (a, ps, pp)
+                if d < 0:
+                    lo = a
+                else:
+                    hi = a
+                step = -d / dd if dd > 0 else (0.3 * a if d < 0 else -0.25 * a)
+                new = a + step
+                if lo is not None and hi is not None:
+                    if not (min(lo, hi) < new < max(lo, hi)):
+                        new = 0.5 * (lo + hi)
+                else:  # not bracketed yet: at most a factor 1.5 per step, inside the range
+                    new = float(np.clip(new, a / 1.5, a * 1.5))
+                    if new >= alpha_max and d < 0 and a >= alpha_max - 1e-12:
+                        raise _Lost(f"Phi_pos > Phi_sem up to alpha_max = {alpha_max:g}")
+                    if new <= alpha_min and d >= 0 and a <= alpha_min + 1e-12:
+                        raise _Lost(f"Phi_sem >= Phi_pos down to alpha_min = {alpha_min:g}")
+                    new = float(np.clip(new, alpha_min, alpha_max))
+                if abs(new - a) < xtol:
+                    return new, last, lo, hi
+                a = new
+            raise _Lost(f"Newton on Phi_sem - Phi_pos did not converge in {max_evaluations} evaluations")
+
+        root, last, lo, hi = newton(g_c)
+        pos_from = pos_cold if pos_cold is not None else guess.alpha_x.get("positional", g_c)
+        if abs(root - pos_from) > verify_distance * root:
+            # the positional branch was started far from alpha_c: where it matters, the generic
+            # starts may reach a solution with a larger Phi (the positional sector holds several)
+            a_last, _, pp = last
+            fresh = _Walker(fol["positional"])
+            alt = fresh.start_cold(a_last, multistart=True)
+            if alt.phi > pp.phi + 1e-12 * abs(alt.phi) and fol["positional"].distance(alt.x, pp.x) > 1e-3:
+                W["positional"] = pos = fresh
+                root, last, lo, hi = newton(root)
         a_last, ps, pp = last
         alpha_c = Crossing(root, f"Newton root of Phi_sem - Phi_positional on solved points (dPhi/dalpha = Psi_y; "
                                  f"xtol={xtol:g}; thresholds-only path)",
@@ -305,22 +318,25 @@ def thresholds(module: ModuleType | str, omega: float | None = None,
         return give_up(str(exc))
 
 
-def _next_guess(results: Sequence[Any], omegas: Sequence[float], omega: float) -> Guess:
-    """Extrapolate ``alpha_c``, ``alpha_l`` linearly in ``omega`` from the last two results of the
-    run, and take its branch states at the last ``alpha_c`` evaluations."""
-    ok = [(w, r) for w, r in zip(omegas, results) if r is not None and r.alpha_c.value is not None
-          and "thresholds-only" in r.alpha_c.reason]
+def _next_guess(done: Sequence[tuple[float, Any]], omega: float) -> Guess:
+    """First guesses at ``omega`` from the results ``done`` (pairs ``(omega, result)``) of the
+    same run: ``alpha_c``, ``alpha_l`` linearly extrapolated from the two nearest ``omega``,
+    and the branch states of the nearest one at its last ``alpha_c`` evaluation."""
+    ok = sorted([(w, r) for w, r in done if r is not None and r.alpha_c.value is not None
+                 and " root of Phi_sem" in r.alpha_c.reason], key=lambda wr: abs(wr[0] - omega))
     if not ok:
         return Guess()
-    w1, r1 = ok[-1]
+    w1, r1 = ok[0]
     g = Guess(alpha_c=r1.alpha_c.value, alpha_l=r1.alpha_l.value)
     if len(ok) > 1:
-        w0, r0 = ok[-2]
+        w0, r0 = ok[1]
         if w1 != w0:
             t = (omega - w1) / (w1 - w0)
             g.alpha_c = r1.alpha_c.value + t * (r1.alpha_c.value - r0.alpha_c.value)
             if r1.alpha_l.value is not None and r0.alpha_l.value is not None:
                 g.alpha_l = r1.alpha_l.value + t * (r1.alpha_l.value - r0.alpha_l.value)
+    if g.alpha_c <= 0:
+        g.alpha_c = r1.alpha_c.value
     if g.alpha_l is not None and g.alpha_l <= g.alpha_c:
         g.alpha_l = None
     for b, c in r1.curves.items():
@@ -330,16 +346,31 @@ def _next_guess(results: Sequence[Any], omegas: Sequence[float], omega: float) -
     return g
 
 
-def _chain(ref, omegas: Sequence[float], kwargs: Mapping[str, Any], cache_root, cache_on) -> list:
+def _visit_order(ws: Sequence[float], centre: float) -> list[int]:
+    """Indices of the sorted ``ws`` of one run: from the one nearest ``centre`` outwards (up
+    first, then down), so that every ``omega`` after the first has a neighbour to start from."""
+    k = int(np.argmin([abs(w - centre) for w in ws]))
+    return list(range(k, len(ws))) + list(range(k - 1, -1, -1))
+
+
+def _run(module, ws: Sequence[float], centre: float, kwargs: Mapping[str, Any], cache: PointCache,
+         progress: Progress | None = None) -> list:
+    out: list = [None] * len(ws)
+    done: list = []
+    for i in _visit_order(ws, centre):
+        g = _next_guess(done, ws[i])
+        out[i] = thresholds(module, ws[i], cache=cache, guess=g, progress=progress, **kwargs)
+        done.append((ws[i], out[i]))
+        if progress is not None:
+            from .phase import _summary
+            progress.advance(_summary(out[i]))
+    return out
+
+
+def _chain(ref, ws: Sequence[float], centre: float, kwargs: Mapping[str, Any], cache_root, cache_on) -> list:
     from .phase import _module_from_ref
 
-    module = _module_from_ref(ref)
-    cache = PointCache(cache_root, cache_on)
-    out: list = []
-    for w in omegas:
-        g = _next_guess(out, omegas[:len(out)], w)
-        out.append(thresholds(module, w, cache=cache, guess=g, **kwargs))
-    return out
+    return _run(_module_from_ref(ref), ws, centre, kwargs, PointCache(cache_root, cache_on))
 
 
 def thresholds_diagram(module: ModuleType | str, omegas: Sequence[float],
@@ -360,19 +391,20 @@ def thresholds_diagram(module: ModuleType | str, omegas: Sequence[float],
     kw = dict(kwargs, parameters=dict(parameters or {}))
     order = sorted(range(len(omegas)), key=lambda i: omegas[i])
     ws = [float(omegas[i]) for i in order]
-    runs = [list(r) for r in np.array_split(np.arange(len(ws)), min(jobs, max(1, len(ws)))) if len(r)]
+    if not ws:
+        return []
+    # contiguous runs, each started at its omega nearest the middle of the whole range (a
+    # first guess there is typically better than at the ends, and the ends then get neighbours)
+    centre = float(np.median(ws))
+    runs = [list(r) for r in np.array_split(np.arange(len(ws)), min(jobs, len(ws))) if len(r)]
     results: list = [None] * len(omegas)
     if len(runs) <= 1:
-        for k, i in enumerate(order):
-            g = _next_guess([results[j] for j in order[:k]], ws[:k], ws[k])
-            results[i] = thresholds(module, ws[k], cache=cache, guess=g, progress=progress, **kw)
-            if progress is not None:
-                from .phase import _summary
-                progress.advance(_summary(results[i]))
+        for k, r in enumerate(_run(module, ws, centre, kw, cache, progress)):
+            results[order[k]] = r
         return results
     with _pool(len(runs)) as pool:
-        futs = {pool.submit(_chain, _module_ref(module), [ws[k] for k in run], kw, cache.root, cache.enabled):
-                run for run in runs}
+        futs = {pool.submit(_chain, _module_ref(module), [ws[k] for k in run], centre, kw, cache.root,
+                            cache.enabled): run for run in runs}
         for fut in cf.as_completed(futs):
             run = futs[fut]
             for k, r in zip(run, fut.result()):

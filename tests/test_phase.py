@@ -319,3 +319,70 @@ def test_solver_settings_rule_per_branch(attention):
     assert SolverSettings().rule_for(attention, "semantic") is None
     f = BranchFollower(attention, "positional", {"omega": 0.3}, s)
     assert "order=6" in f.describe()["quadrature"]
+
+
+# --------------------------------------------------------------------------- fast thresholds path
+def test_thresholds_only_agrees_with_continuation(attention, results, cache_dir):
+    """replica.thresholds (a few root-finder solves) gives the continuation's alpha_c, alpha_l."""
+    from replica.thresholds import thresholds
+
+    kw = {k: v for k, v in KW.items() if k != "branches"}
+    # at small omega the positional sector holds nearly degenerate solutions (Phi within ~1e-6 under
+    # GH 8), and which one is followed moves alpha_c by a few 1e-3 (docs/phase.md)
+    for w, tol in ((0.3, 1e-3), (0.1, 5e-3)):
+        r = thresholds(attention, w, **kw)
+        ref = results[w]
+        assert "thresholds-only" in r.alpha_c.reason and "fallback" not in r.alpha_c.reason, r.alpha_c
+        assert r.alpha_c.value == pytest.approx(ref.alpha_c.value, abs=tol)
+        assert r.alpha_l.value == pytest.approx(ref.alpha_l.value, abs=1e-3)
+        assert r.solves < 40 < ref.solves
+        d = r.to_dict()   # the JSON contract of `replica phase`
+        for key in ("alpha_c", "alpha_l", "eps_lin", "spinodals", "curves"):
+            assert key in d
+        assert set(d["curves"]) == {"semantic", "positional"}
+
+
+def test_thresholds_null_with_reason(attention, cache_dir):
+    """No transition below alpha_max = 1 at omega = 0.3: null with the continuation's reason."""
+    from replica.thresholds import thresholds
+
+    kw = {k: v for k, v in KW.items() if k != "branches"}
+    r = thresholds(attention, 0.3, cache=PointCache(cache_dir), **dict(kw, alpha_max=1.0))
+    assert r.alpha_c.value is None and "no transition" in r.alpha_c.reason
+    assert r.alpha_l.value is None and r.alpha_l.reason
+    r = thresholds(attention, 0.3, fallback=False, **dict(kw, alpha_max=1.0))
+    assert r.alpha_c.value is None and "fast path" in r.alpha_c.reason
+
+
+def test_thresholds_diagram_runs_and_cli(attention, results, cache_dir):
+    from replica.thresholds import thresholds_diagram
+
+    kw = {k: v for k, v in KW.items() if k != "branches"}
+    out = thresholds_diagram(attention, [0.3, 0.25], jobs=2, **kw)
+    assert [r.omega for r in out] == [0.3, 0.25]
+    assert out[0].alpha_c.value == pytest.approx(results[0.3].alpha_c.value, abs=1e-3)
+    assert out[1].alpha_c.value < out[0].alpha_c.value < out[0].alpha_l.value
+    res = run_cli("phase", "attention", "--omega", "0.3", "--alpha-max", "3", "--quadrature", "gh:8", "--tol",
+                  "1e-7", "--no-cache", "--thresholds-only", "--json", "--quiet")
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)
+    assert d["alpha_c"] == pytest.approx(results[0.3].alpha_c.value, abs=1e-3)
+    assert set(d["spinodals"]) == {"semantic", "positional"} and "curves" in d
+
+
+@pytest.mark.slow
+def test_thresholds_reproduce_phase_table(attention):
+    """Every omega of docs/phase.md (GH 12, figures' settings) against the continuation, to 1e-3."""
+    from replica.figures import FigureConfig
+    from replica.thresholds import thresholds_diagram
+
+    cfg = FigureConfig()
+    kw = dict(alpha_min=cfg.alpha_min, alpha_max=cfg.alpha_max, settings=cfg.settings, steps=cfg.steps,
+              xtol=cfg.xtol)
+    omegas = [0.0, 0.1, 0.2, 0.3, 0.4]
+    fast = thresholds_diagram(attention, omegas, jobs=2, **kw)
+    ref = phase_points(attention, [dict(kw, omega=w, early_stop=True, branches=("semantic", "positional"))
+                                   for w in omegas], jobs=2)
+    for f, r in zip(fast, ref):
+        assert f.alpha_c.value == pytest.approx(r.alpha_c.value, abs=1e-3), (f.omega, f.alpha_c, r.alpha_c)
+        assert f.alpha_l.value == pytest.approx(r.alpha_l.value, abs=1e-3), (f.omega, f.alpha_l, r.alpha_l)

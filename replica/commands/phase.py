@@ -58,6 +58,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
         if action.dest == "verbose":
             action.help = argparse.SUPPRESS
     add_cache_flags(p)
+    p.add_argument("--thresholds-only", action="store_true",
+                   help="only alpha_c and alpha_l, from a few root-finder solves (much faster); 'curves' then "
+                        "hold just those points and spinodals are not searched for")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
     return p
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         res = phase_point(module, parameters=params, alpha_min=args.alpha_min, alpha_max=args.alpha_max,
                           branches=branches, settings=settings, cache=cache_from_args(args), progress=progress,
-                          jobs=jobs)
+                          jobs=jobs, thresholds_only=args.thresholds_only)
     finally:
         progress.close()
     if args.json:
