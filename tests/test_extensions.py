@@ -450,7 +450,8 @@ def test_theory_matches_simulation_d400(point):
     _check_agreement(point, 400, (10, 11, 12, 13))
 
 
-# ------------------------------------------------------------------ slow: default rule, transition, notebook
+# ------------------------------------------------------------------ slow: default rule, transition
+# (the tutorial notebook's run is in tests/test_notebooks.py)
 @pytest.mark.slow
 @pytest.mark.parametrize("point", list(POINTS))
 def test_default_6d_rule_reproduces_the_reference_fixed_points(point):
@@ -485,17 +486,3 @@ def test_untied_transition_lies_between_2_25_and_2_5():
             phi[b] = fp.phi
         diff[alpha] = phi["semantic"] - phi["positional"]
     assert diff[2.25] < 0 < diff[2.5], diff
-
-
-@pytest.mark.slow
-def test_tutorial_notebook_runs(tmp_path):
-    """notebooks/03_your_architecture.py executes top to bottom (about two minutes)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    res = subprocess.run([sys.executable, str(root / "notebooks" / "03_your_architecture.py")], cwd=root,
-                         capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "global minimum on the semantic branch" in res.stdout
