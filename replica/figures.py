@@ -171,9 +171,14 @@ def _sim_at(rows: Sequence[Mapping[str, Any]], omega: float, model: str = "atten
 
 # --------------------------------------------------------------------------- plotting helpers
 def _mpl():
+    import sys
+
     import matplotlib
 
-    matplotlib.use("Agg")
+    # Files only (the CLI): the non-interactive backend. A session that already chose a
+    # backend (pyplot imported, Jupyter's inline one) keeps it, so figures also show there.
+    if "matplotlib.pyplot" not in sys.modules and "IPython" not in sys.modules:
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     plt.rcParams.update({"font.size": 10, "axes.labelsize": 11, "axes.titlesize": 11, "legend.fontsize": 8.5,

@@ -221,7 +221,7 @@ def test_untying_key_and_query_moves_the_transition_to_larger_alpha():
     """Paper Appendix E.3 (Fig. 12): untied attention needs more samples to turn semantic.
 
     At omega = 0.3, alpha = 2 the tied model's global minimum is semantic
-    (``Phi_sem - Phi_pos = +1.08e-3``, its ``alpha_c ~ 1.25``) while the untied model's is still
+    (``Phi_sem - Phi_pos = +9.2e-4`` against the larger-Phi positional solution, m ~ 0.256; +1.08e-3 against the weaker one, m ~ 0.084, that the start below reaches; its ``alpha_c ~ 1.25``) while the untied model's is still
     positional (``Phi_sem - Phi_pos = -2.6e-4``; it turns semantic between alpha = 2 and 2.5,
     docs/extensions.md). The coarse 6-D rule used here (GH order 4) gives -3.8e-4 for the untied gap
     (order 5: -2.6e-4, order 6: -2.6e-4): its error is a fraction of the gap.
