@@ -403,16 +403,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--n-test", type=int, default=20_000)
     p.add_argument("--json", action="store_true")
     p.add_argument("--study", metavar="DIR", help="finite-size study instead (semantic init at alpha=4, "
-                   "positional at 0.5; d = 100 ... 1600): DIR/runs.csv (resumable) and DIR/summary.csv")
+                   "positional at 0.5; d = 100 ... 1600): DIR/runs.csv (resumable) and DIR/summary.csv; "
+                   "tests/test_clusters.py reads the summary as docs/figures/clusters_finite_size.csv, "
+                   "and docs/figures/clusters_finite_size_runs.csv is the committed runs.csv")
+    p.add_argument("--ds", default="100,200,400,800,1600", help="--study: the dimensions d")
+    p.add_argument("--study-seeds", default="8,6,6,6,4", metavar="K,...",
+                   help="--study: seeds per d (one number for all, or one per d)")
     args = p.parse_args(argv)
     if args.study:
         import csv
         import os
 
-        os.makedirs(args.study, exist_ok=True)
         points = STUDY_POINTS
-        rows = study(os.path.join(args.study, "runs.csv"), points, lam=args.lam, lr=args.lr, steps=args.steps,
-                     n_test=args.n_test)
+        try:
+            ds = [int(x) for x in args.ds.split(",") if x]
+            ks = [int(x) for x in args.study_seeds.split(",") if x]
+        except ValueError:
+            print(f"{p.prog}: error: --ds and --study-seeds take comma-separated integers", file=sys.stderr)
+            return 2
+        if len(ks) == 1:
+            ks = ks * len(ds)
+        if len(ks) != len(ds) or not ds or min(ds) < 1 or min(ks) < 1:
+            print(f"{p.prog}: error: --study-seeds needs one count >= 1 per d (or one for all)", file=sys.stderr)
+            return 2
+        os.makedirs(args.study, exist_ok=True)
+        rows = study(os.path.join(args.study, "runs.csv"), points, ds=ds, seeds=ks, seed_start=args.seed_start,
+                     lam=args.lam, lr=args.lr, steps=args.steps, n_test=args.n_test)
         th = {(i, a): theory(a, i, args.omega) for i, a in points}
         summ = summarise(rows, th)
         with open(os.path.join(args.study, "summary.csv"), "w", newline="") as fh:
