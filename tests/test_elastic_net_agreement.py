@@ -109,8 +109,8 @@ def _simulate(point: str, d: int, seeds, l1: float = LAM1) -> list[dict[str, flo
 
 #: (mean - theory, std) over seeds 0-15 (every run converged), printed by
 #: ``python -m benchmarks.elastic_net_calibration``; the tests use seeds 1000, 1001, ... (16 seeds rather
-#: than 5: the per-seed spread of m on the positional point is ~0.016 at d = 200-400, and 5 seeds
-#: gave std 0.0073 and a mean 2.5 spreads off at d = 400).
+#: than 5: on the positional point at d = 400, seeds 0-4 gave std(m) 0.0073 and a mean 0.016 above the
+#: theory, seeds 0-15 give 0.013 and +0.0032).
 CAL = {
     ("en_sem", 200): {"q": (-0.0037, 0.0056), "theta": (-0.0029, 0.0067), "eps_g": (0.00013, 0.00016),
                       "e_t": (0.00021, 0.00013), "zero_fraction": (0.0017, 0.031)},
