@@ -237,12 +237,33 @@ def test_latex_compiles(paper_derivation, tmp_path):
 
 @pytest.mark.parametrize("name", declared_models())
 def test_generated_module_matches_derivation(name):
-    """Generated code never drifts: regenerating gives the committed file byte for byte."""
+    """Generated code and exported LaTeX never drift: regenerating gives the committed files
+    byte for byte (one derivation per model serves both checks)."""
     committed = ROOT / "derivations" / "generated" / f"{name}.py"
     if not committed.exists():
         pytest.skip(f"{name} has no committed generated module")
-    assert generate_module(Derivation(load_model(name))) == committed.read_text(), \
+    derivation = Derivation(load_model(name))
+    assert generate_module(derivation) == committed.read_text(), \
         f"derivations/generated/{name}.py is stale: run `replica generate {name}`"
+    if name not in SLOW_EXPORTS:
+        _check_exports(name, derivation)
+
+
+#: models whose LaTeX rendering takes over a minute (sympy printing of 2x2 order parameters)
+SLOW_EXPORTS = ("attention_rank2", "attention_untied")
+
+
+def _check_exports(name: str, derivation: Derivation) -> None:
+    for suffix, render in ((".tex", latex_document), (".md", markdown_document)):
+        export = ROOT / "derivations" / f"{name}{suffix}"
+        assert export.exists() and export.read_text() == render(derivation), \
+            f"derivations/{name}{suffix} is missing or stale: run `python derivations/{name}.py`"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SLOW_EXPORTS)
+def test_slow_exports_are_up_to_date(name):
+    _check_exports(name, Derivation(load_model(name)))
 
 
 def test_generated_module_imports_without_sympy():
