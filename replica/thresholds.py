@@ -181,6 +181,7 @@ def thresholds(module: ModuleType | str, omega: float | None = None,
         note = lambda msg: progress.note(label + msg)  # noqa: E731
     elif progress is not None:
         note = progress
+    seeded = guess is not None and (guess.alpha_c is not None or bool(guess.x))
     guess = guess or Guess()
     fol = {b: BranchFollower(module, b, params, settings, steps, cache, note) for b in ("semantic", "positional")}
     W = {b: _Walker(f) for b, f in fol.items()}
@@ -200,6 +201,21 @@ def thresholds(module: ModuleType | str, omega: float | None = None,
             segments=segments)
 
     def give_up(why: str) -> "PhaseResult":
+        if seeded:
+            # A neighbour's states can steer a branch onto a nearby solution it then loses (at
+            # omega = 0 several positional solutions lie close together): a cold start of the
+            # fast path costs a few solves, the continuation fallback dozens.
+            r = thresholds(module, omega, parameters, alpha_min=alpha_min, alpha_max=alpha_max,
+                           settings=settings, steps=steps, cache=cache, xtol=xtol, guess=None,
+                           fallback=fallback, progress=progress, max_evaluations=max_evaluations,
+                           verify_distance=verify_distance)
+            tag = f" [cold restart: {why}]"
+            r.alpha_c.reason += tag
+            r.alpha_l.reason += tag
+            r.solves += sum(f.solves for f in fol.values())
+            r.cached += sum(f.cached for f in fol.values())
+            r.seconds = time.perf_counter() - t0
+            return r
         if not fallback:
             return finish(Crossing(None, f"fast path: {why}"), Crossing(None, f"fast path: {why}"), [])
         r = phase_point(module, parameters=params, alpha_min=alpha_min, alpha_max=alpha_max,
