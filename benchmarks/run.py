@@ -413,15 +413,16 @@ def main(argv=None) -> int:
         results["sections"][name] = dict(rows=r, data=d, seconds=time.perf_counter() - t)
     results["machine"]["loadavg_end"] = os.getloadavg()
     m = results["machine"]
-    print(f"python {m['python']}, numpy {m['numpy']}, numba {m['numba']}, torch {m['torch']}; "
-          f"{m['cpu_count']} CPUs; load average {m['loadavg_start'][0]:.1f} -> {m['loadavg_end'][0]:.1f}"
-          + ("  [--quick]" if args.quick else ""))
+    header = (f"python {m['python']}, numpy {m['numpy']}, numba {m['numba']}, torch {m['torch']}; "
+              f"{m['cpu_count']} CPUs; load average {m['loadavg_start'][0]:.1f} -> {m['loadavg_end'][0]:.1f}"
+              + ("  [--quick]" if args.quick else ""))
+    print(header)
     md = table(rows)
     print(md)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1, default=float))
     if args.markdown:
-        Path(args.markdown).write_text(md + "\n")
+        Path(args.markdown).write_text(f"# Benchmarks (`python -m benchmarks`)\n\n{header}\n\n{md}\n")
     return 0
 
 
