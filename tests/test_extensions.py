@@ -457,7 +457,10 @@ def test_theory_matches_simulation_d400(point):
 def test_default_6d_rule_reproduces_the_reference_fixed_points(point):
     """The default rule in 6 dimensions (tensor Gauss-Hermite of order 6, replica/quadrature.py) started
     at the order-8 fixed point stays there within its measured error (benchmarks/quadrature_6d.py:
-    <= 1.5e-3 relative on q, m, theta of the untied model; m of L3_pos is quadrature-limited, 4e-2).
+    <= 1.5e-3 relative on q, m, theta of the untied model). L3_pos is quadrature-limited: from the
+    reference state GH orders 6, 7, 8 give q = 0.1196, 0.1187, 0.1183 and m_1 = 0.0914, 0.0969,
+    0.0955 (the reference, 0.0973, is another order-8 solve; nearby positional minima with m_2 != 0
+    exist), so its tolerances are the measured order-6 deviations rounded up: 2e-2 on q, 8e-2 on m.
     Compared through the invariants of the simulation checks (rank 2: eigenvalues of ``q``, norms),
     since a rank-2 fixed point may move along its O(2) orbit."""
     name, branch, alpha, _, _ = POINTS[point]
@@ -468,7 +471,7 @@ def test_default_6d_rule_reproduces_the_reference_fixed_points(point):
     got = _theory_invariants(point, 400, dict(fp.order, eps_g=fp.eps_g, train_loss=fp.train_loss))
     want = _theory_invariants(point, 400)
     for k in got:
-        tol = 4e-2 if point == "L3_pos" and k.startswith("m") else 5e-3
+        tol = ({"q": 2e-2, "m_1": 8e-2, "m_3": 8e-2}.get(k, 5e-3) if point == "L3_pos" else 5e-3)
         assert got[k] == pytest.approx(want[k], rel=tol, abs=1e-6), (k, got[k], want[k])
 
 
