@@ -200,6 +200,15 @@ def thresholds(module: ModuleType | str, omega: float | None = None,
             solves=sum(f.solves for f in fol.values()), cached=sum(f.cached for f in fol.values()),
             segments=segments)
 
+    def handed_over(r: "PhaseResult", tag: str) -> "PhaseResult":
+        # the result of a retry, with the reason it was needed and this attempt's solves counted
+        r.alpha_c.reason += tag
+        r.alpha_l.reason += tag
+        r.solves += sum(f.solves for f in fol.values())
+        r.cached += sum(f.cached for f in fol.values())
+        r.seconds = time.perf_counter() - t0
+        return r
+
     def give_up(why: str) -> "PhaseResult":
         if seeded:
             # A neighbour's states can steer a branch onto a nearby solution it then loses (at
@@ -209,25 +218,13 @@ def thresholds(module: ModuleType | str, omega: float | None = None,
                            settings=settings, steps=steps, cache=cache, xtol=xtol, guess=None,
                            fallback=fallback, progress=progress, max_evaluations=max_evaluations,
                            verify_distance=verify_distance)
-            tag = f" [cold restart: {why}]"
-            r.alpha_c.reason += tag
-            r.alpha_l.reason += tag
-            r.solves += sum(f.solves for f in fol.values())
-            r.cached += sum(f.cached for f in fol.values())
-            r.seconds = time.perf_counter() - t0
-            return r
+            return handed_over(r, f" [cold restart: {why}]")
         if not fallback:
             return finish(Crossing(None, f"fast path: {why}"), Crossing(None, f"fast path: {why}"), [])
         r = phase_point(module, parameters=params, alpha_min=alpha_min, alpha_max=alpha_max,
                         branches=("semantic", "positional"), settings=settings, steps=steps, cache=cache,
                         progress=progress, early_stop=True, xtol=xtol)
-        tag = f" [continuation fallback: {why}]"
-        r.alpha_c.reason += tag
-        r.alpha_l.reason += tag
-        r.solves += sum(f.solves for f in fol.values())
-        r.cached += sum(f.cached for f in fol.values())
-        r.seconds = time.perf_counter() - t0
-        return r
+        return handed_over(r, f" [continuation fallback: {why}]")
 
     try:
         # ---- first points: warm from the previous omega's states, else cold
