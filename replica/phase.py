@@ -737,6 +737,14 @@ def _merge_parameters(omega: float | None, parameters: Mapping[str, float] | Non
     return out
 
 
+def _require_phase_branches(module: ModuleType) -> None:
+    """A phase analysis compares the semantic and positional branches: both must be declared."""
+    for b in ("semantic", "positional"):
+        if b not in module.BRANCHES:
+            raise ParameterError("model", f"{module.MODEL} declares no {b} branch; a phase analysis needs "
+                                          f"semantic and positional branches")
+
+
 def _check_range(alpha_min: float, alpha_max: float) -> None:
     for name, v in (("alpha_min", alpha_min), ("alpha_max", alpha_max)):
         if not (isinstance(v, (int, float)) and math.isfinite(v)) or v <= 0:
@@ -1034,10 +1042,7 @@ def phase_point(module: ModuleType | str, omega: float | None = None,
     params = _merge_parameters(omega, parameters)
     wanted = set(branches) | {"semantic", "positional"}
     branches = [b for b in BRANCHES if b in wanted] + sorted(wanted - set(BRANCHES))
-    for b in ("semantic", "positional"):
-        if b not in module.BRANCHES:
-            raise ParameterError("model", f"{module.MODEL} declares no {b} branch; a phase analysis needs "
-                                          f"semantic and positional branches")
+    _require_phase_branches(module)
     settings = settings or SolverSettings()
     cache = cache if cache is not None else PointCache(enabled=False)
     if isinstance(progress, Progress):

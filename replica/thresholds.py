@@ -163,16 +163,13 @@ def thresholds(module: ModuleType | str, omega: float | None = None,
     ``None`` with the reason.
     """
     from .phase import (BranchFollower, Crossing, PhaseResult, SolverSettings, _as_module, _check_range,
-                        _merge_parameters, phase_point)
+                        _merge_parameters, _require_phase_branches, phase_point)
 
     t0 = time.perf_counter()
     module = _as_module(module)
     _check_range(alpha_min, alpha_max)
     params = _merge_parameters(omega, parameters)
-    for b in ("semantic", "positional"):
-        if b not in module.BRANCHES:
-            raise ParameterError("model", f"{module.MODEL} declares no {b} branch; a phase analysis needs "
-                                          f"semantic and positional branches")
+    _require_phase_branches(module)
     settings = settings or SolverSettings()
     cache = cache if cache is not None else PointCache(enabled=False)
     note = None
