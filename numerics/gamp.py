@@ -114,7 +114,8 @@ def _declaration_values(model, parameters: Mapping[str, float]) -> dict:
 
 
 def model_spec(model: str | ModuleType, parameters: Mapping[str, float] | None = None) -> GampSpec:
-    """The :class:`GampSpec` of a declared model (name, alias such as ``attention``, or module).
+    """The :class:`GampSpec` of a declared model (name, alias such as ``attention``, path to a
+    declaration file, or generated module of a model in ``derivations/``).
 
     Parameters are validated by the generated module's checks (``ParameterError`` naming
     the parameter). Needs a single-atom spectral law without token clusters (every
@@ -132,7 +133,8 @@ def model_spec(model: str | ModuleType, parameters: Mapping[str, float] | None =
     params = solver.parameter_dict
     if getattr(module, "DISCRETE", ()):
         raise ParameterError("model", f"{module.MODEL}: token clusters are not supported by GAMP")
-    decl = load_model(module.MODEL)
+    # The declaration (a name or a path to a file) gives the regularizer and the data law.
+    decl = load_model(model if isinstance(model, str) else module.MODEL)
     values = _declaration_values(decl, params)
     atoms = decl.data.atoms
     if len(atoms) != 1 or decl.data.has_clusters:
@@ -541,7 +543,10 @@ class GAMP:
         sp_, pr = self.spec, self.problem
         L, R, n, d = sp_.L, sp_.R, pr.n, pr.d
         if isinstance(init, str):
-            W = initial_weights(init, sp_, pr, pr.streams.init)
+            from .data import seed_streams
+
+            # a fresh copy of the seed's init stream: every run of this problem starts alike
+            W = initial_weights(init, sp_, pr, seed_streams(pr.seed).init)
         else:
             W = np.array(init, dtype=float).reshape(d, R)
         C = np.broadcast_to(C0 * np.eye(R), (d, R, R)).copy()
@@ -557,6 +562,11 @@ class GAMP:
         it = 0
         for it in range(max_iter + 1):
             V = self.out.shared(np.einsum("li,irs->lrs", pr.c, C))
+            if not (np.all(np.isfinite(V)) and np.all(np.linalg.eigvalsh(V) > 0)):
+                # A non-convex channel can make -dg/domega, hence A and V, negative: the
+                # Gaussian model of the fields behind GAMP no longer exists.
+                message = f"diverged at iteration {it}: V is not positive definite"
+                break
             omega = self.fields(W) - np.einsum("lrs,nls->nlr", V, g_prev)
             try:
                 g, dg, warm, nf = self.out(omega, V, pr.hstar, pr.noise, warm=warm, local=self.local_prox)
@@ -594,7 +604,7 @@ class GAMP:
                 converged = True
                 message = f"converged: relative change {res:.2e} < tol {tol:g}"
                 break
-        return GampResult(W=W, C=C, V=V, converged=converged, iterations=it, residual=residuals[-1],
+        return GampResult(W=W, C=C, V=V, converged=converged, iterations=it, residual=residuals[-1] if residuals else float("nan"),
                           residuals=residuals, trace=records, prox_failed=failed,
                           seconds=time.perf_counter() - t0, message=message)
 

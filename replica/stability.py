@@ -29,11 +29,43 @@ from typing import Any, Mapping
 import numpy as np
 
 from .errors import ParameterError
-from .prox import prox
+from .prox import newton_minimize, prox
 from .quadrature import QuadratureRule
 from .solver import FixedPoint, Solver
 
-__all__ = ["Replicon", "replicon", "rs_stable", "output_jacobians", "variance_blocks"]
+__all__ = ["Replicon", "Switching", "replicon", "rs_stable", "switching", "output_jacobians",
+           "variance_blocks"]
+
+
+@dataclass
+class Switching:
+    """Whether the global minimiser of the energetic bracket jumps between minima.
+
+    On a Monte-Carlo sample of ``samples`` Gaussian nodes: ``multi_fraction``, the fraction
+    with two or more distinct local minima (from the module's starts); ``gap_scale``, the
+    median gap ``ΔF`` between the global and the next minimum there; ``near``, the number of
+    nodes whose gap is below ``0.05 gap_scale``. A gap density that does not vanish at
+    ``ΔF = 0`` means a surface on which the minimiser -- hence ``g_out`` -- jumps: ``∂g_out/∂ω``
+    then has a delta part and the replicon is formally infinite (docs/replicon.md). ``detected``
+    is ``near > 0``; a gap distribution bounded away from 0 (a second minimum that never wins)
+    gives ``near = 0``.
+    """
+
+    samples: int
+    multi_fraction: float
+    gap_scale: float
+    near: int
+
+    @property
+    def detected(self) -> bool:
+        """``True`` when nearly degenerate competing minima were found."""
+        return self.near > 0
+
+    @property
+    def density(self) -> float:
+        """``P(ΔF < ε)/ε`` at ``ε = 0.05 gap_scale``: the gap density near 0 (per unit of F)."""
+        eps = 0.05 * self.gap_scale
+        return float(self.near / self.samples / eps) if eps > 0 else 0.0
 
 
 @dataclass
@@ -56,12 +88,14 @@ class Replicon:
     entropic: float | None = None
     quadrature: str = ""
     prox_failed: int = 0
+    switching: Switching | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
     def rs_stable(self) -> bool:
-        """``True`` when the replicon is below 1 (the RS fixed point is stable)."""
-        return bool(self.value < 1.0)
+        """``True`` when the replicon is below 1 and the prox does not switch between minima
+        (a switching prox makes the replicon formally infinite; see :class:`Switching`)."""
+        return bool(self.value < 1.0 and not (self.switching is not None and self.switching.detected))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``replicon``, ``replicon_error``, ``rs_stable`` and the factors."""
@@ -71,6 +105,10 @@ class Replicon:
             out["replicon_energetic"] = np.asarray(self.energetic).tolist()
         if self.entropic is not None:
             out["replicon_entropic"] = float(self.entropic)
+        if self.switching is not None:
+            sw = self.switching
+            out.update(replicon_switching=sw.detected, replicon_multi_minima=sw.multi_fraction,
+                       replicon_gap_density=sw.density, replicon_switching_samples=sw.samples)
         if self.notes:
             out["replicon_notes"] = list(self.notes)
         return out
@@ -111,6 +149,36 @@ def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np
             Hm = 0.5 * (Hm + Hm.transpose(0, 2, 1))
             out[a:a + chunk] = Vinv @ np.linalg.inv(Hm) @ Vinv - Vinv
     return out, failed
+
+
+def switching(module: ModuleType, x: np.ndarray, p: np.ndarray, samples: int = 50_000, seed: int = 0,
+              chunk: int = 10_000, prox_tol: float = 1e-12) -> Switching:
+    """Detect a jumping global minimiser of the bracket at state ``x`` (see :class:`Switching`)."""
+    rng = np.random.default_rng(seed)
+    D, S = module.PROX_DIM, module.N_STARTS
+    gaps = []
+    for a in range(0, samples, chunk):
+        N = min(chunk, samples - a)
+        z = rng.standard_normal((len(module.GAUSSIANS), N))
+        starts = module.prox_starts(z, x, p).reshape(S, D, N)
+        hs, Fs = [], []
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            for k in range(S):
+                h, F, conv, _ = newton_minimize(module, starts[k], z, x, p, tol=prox_tol)
+                hs.append(h)
+                Fs.append(np.where(conv & np.isfinite(F), F, np.inf))
+        hs, Fs = np.array(hs), np.array(Fs)
+        best = np.argmin(Fs, axis=0)
+        cols = np.arange(N)
+        hb, Fb = hs[best, :, cols].T, Fs[best, cols]
+        dist = np.max(np.abs(hs - hb[None]), axis=1)
+        other = np.where(dist > 1e-5 * (1.0 + np.max(np.abs(hb), axis=0)), Fs, np.inf).min(axis=0)
+        gaps.append(other - Fb)
+    gap = np.concatenate(gaps)
+    multi = np.isfinite(gap)
+    scale = float(np.median(gap[multi])) if multi.any() else 0.0
+    near = int(np.sum(gap[multi] < 0.05 * scale)) if multi.sum() > 1 else 0
+    return Switching(samples=int(samples), multi_fraction=float(multi.mean()), gap_scale=scale, near=near)
 
 
 def _sym_basis(R: int) -> list[tuple[int, int]]:
@@ -186,7 +254,8 @@ def _value(module, solver, x, alpha, nodes, weights, J, EJ2):
 
 def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[str, float], alpha: float | None = None,
              parameters: Mapping[str, float] | None = None, branch: str | None = None,
-             rule: QuadratureRule | None = None, error_estimate: bool = True) -> Replicon:
+             rule: QuadratureRule | None = None, error_estimate: bool = True,
+             switching_samples: int = 50_000) -> Replicon:
     """The replicon of a fixed point of ``module`` (see the module docstring).
 
     ``fixed_point``: a :class:`~replica.solver.FixedPoint` (its ``alpha``, parameters and
@@ -194,6 +263,9 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
     average uses ``rule`` (default: the solver's default Gauss-Hermite rule, folded by the
     branch's symmetries) and, with ``error_estimate``, its companion rule for ``error``.
     Needs a single-atom spectral law (every model without token clusters).
+    ``switching_samples`` Monte-Carlo nodes test whether the prox switches between minima
+    (:func:`switching`; 0 skips the test). ``rs_stable`` needs both ``value < 1`` and no
+    switching.
     """
     if isinstance(fixed_point, FixedPoint):
         x = fixed_point.x
@@ -219,12 +291,16 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
     if error_estimate:
         comp = integ.companion()
         error = abs(value - _value(module, solver, x, alpha, comp.nodes, comp.weights, J, EJ2)[0])
+    sw = switching(module, x, solver.p, samples=switching_samples) if switching_samples else None
     notes = []
+    if sw is not None and sw.detected:
+        notes.append(f"the prox switches between minima ({sw.near} of {sw.samples} samples nearly degenerate, "
+                     f"{100 * sw.multi_fraction:.2g}% with several minima): RS unstable whatever the replicon")
     if failed:
         notes.append(f"inner minimisation failed at {failed} nodes")
     return Replicon(value=value, error=error, matrix=M, energetic=energetic, entropic=EJ2 if J is None else
                     (float(J[0, 0] ** 2) if module.R == 1 else None), quadrature=integ.describe(),
-                    prox_failed=failed, notes=notes)
+                    prox_failed=failed, switching=sw, notes=notes)
 
 
 def rs_stable(module: ModuleType, fixed_point: FixedPoint | np.ndarray, alpha: float | None = None,
