@@ -1,0 +1,135 @@
+"""The replicon (replica/stability.py, docs/replicon.md) against hand-derived closed forms.
+
+Ridge (L = R = 1, γ = 1): ``g_out = (y − ω)/(1 + V)``, so ``∂_ω g_out = −1/(1 + V)``; the ℓ2
+input channel has ``∂_B prox = 1/(λ + V̂) = V``. Hence ``replicon = α V²/(1 + V)²`` with ``V``
+the positive root of ``V = 1/(λ + α/(1 + V))``, i.e. of ``λV² + (λ + α − 1)V − 1 = 0``.
+With a negative penalty the risk ``Σ(y − h)²/2 + λ|w|²/2`` keeps a minimum down to the
+Marchenko–Pastur edge ``λ = −(√α − 1)²`` and the replicon reaches 1 exactly there:
+``√α V = 1 + V`` at ``V = 1/(√α − 1)``.
+"""
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+import pytest
+
+from replica.errors import ConvergenceError, InvalidStateError
+from replica.registry import load_module
+from replica.solver import Solver
+from replica.stability import replicon, rs_stable
+
+
+def ridge_V(lam: float, alpha: float) -> tuple[float, float]:
+    """Both roots of λV² + (λ + α − 1)V − 1 = 0 (λ ≠ 0), smaller first."""
+    b, disc = lam + alpha - 1, (lam + alpha - 1) ** 2 + 4 * lam
+    r = sorted([(-b + s * math.sqrt(disc)) / (2 * lam) for s in (1, -1)])
+    return r[0], r[1]
+
+
+def ridge_replicon(V: float, alpha: float) -> float:
+    return alpha * V ** 2 / (1 + V) ** 2
+
+
+@pytest.mark.parametrize("alpha,lam", [(0.5, 0.1), (1.0, 0.1), (2.0, 0.1), (1.0, 1e-3), (4.0, 0.5)])
+def test_ridge_replicon_closed_form(ridge, alpha, lam):
+    fp = Solver(ridge, {"lam": lam}).solve(alpha)
+    V = fp.order["V_1"]
+    # V of the solver is the closed form's positive root
+    assert abs(V - (1 / (2 * lam)) * (-(lam + alpha - 1) + math.sqrt((lam + alpha - 1) ** 2 + 4 * lam))) < 1e-7 * V
+    rep = replicon(ridge, fp, switching_samples=2000)
+    # G is constant (square loss): the quadrature is exact, the only error is V's (tol 1e-8)
+    assert abs(rep.value - ridge_replicon(V, alpha)) <= 1e-7
+    assert rep.value < 1 and rep.rs_stable
+    assert not rep.switching.detected and rep.switching.multi_fraction == 0
+
+
+def test_ridge_replicon_below_one_everywhere(ridge):
+    """Convex: < 1 on a grid of (alpha, lambda), approaching 1 only at alpha = 1, lambda -> 0."""
+    for alpha in (0.2, 0.9, 1.0, 1.1, 3.0, 10.0):
+        for lam in (1e-3, 0.1, 1.0):
+            fp = Solver(ridge, {"lam": lam}).solve(alpha)
+            assert replicon(ridge, fp, error_estimate=False, switching_samples=0).value < 1
+
+
+SIGNED = '''
+"""Ridge with a penalty of either sign (no domain on lam): non-convex for lam < 0."""
+import sympy as sp
+
+from replica import L2, Model, TokenStatistics, fields, parameter, symbol, teacher_fields
+
+h, hs = fields(1, 1), teacher_fields(1, 1)
+noise = symbol("noise", "z")
+delta = parameter("Delta", r"\\Delta")
+lam = parameter("lam", r"\\lambda")
+model = Model(name="ridge_signed", description="ridge with a signed penalty", h=h, hstar=hs,
+              loss=sp.Rational(1, 2) * (hs[0] + sp.sqrt(delta) * noise - h[0]) ** 2, noise=[noise],
+              data=TokenStatistics.isotropic(1, 1), regularizer=L2(lam), parameters={delta: 0.25, lam: 0.1},
+              branches={"centered": ("m",)})
+'''
+
+
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory):
+    path = tmp_path_factory.mktemp("signed") / "ridge_signed.py"
+    path.write_text(textwrap.dedent(SIGNED))
+    return str(path), load_module(str(path))
+
+
+def test_replicon_crosses_one_at_the_edge_and_gamp_stops_converging(signed):
+    """alpha = 4, edge lambda = -(sqrt(4) - 1)^2 = -1. Above the edge the RS fixed point (small
+    root) has replicon < 1 and plain GAMP converges to the exact stationary point; the other
+    root has replicon > 1 (an unstable RS solution); the replicon -> 1 at the edge; below it
+    there is no RS solution and GAMP diverges."""
+    torch = pytest.importorskip("torch")  # noqa: F841  (numerics needs torch)
+    from numerics.gamp import GAMP, make_problem, model_spec
+
+    path, mod = signed
+    alpha = 4.0
+    for lam in (-0.5, -0.9, -0.99):
+        fp = Solver(mod, {"lam": lam}).solve(alpha)
+        v_small, v_large = ridge_V(lam, alpha)
+        assert abs(fp.order["V_1"] - v_small) < 1e-6 * v_small
+        rep = replicon(mod, fp, switching_samples=0)
+        assert abs(rep.value - ridge_replicon(v_small, alpha)) < 1e-6 and rep.value < 1
+        # The same state with V at the other root: replicon > 1 (the formula depends on V only).
+        x = fp.x.copy()
+        x[mod.FAMILIES["V"][0]] = v_large
+        other = replicon(mod, x, alpha, {"lam": lam}, error_estimate=False, switching_samples=0)
+        assert abs(other.value - ridge_replicon(v_large, alpha)) < 1e-9 and other.value > 1
+        assert not rs_stable(mod, x, alpha, {"lam": lam})
+    assert 1 - replicon(mod, Solver(mod, {"lam": -0.9999}).solve(alpha), switching_samples=0).value < 0.02
+    with pytest.raises((ConvergenceError, InvalidStateError)):
+        Solver(mod, {"lam": -1.3}, max_iter=300).solve(alpha)
+
+    spec_ok, spec_bad = model_spec(path, {"lam": -0.5}), model_spec(path, {"lam": -1.3})
+    pr = make_problem(spec_ok, alpha, 300, 0)
+    res = GAMP(spec_ok, pr).run("random", max_iter=300, tol=1e-12)
+    assert res.converged, res.message
+    y = pr.hstar[:, 0, 0] + 0.5 * pr.noise[:, 0]
+    W = np.linalg.solve(pr.F.T @ pr.F - 0.5 * np.eye(pr.d), pr.F.T @ y)
+    assert np.linalg.norm(res.W[:, 0] - W) <= 1e-8 * np.linalg.norm(W)
+    bad = GAMP(spec_bad, make_problem(spec_bad, alpha, 300, 0)).run("random", max_iter=300)
+    assert not bad.converged and "diverged" in bad.message
+
+
+def test_attention_semantic_point_is_rs_stable(attention):
+    """The paper's semantic point: replicon well below 1 (quadrature error estimated), and no
+    switching of the prox among 50 000 samples; GAMP converges there (tests/test_gamp.py)."""
+    fp = Solver(attention, {"omega": 0.3}, branch="semantic").solve(2.0)
+    rep = replicon(attention, fp)
+    assert rep.value + 10 * rep.error < 1
+    assert rep.rs_stable and rep.switching.multi_fraction == 0
+    d = rep.to_dict()
+    assert d["rs_stable"] is True and isinstance(d["replicon"], float)
+
+
+def test_attention_positional_point_switches(attention):
+    """The paper's positional point (omega = 0.3, alpha = 0.5): the prox switches between
+    minima on a set of positive density, so the RS point is flagged unstable (GAMP with the
+    global-minimum prox does not settle there, docs/replicon.md)."""
+    fp = Solver(attention, {"omega": 0.3}, branch="positional").solve(0.5)
+    rep = replicon(attention, fp, error_estimate=False)
+    assert rep.switching.detected and rep.switching.multi_fraction > 0.01
+    assert not rep.rs_stable
