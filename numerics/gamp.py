@@ -107,6 +107,7 @@ class GampSpec:
     Lambda: np.ndarray | None
     sep_prox: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None
     n_noise: int
+    sep_penalty: Callable[[np.ndarray], np.ndarray] | None = None
 
 
 def _declaration_values(model, parameters: Mapping[str, float]) -> dict:
@@ -144,7 +145,7 @@ def model_spec(model: str | ModuleType, parameters: Mapping[str, float] | None =
     pis = np.array([float(sp.sympify(v).subs(values)) for v in atoms[0].pi])
     reg = decl.regularizer
     R = module.R
-    Lambda = sep = None
+    Lambda = sep = sep_pen = None
     if isinstance(reg, L2):
         Lambda = np.array(reg.matrix(R).subs(values), dtype=float)
     elif isinstance(reg, SeparableRegularizer) and R == 1:
@@ -162,6 +163,9 @@ def model_spec(model: str | ModuleType, parameters: Mapping[str, float] | None =
             w = np.broadcast_to(np.asarray(f(zz, tt), dtype=float), zz.shape)
             c = np.broadcast_to(np.asarray(df(zz, tt), dtype=float), zz.shape) / a
             return w[:, None].copy(), c[:, None, None].copy()
+
+        wsym = sp.Symbol("w", real=True)
+        sep_pen = sp.lambdify(wsym, reg.expression(sp.Matrix([wsym])).subs(values), "numpy")
     else:
         raise ParameterError("model", f"{module.MODEL}: GAMP supports l2 or a scalar (r = 1) separable "
                                       "regularizer")
@@ -169,7 +173,7 @@ def model_spec(model: str | ModuleType, parameters: Mapping[str, float] | None =
     return GampSpec(module=module, name=module.MODEL, parameters=params, p=solver.p, L=module.L, R=R,
                     R_T=module.R_T, gammas=gammas, pis=pis,
                     rho_bar=np.asarray(module.rho_bar(solver.p), dtype=float).reshape(-1),
-                    Lambda=Lambda, sep_prox=sep, n_noise=n_noise)
+                    Lambda=Lambda, sep_prox=sep, n_noise=n_noise, sep_penalty=sep_pen)
 
 
 # --------------------------------------------------------------------------- channels
@@ -318,11 +322,12 @@ class InputChannel:
         return s.sep_prox(A, B)
 
     def penalty(self, W: np.ndarray) -> float:
-        """``Σ_i r(W_i)`` (ℓ2 only; a separable penalty is evaluated by the caller's model)."""
+        """``Σ_i r(W_i)``."""
         s = self.spec
         if s.Lambda is not None:
             return 0.5 * float(np.einsum("ir,rs,is->", W, s.Lambda, W))
-        return float("nan")
+        assert s.sep_penalty is not None
+        return float(np.sum(np.broadcast_to(s.sep_penalty(W[:, 0]), W[:, 0].shape)))
 
 
 # --------------------------------------------------------------------------- data
@@ -631,7 +636,7 @@ class GAMP:
             prox_w, _ = sp_.sep_prox(one, W - G)     # prox_r(W - grad) with unit step
             num = np.linalg.norm(W - prox_w)
             den = max(np.linalg.norm(G), 1e-300)
-            pen = float("nan")
+            pen = self.inp.penalty(W)
         return {"risk": data + pen, "data_risk": data, "grad_norm": float(num / den)}
 
     def test_error(self, W: np.ndarray, n_test: int = 10_000, chunk: int = 2048) -> tuple[float, float]:
