@@ -258,12 +258,13 @@ class OutputChannel:
         return V
 
     def __call__(self, omega: np.ndarray, V: np.ndarray, hstar: np.ndarray, noise: np.ndarray,
-                 warm: np.ndarray | None = None, local: bool = False):
+                 warm: np.ndarray | None = None, local: bool = False, n_starts: int | None = None):
         """``(g, ∂g/∂ω, h, n_failed)``: ``g`` (n, L, R), ``∂g/∂ω`` (n, D, D), minimisers ``h`` (D, n).
 
-        The global minimum over the module's starts and ``warm``; with ``local`` (and a
-        ``warm`` start) the minimum reached from ``warm`` alone, which follows each sample's
-        basin continuously (no switching between minima)."""
+        The lowest minimum over the module's starts and ``warm``; ``n_starts`` (with a
+        ``warm`` start) keeps only the first module starts (1: ``h = ω``); with ``local`` the
+        minimum reached from ``warm`` alone, which follows each sample's basin continuously
+        (no switching between minima)."""
         from replica.prox import prox
 
         n = omega.shape[0]
@@ -271,7 +272,7 @@ class OutputChannel:
         x = self.state(V)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             res = prox(self.module, z, x, self.p, warm=warm, tol=self.prox_tol,
-                       n_starts=0 if (local and warm is not None) else None)
+                       n_starts=0 if (local and warm is not None) else n_starts)
             _, _, H = self.module.bracket_newton(res.h, z, x, self.p)
         Vinv = _block_diag(np.linalg.inv(V))
         Hm = H.T.reshape(n, self.D, self.D)
@@ -515,17 +516,24 @@ class GAMP:
     the first iteration, each sample's prox is continued from its previous minimiser only
     (a continuous output channel); its fixed points are still critical points of the
     risk, but its dynamics is no longer the global-minimum state evolution.
+    ``multistart_every``: the prox starts from every module start on the first iteration,
+    every ``multistart_every``-th one and to confirm convergence, and from the previous
+    minimiser and ``h = ω`` in between (half the cost; 1: every start at every iteration,
+    as the state evolution's map does).
     """
 
     def __init__(self, spec: GampSpec, problem: GampProblem, damping: float = 0.0,
                  backend: str = "numpy", device: str = "cpu", prox_tol: float = 1e-12,
-                 local_prox: bool = False):
+                 local_prox: bool = False, multistart_every: int = 10):
         if not 0.0 <= damping < 1.0:
             raise ValueError(f"damping must be in [0, 1) (got {damping})")
         if backend not in ("numpy", "torch"):
             raise ValueError(f"backend must be numpy or torch (got {backend!r})")
         self.spec, self.problem, self.damping = spec, problem, float(damping)
         self.local_prox = bool(local_prox)
+        if int(multistart_every) < 1:
+            raise ValueError(f"multistart_every must be >= 1 (got {multistart_every})")
+        self.multistart_every = int(multistart_every)
         self.out = OutputChannel(spec, prox_tol=prox_tol)
         self.inp = InputChannel(spec)
         self.ops = _Numpy(problem.F) if backend == "numpy" else _Torch(problem.F, device)
@@ -565,7 +573,9 @@ class GAMP:
         beta = self.damping
         V = np.zeros((L, R, R))
         it = 0
+        confirm = False
         for it in range(max_iter + 1):
+            full = confirm or it % self.multistart_every == 0
             V = self.out.shared(np.einsum("li,irs->lrs", pr.c, C))
             if not (np.all(np.isfinite(V)) and np.all(np.linalg.eigvalsh(V) > 0)):
                 # A non-convex channel can make -dg/domega, hence A and V, negative: the
@@ -574,7 +584,8 @@ class GAMP:
                 break
             omega = self.fields(W) - np.einsum("lrs,nls->nlr", V, g_prev)
             try:
-                g, dg, warm, nf = self.out(omega, V, pr.hstar, pr.noise, warm=warm, local=self.local_prox)
+                g, dg, warm, nf = self.out(omega, V, pr.hstar, pr.noise, warm=warm, local=self.local_prox,
+                                           n_starts=None if full else 1)
             except np.linalg.LinAlgError as exc:
                 message = f"output channel failed at iteration {it}: {exc}"
                 break
@@ -605,10 +616,11 @@ class GAMP:
                 message = f"diverged at iteration {it} (residual {res:.3e})"
                 break
             W, C, g_prev = W_new, C_new, g
-            if res < tol:
+            if res < tol and (full or self.local_prox):
                 converged = True
                 message = f"converged: relative change {res:.2e} < tol {tol:g}"
                 break
+            confirm = res < tol   # below tol with the cheap starts: confirm with every start
         return GampResult(W=W, C=C, V=V, converged=converged, iterations=it, residual=residuals[-1] if residuals else float("nan"),
                           residuals=residuals, trace=records, prox_failed=failed,
                           seconds=time.perf_counter() - t0, message=message)
@@ -701,6 +713,7 @@ def run_gamp_seed(model: str | ModuleType | GampSpec, seed: int, *, alpha: float
                   damping: float = 0.8, max_iter: int = 1000, tol: float = 1e-10,
                   backend: str = "numpy", device: str = "cpu", n_test: int = 10_000,
                   normalize_teacher: bool = False, trace: bool = False, local_prox: bool = False,
+                  multistart_every: int = 10,
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """One GAMP run: its fixed point's order parameters (token 1, signs fixed so that
     ``m, θ ≥ 0`` as in :mod:`numerics.metrics`), ``eps_g``, ``train_loss``, ``grad_norm``,
@@ -711,7 +724,8 @@ def run_gamp_seed(model: str | ModuleType | GampSpec, seed: int, *, alpha: float
     _check_run(alpha=alpha, d=d, init=init, damping=damping, max_iter=max_iter, tol=tol, n_test=n_test)
     t0 = time.perf_counter()
     problem = make_problem(spec, alpha, d, seed, normalize_teacher=normalize_teacher)
-    gamp = GAMP(spec, problem, damping=damping, backend=backend, device=device, local_prox=local_prox)
+    gamp = GAMP(spec, problem, damping=damping, backend=backend, device=device, local_prox=local_prox,
+                multistart_every=multistart_every)
     res = gamp.run(init, max_iter=max_iter, tol=tol, trace=True, progress=progress)
     ops = order_parameters(res.W, problem.Qstar, problem.variances, problem.P, [list(range(spec.R))])
     grad = gamp.risk_gradient(res.W)

@@ -87,7 +87,7 @@ def trajectory(point: str, d: int, seed: int) -> list[dict]:
     pr = make_problem(spec, alpha, d, seed, normalize_teacher=True)
     W0 = weights_with_overlaps(q0, m0, th0, pr, pr.streams.init)
     gamma = float(spec.gammas[0])
-    res = GAMP(spec, pr, damping=0.0).run(W0, max_iter=T, C0=V0 / gamma, stop_residual=1e3)
+    res = GAMP(spec, pr, damping=0.0, multistart_every=1).run(W0, max_iter=T, C0=V0 / gamma, stop_residual=1e3)
     xs = state_evolution(spec, alpha, se_state(spec, res.trace[0]), T)
     mod = spec.module
     idx = {f: mod.FAMILIES[f][0] for f in ("q", "V", "m", "theta")}
