@@ -71,13 +71,16 @@ def l2_entropic_map(lam: float, qhat: float, Vhat: float, thetahat: float) -> tu
 # --- the fixed point -------------------------------------------------------------------------------------
 
 def _to_x(q: float, V: float, theta: float) -> np.ndarray:
-    # unconstrained coordinates of an admissible state: q, V > 0, |θ| < √(ρ q)
-    return np.array([math.log(q), math.log(V), math.atanh(theta / math.sqrt(RHO * q))])
+    # q, V > 0 by construction; the cosine θ/√(ρq) kept as is (not artanh of it): fixed points can sit
+    # within 1e-14 of |cosine| = 1 (noiseless, tiny penalty), where artanh would lose every digit
+    return np.array([math.log(q), math.log(V), theta / math.sqrt(RHO * q)])
 
 
 def _from_x(x: np.ndarray) -> tuple[float, float, float]:
     q, V = math.exp(x[0]), math.exp(x[1])
-    return q, V, math.sqrt(RHO * q) * math.tanh(x[2])
+    if abs(x[2]) > 1.0:
+        raise ValueError("inadmissible state: theta^2 > rho q")
+    return q, V, math.sqrt(RHO * q) * x[2]
 
 
 def solve_fixed_point(
@@ -90,8 +93,8 @@ def solve_fixed_point(
 
     ``map`` is the composition energetic → conjugates → entropic. Damped iteration first
     (robust, linear), then Powell's hybrid method (``scipy.optimize.root``, ``hybr``) on
-    ``x − T(map(T⁻¹ x))`` in coordinates ``x = (log q, log V, artanh(θ/√q))`` where every
-    ``x`` is an admissible state. The returned residual is the max relative change of
+    ``x − T(map(T⁻¹ x))`` in coordinates ``x = (log q, log V, θ/√(ρq))`` (a trial point with
+    ``|θ| > √(ρq)`` is inadmissible and gets a large residual; the map's output never is). The returned residual is the max relative change of
     ``(q, V, θ)`` under one more application of the map.
     """
 
