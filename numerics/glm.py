@@ -46,7 +46,6 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import linalg, optimize
 
 __all__ = ["MODELS", "PARAMETERS", "run_glm", "run_seed", "summarize", "main"]
 
@@ -135,6 +134,8 @@ def risk(model: str, X: np.ndarray, y: np.ndarray, w: np.ndarray, p: dict[str, f
 # --- solvers -----------------------------------------------------------------------------------------------
 
 def _solve_ridge(Xs: np.ndarray, y: np.ndarray, lam: float) -> tuple[np.ndarray, float, str]:
+    from scipy import linalg
+
     A = Xs.T @ Xs
     A[np.diag_indices_from(A)] += lam
     w = linalg.cho_solve(linalg.cho_factor(A), Xs.T @ y)
@@ -149,6 +150,7 @@ def _logistic_grad(Xs, y, w, lam):
 
 
 def _solve_logistic(Xs: np.ndarray, y: np.ndarray, lam: float) -> tuple[np.ndarray, float, str]:
+    from scipy import linalg
     from sklearn.linear_model import LogisticRegression
 
     clf = LogisticRegression(C=1.0 / lam, fit_intercept=False, solver="newton-cholesky", tol=1e-12, max_iter=500)
@@ -236,6 +238,7 @@ def _lasso_kkt(Xs, y, w, lam1):
 
 
 def _solve_lasso(Xs: np.ndarray, y: np.ndarray, lam1: float) -> tuple[np.ndarray, float, str]:
+    from scipy import linalg
     from sklearn.linear_model import Lasso
 
     n = Xs.shape[0]
