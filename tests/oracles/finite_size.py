@@ -10,8 +10,9 @@ observable, the theory, the mean ± SE at each ``d``, the seed spread and the fi
 * bias ``mean(d) − theory = B/d`` (one-parameter weighted fit, with χ²/dof against the SEs),
 
 and :func:`tolerance` turns them into the agreement test's bound at ``d`` with ``K`` seeds:
-``4 C_f d^{−1/2} / √K + B_max / d``, where ``B_max = max_d (|bias_d| + 2 SE_d) · d`` is the largest
-bias the measurements allow under the ``1/d`` law (so an unresolved bias still gets its envelope).
+``4 C_f d^{−1/2} / √K + B_env / d`` with ``B_env = |B| + 2 B_se · max(1, √(χ²/dof))``, the largest
+bias the three ``d``'s allow under the ``1/d`` law (an unresolved bias still gets its envelope; a
+poor fit widens it).
 """
 from __future__ import annotations
 
@@ -124,21 +125,21 @@ def analyse(csv_path: Path = DEFAULT_CSV) -> dict[str, dict[str, dict[str, Any]]
             B = float(np.sum(wb * x * bias) / np.sum(wb * x * x))
             B_se = float(1.0 / math.sqrt(np.sum(wb * x * x)))
             chi2 = float(np.sum(wb * (bias - B * x) ** 2) / max(1, len(ds) - 1))
-            B_max = float(np.max((np.abs(bias) + 2 * se_a) * ds_a))
+            B_env = abs(B) + 2 * B_se * max(1.0, math.sqrt(chi2))
             result[pid][obs] = {"theory": th[key], "d": ds, "mean": mean, "se": se, "std": std, "seeds": kk,
                                 "bias": bias.tolist(), "C_f": float(math.exp(logc)), "gamma_f": float(gamma),
-                                "B": B, "B_se": B_se, "chi2_dof": chi2, "B_max": B_max}
+                                "B": B, "B_se": B_se, "chi2_dof": chi2, "B_env": B_env}
     return result
 
 
 def tolerance(stats: dict[str, Any], d: int, seeds: int) -> float:
     """Agreement bound for a mean over ``seeds`` runs at ``d`` (see the module docstring)."""
-    return 4.0 * stats["C_f"] / math.sqrt(d) / math.sqrt(seeds) + stats["B_max"] / d
+    return 4.0 * stats["C_f"] / math.sqrt(d) / math.sqrt(seeds) + stats["B_env"] / d
 
 
 def _markdown(res) -> str:
     lines = ["| point | observable | theory | " + " | ".join(f"d={d}: mean − theory ± SE (K)" for d in DS)
-             + " | std·√d (C_f) | γ_f | B (bias·d) | χ²/dof | B_max |",
+             + " | std·√d (C_f) | γ_f | B (bias·d) | χ²/dof | B_env |",
              "|---|---|---|" + "---|" * len(DS) + "---|---|---|---|---|"]
     for pid, obs in res.items():
         for o, s in obs.items():
@@ -151,7 +152,7 @@ def _markdown(res) -> str:
                     cells.append("–")
             lines.append(f"| {pid} | {o} | {s['theory']:.6g} | " + " | ".join(cells)
                          + f" | {s['C_f']:.3g} | {s['gamma_f']:.2f} | {s['B']:+.3g} ± {s['B_se']:.2g} | "
-                           f"{s['chi2_dof']:.2f} | {s['B_max']:.3g} |")
+                           f"{s['chi2_dof']:.2f} | {s['B_env']:.3g} |")
     return "\n".join(lines)
 
 
@@ -161,6 +162,10 @@ def main(argv=None) -> int:
     r = sub.add_parser("run", help="run (or resume) the study")
     r.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     r.add_argument("--points", default="", help="comma-separated subset of point ids")
+    r.add_argument("--ds", default=",".join(map(str, DS)), help="comma-separated dimensions (default %(default)s)")
+    r.add_argument("--seeds", default=",".join(map(str, SEEDS)),
+                   help="seeds per dimension, same length as --ds (default %(default)s); seeds already in the CSV "
+                        "are skipped, so a larger count adds seeds")
     s = sub.add_parser("summary", help="fits and the Markdown table")
     s.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     s.add_argument("--json", action="store_true")
@@ -170,7 +175,14 @@ def main(argv=None) -> int:
         bad = [x for x in pts if x not in {q[0] for q in POINTS}]
         if bad:
             p.exit(2, f"{p.prog}: error: --points: unknown point(s) {bad}\n")
-        run(a.csv, points=pts or None)
+        try:
+            ds = [int(x) for x in a.ds.split(",")]
+            seeds = [int(x) for x in a.seeds.split(",")]
+        except ValueError:
+            p.exit(2, f"{p.prog}: error: --ds/--seeds: expected comma-separated integers\n")
+        if len(ds) != len(seeds) or min(ds) < 2 or min(seeds) < 1:
+            p.exit(2, f"{p.prog}: error: --seeds: need one count >= 1 per dimension >= 2 in --ds\n")
+        run(a.csv, ds, seeds, points=pts or None)
         return 0
     if not a.csv.exists():
         p.exit(2, f"{p.prog}: error: --csv: no such file {a.csv}\n")
