@@ -24,11 +24,10 @@ for ``y = +1``), ``P(ω)`` its minimiser and ``f = (P − ω)/V = −ℓ'(P)``::
     θ̂   =  α ∂Ψ_y/∂θ   = −2α (∂a/∂θ) I_θ,   I_θ  = ∫ Dξ φ(aξ) ξ M
     V̂   = −2α ∂Ψ_y/∂q  = 4α (∂a/∂q) I_θ − (2α/√q) I_ξf,   I_ξf = ∫ Dξ Φ(aξ) ξ f   (∂M/∂ω = −f)
 
-with the ℓ2 entropic side ``V = 1/(λ + V̂), θ = θ̂ V, q = (q̂ + θ̂²) V²`` (ρ = 1). The standard
-GLM form of the same equations (``q̂ = α E f_out²``, ``V̂ = −α E ∂_ω f_out``,
-``θ̂ = α E ∂_{ω₀} log Z₀ f_out``) follows by Gaussian integration by parts; here the
-derivatives are those of the very ``Ψ_y`` that is integrated, which the finite-difference
-tests check.
+with the ℓ2 entropic side ``V = 1/(λ + V̂), θ = θ̂ V, q = (q̂ + θ̂²) V²`` (ρ = 1). The GLM
+literature's ``Z_out``/``f_out`` form of the conjugates (e.g. ``q̂ = α E f_out²``) is the
+Gaussian integration by parts of these; here the derivatives are those of the very ``Ψ_y``
+that is integrated, which the finite-difference tests check.
 
 Proximal maps (``y = +1``):
 
