@@ -30,7 +30,6 @@ import importlib
 import importlib.util
 import inspect
 import math
-import multiprocessing
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -1138,9 +1137,11 @@ def _phase_task(ref, task: Mapping[str, Any], cache_root, cache_on) -> PhaseResu
     return phase_point(module, cache=PointCache(cache_root, cache_on), **task)
 
 
-def _pool(jobs: int) -> cf.ProcessPoolExecutor:
-    ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
-    return cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+def _pool(jobs: int):
+    # one place owns worker processes: they die with this one on SIGTERM/SIGINT (replica.workers)
+    from .workers import worker_pool
+
+    return worker_pool(jobs)
 
 
 def phase_points(module: ModuleType | str, tasks: Sequence[Mapping[str, Any]], *, jobs: int = 1,
