@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -35,6 +35,16 @@ def is_converged(residual: float, tol: float, admissible: bool = True) -> bool:
     except (TypeError, ValueError):
         return False
     return bool(admissible) and math.isfinite(r) and math.isfinite(t) and 0 < t <= MAX_TOL and r < t
+
+
+def cached_point_converged(point: Any, tol: float) -> bool:
+    """A point read back from the cache counts only if it is converged at ``tol`` (finite state,
+    residual below it): an edited or foreign entry cannot pass an unconverged state as solved."""
+    try:
+        finite = bool(np.all(np.isfinite(np.asarray(point.x, dtype=float))))
+    except (TypeError, ValueError):
+        return False
+    return finite and is_converged(point.residual, tol)
 
 
 def describe_point(solver: Any, alpha: float) -> str:
@@ -62,26 +72,28 @@ def boundary_parameters(solver: Any) -> list[str]:
     return out
 
 
-def advice(solver: Any, alpha: float, iterations: int, stalled: bool) -> str:
+def advice(solver: Any, alpha: float, iterations: int, residuals: Sequence[float]) -> str:
     """What to try, most specific first."""
     tips = boundary_parameters(solver)
+    res = [r for r in residuals if math.isfinite(r)]
+    if iterations >= solver.max_iter:
+        falling = bool(res) and res[-1] < 1e-2 * max(res)
+        tips.append(f"raise --max-iter (now {solver.max_iter})" + (": the residual was still falling" if falling
+                                                                  else ""))
     if solver.branch != "free":
         tips.append(f"the {solver.branch} branch may not exist at this point ('replica phase "
                     f"{solver.module.MODEL}' shows where each branch ends)")
-    if stalled and iterations >= solver.max_iter:
-        tips.append(f"raise --max-iter (now {solver.max_iter}) or start from a converged neighbour (x0)")
     if not tips:
         tips.append("start from a converged neighbouring point (x0), or try another branch or quadrature")
     return "; ".join(tips)
 
 
-def _trace(solver: Any, exc: Exception) -> tuple[int, float]:
-    """Iterations and last residual of the failed solve."""
+def _trace(solver: Any, exc: Exception) -> tuple[int, list[float]]:
+    """Iterations and residual history of the failed solve."""
     if isinstance(exc, ConvergenceError) and (exc.residuals or exc.iterations):
-        res = exc.residuals
-        return exc.iterations, (res[-1] if res else float("nan"))
+        return exc.iterations, list(exc.residuals)
     res = list(getattr(solver, "_residuals", None) or [])
-    return len(res), (res[-1] if res else float("nan"))
+    return len(res), res
 
 
 def explain(solver: Any, alpha: float, exc: ConvergenceError | InvalidStateError) -> Exception:
@@ -89,12 +101,13 @@ def explain(solver: Any, alpha: float, exc: ConvergenceError | InvalidStateError
     residual, and what to try."""
     if getattr(exc, "explained", False):
         return exc
-    it, r = _trace(solver, exc)
+    it, residuals = _trace(solver, exc)
+    r = residuals[-1] if residuals else float("nan")
     what = str(exc)
     if isinstance(exc, ConvergenceError):
         what = what.rsplit(" (iterations=", 1)[0]
-    text = (f"{describe_point(solver, alpha)}: {what} after {it} iteration{'s' if it != 1 else ''} "
-            f"(residual {r:.3e}); try: {advice(solver, alpha, it, isinstance(exc, ConvergenceError))}")
+    text = (f"{describe_point(solver, alpha)}: {what}; {it} iteration{'s' if it != 1 else ''}, last residual "
+            f"{r:.3e}. Try: {advice(solver, alpha, it, residuals)}")
     if isinstance(exc, ConvergenceError):
         new: Exception = ConvergenceError(what, exc.residuals, exc.iterations, exc.last_state)
     else:

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .cache import PointCache
+from .convergence import cached_point_converged
 from .errors import ConvergenceError, InvalidStateError, ParameterError, ReplicaError
 from .progress import Progress
 from .integrators import from_spec
@@ -476,7 +477,7 @@ class BranchFollower:
                 raise ConvergenceError(msg, [], int(hit.get("iterations", 0)))
             try:
                 pt = BranchPoint.from_dict(hit)
-                if pt.x.shape == x0.shape:
+                if pt.x.shape == x0.shape and cached_point_converged(pt, self.solver.tol):
                     pt.cached = True
                     self.cached += 1
                     return pt
@@ -487,7 +488,8 @@ class BranchFollower:
             if hit is not None and hit.get("status") == "ok":
                 try:
                     pt = BranchPoint.from_dict(hit)
-                    if pt.x.shape == x0.shape and self.distance(pt.x, reference) <= self.steps.jump:
+                    if (pt.x.shape == x0.shape and cached_point_converged(pt, self.solver.tol)
+                            and self.distance(pt.x, reference) <= self.steps.jump):
                         pt.cached = True
                         self.cached += 1
                         return pt
