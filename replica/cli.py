@@ -19,9 +19,17 @@ from .workers import exit_status, interrupt_message, terminate_raises
 COMMANDS = ("models", "derive", "generate", "solve", "phase", "figures")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (``replica solve: error: argument --alpha: ...``),
+    exit status 2, like every other bad input; ``--help`` still shows the usage."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``replica`` argument parser with one sub-command per module of :mod:`replica.commands`."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="replica",
         description="Replica-symmetric saddle-point equations from sympy models: derive them, export "
                     "LaTeX, generate numeric solvers, solve branches and phase diagrams.",

@@ -51,14 +51,22 @@ def check_output_file(path: str | os.PathLike, name: str) -> Path:
         raise ParameterError(name, f"{str(path)!r} is not a file name")
     if p.is_dir():
         raise ParameterError(name, f"{p} is a directory; give a file name")
+    _check_parent(p, name)
+    return p
+
+
+def _check_parent(p: Path, name: str) -> None:
+    """The directory of ``p`` exists (else name the first missing or non-directory ancestor)
+    and can be written in."""
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         missing = parent
         while not missing.parent.is_dir() and missing.parent != missing:
             missing = missing.parent
+        if missing.exists():
+            raise ParameterError(name, f"{missing} is not a directory, so {p} cannot be created")
         raise ParameterError(name, f"directory {missing} does not exist (create it first) for {p}")
     _probe_dir(parent, name, str(p))
-    return p
 
 
 def check_output_dir(path: str | os.PathLike, name: str) -> Path:
@@ -71,10 +79,7 @@ def check_output_dir(path: str | os.PathLike, name: str) -> Path:
     if p.is_dir():
         _probe_dir(p, name, str(p))
         return p
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise ParameterError(name, f"directory {parent} does not exist (create it first) for {p}")
-    _probe_dir(parent, name, str(p))
+    _check_parent(p, name)
     return p
 
 

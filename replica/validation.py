@@ -232,16 +232,34 @@ def check_rule(rule: object, name: str = "rule") -> None:
 
 def token_scale(module, p: np.ndarray) -> None:
     """Refuse parameters whose token second moment ``rho_bar`` is not positive and finite
-    (``sigma = 0``: no state is admissible), naming the parameter on its domain boundary."""
+    (``sigma = 0``: no state is admissible; ``sigma = 1e200``: it overflows).
+
+    The parameter named is the one whose value, put back to its default, makes ``rho_bar``
+    valid again (else one on the boundary of its domain)."""
+    def valid(q: np.ndarray) -> bool:
+        with np.errstate(all="ignore"):
+            rb = np.atleast_1d(np.asarray(module.rho_bar(q), dtype=float))
+        return bool(rb.size == 0 or (np.all(np.isfinite(rb)) and np.all(rb > 0)))
+
+    p = np.asarray(p, dtype=float)
+    if valid(p):
+        return
+    names = list(module.PARAMETERS)
+    defaults = np.asarray(module.DEFAULTS, dtype=float)
+    culprits = []
+    for i, k in enumerate(names):
+        if p[i] != defaults[i]:
+            q = p.copy()
+            q[i] = defaults[i]
+            if valid(q):
+                culprits.append(k)
+    if not culprits:
+        culprits = [k for k, (lo, hi) in getattr(module, "DOMAINS", {}).items()
+                    if k in names and p[names.index(k)] in (lo, hi)]
     with np.errstate(all="ignore"):
         rb = np.atleast_1d(np.asarray(module.rho_bar(p), dtype=float))
-    if rb.size and np.all(np.isfinite(rb)) and np.all(rb > 0):
-        return
-    values = dict(zip(module.PARAMETERS, np.asarray(p, dtype=float).tolist()))
-    culprits = [k for k, (lo, hi) in getattr(module, "DOMAINS", {}).items()
-                if k in values and values[k] in (lo, hi)]
     name = culprits[0] if culprits else "parameters"
-    shown = ", ".join(f"{k}={values[k]:g}" for k in culprits) or "these parameters"
-    raise ParameterError(name, f"{shown} give{'s' if len(culprits) == 1 else ''} the tokens a second moment rho_bar = "
-                               f"{np.array2string(rb, precision=3)}: no state is admissible (rho_bar must be "
-                               "positive); move it inside its domain")
+    shown = ", ".join(f"{k}={p[names.index(k)]:g}" for k in culprits) or "these parameters"
+    raise ParameterError(name, f"{shown} give{'s' if len(culprits) == 1 else ''} the tokens a second moment "
+                               f"rho_bar = {np.array2string(rb, precision=3)}: no state is admissible (rho_bar "
+                               "must be positive and finite)")
