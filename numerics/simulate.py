@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
 import sys
@@ -721,18 +720,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
+def standard_error_reasons(obj: Any) -> dict[str, str]:
+    """Why a standard error (``*_se``) can be null in JSON output: one seed has none."""
+    keys: set[str] = set()
+
+    def walk(x: Any) -> None:
+        if isinstance(x, Mapping):
+            keys.update(k for k in x if isinstance(k, str) and k.endswith("_se"))
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(obj)
+    return {k: "a standard error needs at least two seeds" for k in keys}
 
 
 def _fmt_val(v: Any) -> str:
@@ -830,7 +832,9 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         print(msg, file=sys.stderr)
         return exit_status(e)
     if args.json:
-        print(json.dumps(_jsonable(res), indent=1))
+        from replica import jsonio
+
+        print(jsonio.dumps(res, standard_error_reasons(res), indent=1))
     else:
         print(_table(res, keys))
     if not res["converged"]:

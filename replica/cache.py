@@ -132,7 +132,7 @@ class PointCache:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(entry, fh)
+                json.dump(entry, fh, allow_nan=False)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, target)
