@@ -70,25 +70,37 @@ def _memory_bytes() -> int | None:
         return None
 
 
-def check_memory(*, d: int, alpha: float, L: int = 2, itemsize: int = 8, available: int | None = None) -> int:
+def check_memory(*, d: int, alpha: float, L: int = 2, itemsize: int = 8, device: Any = "cpu",
+                 available: int | None = None) -> int:
     """Refuse a run whose training set cannot fit in memory, before allocating it.
 
     The training set ``X`` and its labels ``Y`` are ``(n, L, d)`` arrays each with
-    ``n = round(alpha d)`` (:func:`numerics.data.sample_dataset`; ``X`` is first drawn in
-    float64 by numpy, then held as a tensor of ``itemsize`` bytes per entry): at least
-    ``n L d (8 + 2 itemsize)`` bytes, a lower bound (training adds activations of the same
-    size). Raises ``ValueError`` naming ``d`` when that exceeds the machine's physical memory
-    (``available``, default: this machine's); returns the bytes.
+    ``n = round(alpha d)`` (:func:`numerics.data.sample_dataset`): ``X`` is drawn in float64
+    by numpy in host memory, then ``X`` and ``Y`` are held as tensors of ``itemsize`` bytes
+    per entry on ``device``. The lower bounds ``n L d (8 + 2 itemsize)`` bytes of host memory
+    (``8`` on a CUDA device) and ``2 n L d itemsize`` of GPU memory must fit in physical
+    memory (training adds activations of the same size). Raises ``ValueError`` naming ``d``
+    otherwise; ``available`` overrides the host's memory. Returns the host bytes needed.
     """
     n = int(round(float(alpha) * int(d)))
-    need = n * int(L) * int(d) * (8 + 2 * int(itemsize))
+    entries = n * int(L) * int(d)
+    cuda = str(getattr(device, "type", device)).startswith("cuda")
+    need = entries * (8 + (0 if cuda else 2 * int(itemsize)))
     have = _memory_bytes() if available is None else available
-    if have is not None and need > have:
-        from replica.validation import format_bytes
+    from replica.validation import format_bytes
 
-        raise ValueError(f"d={d} with alpha={alpha} needs at least {format_bytes(need)} for the training set "
-                         f"(n*L*d = {n}*{L}*{d} entries in X and Y) but this machine has {format_bytes(have)} "
-                         "of memory; use a smaller d")
+    where = f"d={d} with alpha={alpha} needs at least"
+    what = f"(n*L*d = {n}*{L}*{d} entries in X and Y)"
+    if have is not None and need > have:
+        raise ValueError(f"{where} {format_bytes(need)} of memory for the training set {what} but this machine "
+                         f"has {format_bytes(have)}; use a smaller d")
+    if cuda and available is None:
+        import torch
+
+        gpu = torch.cuda.get_device_properties(torch.device(device)).total_memory
+        if 2 * entries * int(itemsize) > gpu:
+            raise ValueError(f"{where} {format_bytes(2 * entries * int(itemsize))} of GPU memory for the training "
+                             f"set {what} but {device} has {format_bytes(gpu)}; use a smaller d")
     return need
 
 
@@ -247,7 +259,7 @@ def _problem(seed: int, *, omega, alpha, d, L, sigma, variances, P, A, r_t, targ
         raise ValueError(f"A must be {L} x {L} for L={L} (got {A_arr.shape[0]} x {A_arr.shape[1]})")
     import torch
 
-    check_memory(d=d, alpha=alpha, L=L, itemsize=torch.finfo(dtype).bits // 8)
+    check_memory(d=d, alpha=alpha, L=L, itemsize=torch.finfo(dtype).bits // 8, device=device)
     data = DataModel.create(d=d, L=L, sigma=sigma, variances=variances, P=P)
     tgt = target if target is not None else MixedTarget(omega, A_arr)
     teacher = make_teacher(d, r_t, tgt, streams.teacher, normalize=normalize_teacher)
@@ -792,9 +804,11 @@ def _run(args: argparse.Namespace, prog: str) -> int:
                 validate(init=i)
         A = validate(A=args.A, sigma=args.sigma, n_test=args.n_test)
         alphas = args.alphas if args.command == "sweep" else [args.alpha]
-        check_memory(d=args.d, alpha=max(alphas), L=A.shape[0], itemsize=4 if args.dtype == "float32" else 8)
         if args.command == "sweep":
             check_output_csv(args.out)
+        device = resolve_device(args.device) if str(args.device).startswith("cuda") else "cpu"
+        check_memory(d=args.d, alpha=max(alphas), L=A.shape[0], itemsize=4 if args.dtype == "float32" else 8,
+                     device=device)
         resolve_device(args.device)
         if args.threads < 1:
             raise ValueError(f"threads must be >= 1 (got {args.threads})")

@@ -563,3 +563,13 @@ def test_model_parameter_property(attention, name, value):
         assert not inside and e.name == name, (value, str(e))
     else:
         assert inside, value
+
+
+def test_simulate_memory_bound():
+    """The bound is n L d (8 + 2 itemsize) bytes: X drawn in float64, X and Y as tensors."""
+    from numerics.simulate import check_memory
+
+    assert check_memory(d=1000, alpha=2.0, L=2, itemsize=8, available=10 ** 12) == 2000 * 2 * 1000 * 24
+    assert check_memory(d=1000, alpha=2.0, L=2, itemsize=4, available=10 ** 12) == 2000 * 2 * 1000 * 16
+    with pytest.raises(ValueError, match="d=1000 "):
+        check_memory(d=1000, alpha=2.0, L=2, available=2000 * 2 * 1000 * 24 - 1)
