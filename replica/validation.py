@@ -36,6 +36,8 @@ def real(value: object, name: str, *, low: float | None = None, high: float | No
     Accepts Python and numpy integers and floats (``np.int64(2)``), refuses ``bool``,
     strings, ``None``, ``nan`` and infinities with a message naming ``name``.
     """
+    if isinstance(value, np.ndarray) and value.ndim == 0:  # a 0-d array from numpy arithmetic
+        value = value.item()
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise ParameterError(name, f"must be a real number, got {value!r}")
     v = float(value)
