@@ -17,21 +17,15 @@ from __future__ import annotations
 
 from typing import Any
 
+# Model names (issue 13's contract) and parameters with defaults: plain data shared with the ERM
+# simulator, so that both references answer to the same names (no numerics is shared).
+from numerics.glm import MODELS, PARAMETERS
+
 from .classification import classification_state_evolution
 from .lasso import lasso_state_evolution
 from .ridge import ridge_closed_form, ridge_state_evolution
 
 __all__ = ["MODELS", "PARAMETERS", "state_evolution", "reference_table", "TABLE_ALPHAS"]
-
-#: Model names (those of issue 13's contract) and their parameters with defaults.
-PARAMETERS: dict[str, dict[str, float]] = {
-    "ridge": {"lam": 0.1, "Delta": 0.25},
-    "logistic": {"lam": 0.1},
-    "hinge": {"lam": 0.1},
-    "lasso": {"lam1": 0.1, "Delta": 0.25},
-    "perceptron_probit": {"lam": 0.1, "Delta": 0.25},
-}
-MODELS = tuple(PARAMETERS)
 
 TABLE_ALPHAS = (0.5, 1.0, 2.0, 5.0)
 TABLE_LAMS = (1e-3, 0.1, 1.0)

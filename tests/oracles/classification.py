@@ -57,7 +57,7 @@ from typing import Callable
 
 from scipy import integrate, optimize
 
-from .common import (EPSABS, EPSREL, RHO, l2_entropic_map, l2_entropic_potential, ncdf, npdf,
+from .common import (EPSABS, EPSREL, RHO, free_entropy, l2_entropic_map, l2_entropic_potential, ncdf, npdf,
                      solve_fixed_point, trace_potential)
 
 XI_MAX = 14.0
@@ -260,6 +260,5 @@ def classification_state_evolution(loss: str, alpha: float, lam: float, delta: f
 
 def classification_free_entropy(loss: str, alpha: float, lam: float, delta: float, x) -> float:
     """``Ψ_t + Ψ_w + α Ψ_y`` at an arbitrary ``x = (q, V, θ, q̂, V̂, θ̂)``."""
-    q, V, theta, qhat, Vhat, thetahat = x
-    return (trace_potential(q, V, theta, qhat, Vhat, thetahat) + l2_entropic_potential(lam, qhat, Vhat, thetahat)
-            + alpha * energetic(loss, alpha, delta, q, V, theta)["psi_y"])
+    return free_entropy(alpha, x, lambda *h: l2_entropic_potential(lam, *h),
+                        lambda *o: energetic(loss, alpha, delta, *o)["psi_y"])

@@ -55,6 +55,14 @@ def trace_potential(q: float, V: float, theta: float, qhat: float, Vhat: float, 
     return 0.5 * Vhat * q - 0.5 * qhat * V - thetahat * theta
 
 
+def free_entropy(alpha: float, x, psi_w: Callable[[float, float, float], float],
+                 psi_y: Callable[[float, float, float], float]) -> float:
+    """``Ψ_t + Ψ_w(q̂, V̂, θ̂) + α Ψ_y(q, V, θ)`` at an arbitrary ``x = (q, V, θ, q̂, V̂, θ̂)``
+    (not only at the fixed point: the stationarity tests differentiate it)."""
+    q, V, theta, qhat, Vhat, thetahat = x
+    return trace_potential(q, V, theta, qhat, Vhat, thetahat) + psi_w(qhat, Vhat, thetahat) + alpha * psi_y(q, V, theta)
+
+
 # --- ℓ2 penalty (λ/2) w², closed form of the entropic side ------------------------------------------------
 
 def l2_entropic_potential(lam: float, qhat: float, Vhat: float, thetahat: float) -> float:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from .common import RHO, SQRT2, npdf, nsf, solve_fixed_point, trace_potential
+from .common import RHO, SQRT2, free_entropy, npdf, nsf, solve_fixed_point, trace_potential
 from .ridge import square_loss_energetic
 
 
@@ -79,15 +79,11 @@ def lasso_state_evolution(alpha: float, lam1: float, delta: float, start: tuple[
         w = soft_threshold_moments(lam1, e["qhat"], e["Vhat"], e["thetahat"])
         return w["q"], w["V"], w["theta"]
 
-    (q, V, theta), res = solve_fixed_point(fixed_point_map, start or (0.5, 1.0, 0.5))
-    out = _assemble(alpha, lam1, delta, q, V, theta)
-    out["residual"] = res
-    return out
+    state, res = solve_fixed_point(fixed_point_map, start or (0.5, 1.0, 0.5))
+    return {**_assemble(alpha, lam1, delta, *state), "residual": res}
 
 
 def lasso_free_entropy(alpha: float, lam1: float, delta: float, x) -> float:
     """``Ψ_t + Ψ_w + α Ψ_y`` at an arbitrary ``x = (q, V, θ, q̂, V̂, θ̂)``."""
-    q, V, theta, qhat, Vhat, thetahat = x
-    return (trace_potential(q, V, theta, qhat, Vhat, thetahat)
-            + soft_threshold_moments(lam1, qhat, Vhat, thetahat)["psi_w"]
-            + alpha * square_loss_energetic(alpha, delta, q, V, theta)["psi_y"])
+    return free_entropy(alpha, x, lambda *h: soft_threshold_moments(lam1, *h)["psi_w"],
+                        lambda *o: square_loss_energetic(alpha, delta, *o)["psi_y"])

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import math
 
-from .common import RHO, l2_entropic_map, l2_entropic_potential, solve_fixed_point, trace_potential
+from .common import (RHO, free_entropy, l2_entropic_map, l2_entropic_potential, solve_fixed_point,
+                     trace_potential)
 
 
 def square_loss_energetic(alpha: float, delta: float, q: float, V: float, theta: float) -> dict[str, float]:
@@ -79,14 +80,11 @@ def ridge_state_evolution(alpha: float, lam: float, delta: float, start: tuple[f
         e = square_loss_energetic(alpha, delta, q, V, theta)
         return l2_entropic_map(lam, e["qhat"], e["Vhat"], e["thetahat"])
 
-    (q, V, theta), res = solve_fixed_point(fixed_point_map, start or (1.0, 1.0, 0.5))
-    out = _assemble(alpha, lam, delta, q, V, theta)
-    out["residual"] = res
-    return out
+    state, res = solve_fixed_point(fixed_point_map, start or (1.0, 1.0, 0.5))
+    return {**_assemble(alpha, lam, delta, *state), "residual": res}
 
 
 def ridge_free_entropy(alpha: float, lam: float, delta: float, x) -> float:
     """``Ψ_t + Ψ_w + α Ψ_y`` at an arbitrary ``x = (q, V, θ, q̂, V̂, θ̂)`` (for stationarity tests)."""
-    q, V, theta, qhat, Vhat, thetahat = x
-    return (trace_potential(q, V, theta, qhat, Vhat, thetahat) + l2_entropic_potential(lam, qhat, Vhat, thetahat)
-            + alpha * square_loss_energetic(alpha, delta, q, V, theta)["psi_y"])
+    return free_entropy(alpha, x, lambda *h: l2_entropic_potential(lam, *h),
+                        lambda *o: square_loss_energetic(alpha, delta, *o)["psi_y"])
