@@ -39,7 +39,6 @@ CLI: ``python -m numerics.glm MODEL --alpha A --d D --param NAME=VALUE --seeds N
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -390,7 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; returns the exit code (2 for bad input)."""
+    """CLI entry point; returns the exit code (2 for bad input, 1 if a seed did not converge,
+    130/143 when interrupted)."""
+    from replica import jsonio
+    from replica.workers import exit_status, terminate_raises
+
     parser = build_parser()
     a = parser.parse_args(argv)
     params = dict(a.param)
@@ -398,9 +401,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_inputs(a.model, a.alpha, a.d, params, a.seeds, a.n_test)
     except ValueError as e:
         parser.exit(2, f"{parser.prog}: error: {e}\n")
-    res = run_glm(a.model, a.alpha, a.d, params, a.seeds, a.seed0, a.n_test, progress=not a.quiet)
+    try:
+        with terminate_raises():  # SIGTERM ends like Ctrl-C: one line, no traceback
+            res = run_glm(a.model, a.alpha, a.d, params, a.seeds, a.seed0, a.n_test, progress=not a.quiet)
+    except KeyboardInterrupt as e:
+        name = getattr(e, "signum", None)
+        print(f"{parser.prog}: interrupted ({'SIGTERM' if name else 'SIGINT'}); nothing is saved, rerun it",
+              file=sys.stderr)
+        return exit_status(e)
     if a.json:
-        print(json.dumps(res, allow_nan=False))
+        print(jsonio.dumps(res))
     else:
         print(f"{a.model}  alpha={a.alpha:g}  d={a.d}  n={res['n']}  "
               + "  ".join(f"{k}={v:g}" for k, v in res["parameters"].items()) + f"  seeds={a.seeds}")
