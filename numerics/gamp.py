@@ -47,7 +47,6 @@ in numpy on the module's functions either way.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
@@ -851,25 +850,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; returns the exit code (2 for bad input)."""
+    """CLI entry point; returns the exit code: 2 for bad input, 1 if a seed did not converge,
+    130/143 when interrupted (Ctrl-C / SIGTERM)."""
+    from replica import jsonio
     from replica.commands.common import parameters_from_args
     from replica.errors import ReplicaError
     from replica.registry import load_module
+    from replica.workers import exit_status, terminate_raises
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -878,21 +866,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_run(alpha=args.alpha, d=args.d, init=args.init, damping=args.damping, max_iter=args.max_iter,
                    tol=args.tol, n_test=args.n_test, seeds=args.seeds)
         module = load_module(args.model)
+        parameters = parameters_from_args(module, args)
         backend = "torch" if (args.backend == "torch" or args.device != "cpu") else "numpy"
         if backend == "torch":
             from .simulate import resolve_device
 
             resolve_device(args.device)
-        res = run_gamp(module, args.alpha, args.d, args.init, args.seeds, seed_start=args.seed_start,
-                       parameters=parameters_from_args(module, args), verbose=not args.quiet,
-                       damping=args.damping, max_iter=args.max_iter, tol=args.tol, backend=backend,
-                       device=args.device, n_test=args.n_test, normalize_teacher=args.normalize_teacher,
-                       trace=args.trace, local_prox=args.local_prox)
+        with terminate_raises():  # SIGTERM ends like Ctrl-C: one line, no traceback
+            res = run_gamp(module, args.alpha, args.d, args.init, args.seeds, seed_start=args.seed_start,
+                           parameters=parameters, verbose=not args.quiet, damping=args.damping,
+                           max_iter=args.max_iter, tol=args.tol, backend=backend, device=args.device,
+                           n_test=args.n_test, normalize_teacher=args.normalize_teacher, trace=args.trace,
+                           local_prox=args.local_prox)
     except (ReplicaError, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        name = "SIGTERM" if getattr(exc, "signum", None) else "SIGINT"
+        print(f"{prog}: interrupted ({name}); nothing is saved, rerun it", file=sys.stderr)
+        return exit_status(exc)
     if args.json:
-        print(json.dumps(_jsonable(res)))
+        print(jsonio.dumps(res))
     else:
         p = res["params"]
         print(f"gamp {res['model']}  alpha={p['alpha']} d={p['d']} n={p['n']} init={p['init']} "
@@ -903,8 +897,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for r in res["runs"]:
             print(f"  seed {r['seed']}: {r['message']}")
     if not res["converged"]:
-        print(f"{prog}: warning: {len(res['runs']) - res['n_converged']} run(s) did not converge; "
-              "try a larger --damping (fixed points are unchanged), more --max-iter, or --local-prox (see the replicon: where the prox switches between minima, the global-minimum GAMP cannot settle)", file=sys.stderr)
+        print(f"{prog}: warning: {len(res['runs']) - res['n_converged']} run(s) did not converge (see each "
+              "seed's message and grad_norm); try a larger --damping (fixed points are unchanged), more "
+              "--max-iter, or --local-prox: where the prox switches between minima (replica.stability."
+              "replicon), the global-minimum GAMP cannot settle", file=sys.stderr)
+        return 1
     return 0
 
 
