@@ -88,8 +88,8 @@ INIT_NOISE = 0.5
 class GampSpec:
     """What GAMP needs from a generated module and its declaration.
 
-    ``gammas``/``pis``: per-token eigenvalue and positional projection of the (single-atom)
-    spectral law; ``rho_bar``: ``tr Σ_ℓ/d`` (also ``ρ_ℓ``, iid teacher); ``Lambda``: the ℓ2
+    ``gammas``: per-token eigenvalue (isotropic tokens); ``pis`` (atoms, L) and ``pi_weights``:
+    the positional projections of the spectral law's atoms and their probabilities; ``rho_bar``: ``tr Σ_ℓ/d`` (also ``ρ_ℓ``, iid teacher); ``Lambda``: the ℓ2
     penalty matrix (``None`` for a separable regularizer, whose prox is ``sep_prox``).
     """
 
@@ -107,6 +107,27 @@ class GampSpec:
     sep_prox: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None
     n_noise: int
     sep_penalty: Callable[[np.ndarray], np.ndarray] | None = None
+    pi_weights: np.ndarray | None = None
+
+    def encodings(self, d: int) -> np.ndarray:
+        """Positional encodings ``P`` (L, d) whose projections ``√d p_ℓ(i)`` have the declared law:
+        the simulator's :func:`numerics.data.default_positional_encodings` when its columns
+        follow that law (so that GAMP and GD see the same data), else blocks of coordinates
+        per atom."""
+        from .data import default_positional_encodings
+
+        w = self.pi_weights if self.pi_weights is not None else np.ones(len(self.pis)) / len(self.pis)
+        try:
+            P = default_positional_encodings(self.L, d)
+            cols = np.round(P.T * math.sqrt(d), 9)
+            freq = np.array([np.mean(np.all(cols == np.round(pi, 9), axis=1)) for pi in self.pis])
+            if np.all(np.abs(freq - w) <= 2.0 ** self.L / d) and abs(freq.sum() - 1) < 1e-12:
+                return P
+        except ValueError:
+            pass
+        counts = np.floor(w * d).astype(int)
+        counts[0] += d - counts.sum()
+        return np.repeat(self.pis, counts, axis=0).T / math.sqrt(d)
 
 
 def _declaration_values(model, parameters: Mapping[str, float]) -> dict:
@@ -137,11 +158,13 @@ def model_spec(model: str | ModuleType, parameters: Mapping[str, float] | None =
     decl = load_model(model if isinstance(model, str) else module.MODEL)
     values = _declaration_values(decl, params)
     atoms = decl.data.atoms
-    if len(atoms) != 1 or decl.data.has_clusters:
-        raise ParameterError("model", f"{module.MODEL}: GAMP needs a single-atom spectral law "
-                                      "(isotropic tokens, no clusters)")
-    gammas = np.array([float(sp.sympify(g).subs(values)) for g in atoms[0].gamma])
-    pis = np.array([float(sp.sympify(v).subs(values)) for v in atoms[0].pi])
+    gam = [np.array([float(sp.sympify(g).subs(values)) for g in a.gamma]) for a in atoms]
+    if decl.data.has_clusters or any(not np.allclose(g, gam[0]) for g in gam):
+        raise ParameterError("model", f"{module.MODEL}: GAMP needs isotropic tokens (every atom of the "
+                                      "spectral law with the same eigenvalues) and no clusters")
+    gammas = gam[0]
+    pis = np.array([[float(sp.sympify(v).subs(values)) for v in a.pi] for a in atoms])      # (atoms, L)
+    pi_weights = np.array([float(sp.sympify(a.weight).subs(values)) for a in atoms])
     reg = decl.regularizer
     R = module.R
     Lambda = sep = sep_pen = None
@@ -170,7 +193,7 @@ def model_spec(model: str | ModuleType, parameters: Mapping[str, float] | None =
                                       "regularizer")
     n_noise = sum(1 for g in module.GAUSSIANS if not (g.startswith("xi_") or g.startswith("eta_")))
     return GampSpec(module=module, name=module.MODEL, parameters=params, p=solver.p, L=module.L, R=R,
-                    R_T=module.R_T, gammas=gammas, pis=pis,
+                    R_T=module.R_T, gammas=gammas, pis=pis, pi_weights=pi_weights,
                     rho_bar=np.asarray(module.rho_bar(solver.p), dtype=float).reshape(-1),
                     Lambda=Lambda, sep_prox=sep, n_noise=n_noise, sep_penalty=sep_pen)
 
@@ -360,7 +383,7 @@ def make_problem(spec: GampSpec, alpha: float, d: int, seed: int, normalize_teac
 
     streams = seed_streams(seed)
     L = spec.L
-    P = spec.pis[:, None] * (np.ones(d) / math.sqrt(d))[None, :]
+    P = spec.encodings(d)
     data = DataModel.create(d=d, L=L, variances=list(spec.gammas), P=P)
     Qstar = make_teacher(d, spec.R_T, lambda h: h, streams.teacher, normalize=normalize_teacher).Qstar
     n = int(round(alpha * d))

@@ -262,8 +262,8 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
     branch are used unless given) or an order-parameter vector / mapping. The energetic
     average uses ``rule`` (default: the solver's default Gauss-Hermite rule, folded by the
     branch's symmetries) and, with ``error_estimate``, its companion rule for ``error``.
-    Needs a single-atom spectral law (every model without token clusters).
-    ``switching_samples`` Monte-Carlo nodes test whether the prox switches between minima
+    Needs isotropic tokens (atoms of the spectral law sharing their eigenvalues) and no token
+    clusters -- every model of the toolkit but ``attention_clusters``. ``switching_samples`` Monte-Carlo nodes test whether the prox switches between minima
     (:func:`switching`; 0 skips the test). ``rs_stable`` needs both ``value < 1`` and no
     switching.
     """
@@ -282,6 +282,7 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
         raise ParameterError("model", f"{module.MODEL}: the replicon is not implemented for token clusters")
     solver = Solver(module, parameters, branch, rule=rule, backend="numpy")
     solver.check_state(x)
+    _check_isotropic(module, solver.parameter_dict)
     integ = solver.integrator
     if not hasattr(integ, "nodes"):
         raise ParameterError("rule", "the replicon needs a quadrature rule (nodes and weights)")
@@ -301,6 +302,24 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
     return Replicon(value=value, error=error, matrix=M, energetic=energetic, entropic=EJ2 if J is None else
                     (float(J[0, 0] ** 2) if module.R == 1 else None), quadrature=integ.describe(),
                     prox_failed=failed, switching=sw, notes=notes)
+
+
+def _check_isotropic(module: ModuleType, parameters: Mapping[str, float]) -> None:
+    """The entropic factor ``J = V_ℓ/γ_ℓ`` needs every atom of the spectral law to share its
+    eigenvalues (isotropic tokens). Checked on the declaration when it can be found by name."""
+    import sympy as sp
+
+    from .registry import load_model
+
+    try:
+        decl = load_model(module.MODEL)
+    except ParameterError:
+        return  # a model given by path: its declaration is not known here
+    values = {s: float(parameters.get(str(s), v)) for s, v in decl.defaults.items()}
+    gam = [[float(sp.sympify(g).subs(values)) for g in a.gamma] for a in decl.data.atoms]
+    if any(not np.allclose(g, gam[0]) for g in gam):
+        raise ParameterError("model", f"{module.MODEL}: the replicon is implemented for isotropic tokens "
+                                      "(every atom with the same eigenvalues)")
 
 
 def rs_stable(module: ModuleType, fixed_point: FixedPoint | np.ndarray, alpha: float | None = None,

@@ -208,3 +208,18 @@ def test_input_channel_l2_closed_form(spec):
     W, C = inp(A, B)
     np.testing.assert_allclose(W[:, 0], [1.0 / 2.01, -3.0 / 0.51])
     np.testing.assert_allclose(C[:, 0, 0], [1.0 / 2.01, 1.0 / 0.51])
+
+
+@pytest.mark.parametrize("model,params", [
+    ("attention_elastic_net", {"lam1": 0.003}),   # separable prox input channel
+    ("attention_untied", {}),                     # R = 2 (W = [Q K]), joint sign group
+    pytest.param("attention_rank2", {}, marks=pytest.mark.slow),
+    pytest.param("attention_L3", {}, marks=pytest.mark.slow),  # L = 3, Hadamard encodings (4 atoms)
+])
+def test_gamp_other_models_reach_critical_points(model, params):
+    from numerics.gamp import run_gamp_seed
+
+    r = run_gamp_seed(model, 0, alpha=2.0, d=150, parameters=params, n_test=200, max_iter=2000)
+    assert r["converged"], r["message"]
+    assert r["grad_norm"] <= 1e-6
+    assert math.isfinite(r["train_loss"])
