@@ -20,6 +20,10 @@ CSV the slow tests read:
     python -m numerics.gamp_study trajectories --out docs/figures/gamp_state_evolution.csv \\
         --plot docs/figures/gamp_state_evolution.png
     python -m numerics.gamp_study fixed-points --out docs/figures/gamp_fixed_points.csv
+    python -m numerics.gamp_study replicon-check --ds 600,1200,2400
+
+``replicon-check`` measures GAMP's one-step fluctuation multiplier at its own fixed point
+and compares it with the replicon (docs/replicon.md).
 """
 from __future__ import annotations
 
@@ -242,6 +246,50 @@ def run_fixed_points(out: str, points: Sequence[str], ds: Sequence[int], seeds: 
                 _log(f"[fixed-points] {point} d={d} seed={s}: {time.perf_counter() - t0:.1f}s")
 
 
+# --------------------------------------------------------------------------- replicon check
+def replicon_check(d: int, seed: int = 0, probes: int = 20, omega: float = 0.3, alpha: float = 2.0) -> dict:
+    """GAMP's one-step fluctuation multiplier at its own fixed point against the replicon.
+
+    Converges damped GAMP (semantic start), then propagates ``probes`` random perturbations
+    ``Z`` orthogonal to ``Ŵ``, ``Q*`` and ``p_1`` through one linearised iteration,
+    ``δŴ = J (Fᵀ G F Z + A Z)`` (``G = ∂g/∂ω`` per sample at the fixed point, ``J = (λ + A)⁻¹``),
+    and compares ``|δŴ|²/|Z|²`` (the fluctuation ratio ``Ψ'/Ψ``) with
+    :func:`replica.stability.replicon` at GAMP's own overlaps.
+    """
+    from replica.stability import replicon
+
+    from .gamp import GAMP, make_problem, model_spec, overlaps
+
+    spec = model_spec("attention", {"omega": omega})
+    pr = make_problem(spec, alpha, d, seed)
+    g = GAMP(spec, pr, damping=0.8)
+    res = g.run("semantic", max_iter=3000)
+    W, V, n, L = res.W, res.V, pr.n, spec.L
+    h = g.fields(W)
+    _, grad = g.out.loss(h, pr.hstar, pr.noise)
+    omega_ = h + np.einsum("lrs,nls->nlr", V, grad)          # ω = h − V g with g = −∇ℓ(h)
+    _, dg, _, _ = g.out(omega_, V, pr.hstar, pr.noise)
+    A = pr.c.T @ (-np.stack([dg[:, l, l] for l in range(L)], axis=1).sum(axis=0))
+    lam = float(spec.Lambda[0, 0])
+    J = 1.0 / (lam + A)
+    Qb, _ = np.linalg.qr(np.stack([W[:, 0], pr.Qstar[:, 0], pr.P[0]], axis=1))
+    rng = np.random.default_rng(seed + 1)
+    ratios = []
+    for _ in range(probes):
+        Z = rng.standard_normal(pr.d)
+        Z -= Qb @ (Qb.T @ Z)
+        dom = (pr.F @ Z).reshape(n, L)
+        dW = J * (pr.F.T @ np.einsum("nab,nb->na", dg, dom).reshape(-1) + A * Z)
+        dW -= Qb @ (Qb.T @ dW)
+        ratios.append(float(dW @ dW) / float(Z @ Z))
+    ov = overlaps(W, pr)
+    x = np.array([ov["q"][0, 0, 0], V[0, 0, 0], ov["m"][0, 0], ov["theta"][0, 0, 0]])
+    rep = replicon(spec.module, x, alpha, {"omega": omega}, switching_samples=0)
+    return dict(d=d, seed=seed, converged=res.converged, ratio=float(np.mean(ratios)),
+                ratio_se=float(np.std(ratios, ddof=1) / math.sqrt(probes)), replicon=rep.value,
+                replicon_error=rep.error)
+
+
 # --------------------------------------------------------------------------- CLI
 def _ints(s: str) -> list[int]:
     return [int(x) for x in s.split(",") if x]
@@ -261,7 +309,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     pf.add_argument("--points", default="semantic,positional")
     pf.add_argument("--ds", type=_ints, default=[500, 1000, 2000])
     pf.add_argument("--seeds", type=_ints, default=[4, 4, 3])
+    pr_ = sub.add_parser("replicon-check", help="GAMP's fluctuation multiplier vs the replicon")
+    pr_.add_argument("--ds", type=_ints, default=[600, 1200, 2400])
+    pr_.add_argument("--seeds", type=_ints, default=[1, 1, 1])
     args = p.parse_args(argv)
+    if args.command == "replicon-check":
+        for d, k in zip(args.ds, args.seeds):
+            for s in range(k):
+                r = replicon_check(d, s)
+                print(f"d={d} seed={s}: one-step ratio {r['ratio']:.4f} ± {r['ratio_se']:.4f}, replicon at "
+                      f"GAMP's overlaps {r['replicon']:.4f} ± {r['replicon_error']:.4f} (converged {r['converged']})",
+                      flush=True)
+        return 0
     if len(args.ds) != len(args.seeds):
         print(f"{p.prog}: error: --ds and --seeds need the same length", file=sys.stderr)
         return 2
