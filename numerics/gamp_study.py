@@ -105,7 +105,9 @@ def trajectory(point: str, d: int, seed: int) -> list[dict]:
     return rows
 
 
-def run_trajectories(out: str, points: Sequence[str], ds: Sequence[int], seeds: Sequence[int]) -> None:
+def _run(kind: str, make_rows, columns: Sequence[str], out: str, points: Sequence[str], ds: Sequence[int],
+         seeds: Sequence[int]) -> None:
+    """Every (point, d, seed) not yet in ``out``: its rows appended as soon as they are computed."""
     done = _done(out, ["point", "d", "seed"])
     for point in points:
         for d, k in zip(ds, seeds):
@@ -113,9 +115,13 @@ def run_trajectories(out: str, points: Sequence[str], ds: Sequence[int], seeds: 
                 if (point, str(d), str(s)) in done:
                     continue
                 t0 = time.perf_counter()
-                rows = trajectory(point, d, s)
-                _append(out, TRAJ_COLUMNS, rows)
-                _log(f"[trajectories] {point} d={d} seed={s}: {time.perf_counter() - t0:.1f}s")
+                _append(out, columns, make_rows(point, d, s))
+                _log(f"[{kind}] {point} d={d} seed={s}: {time.perf_counter() - t0:.1f}s")
+
+
+def run_trajectories(out: str, points: Sequence[str], ds: Sequence[int], seeds: Sequence[int]) -> None:
+    """The trajectory study (resumable)."""
+    _run("trajectories", trajectory, TRAJ_COLUMNS, out, points, ds, seeds)
 
 
 @dataclass
@@ -235,15 +241,8 @@ def fixed_point_row(point: str, d: int, seed: int, gd: bool = True) -> dict:
 
 
 def run_fixed_points(out: str, points: Sequence[str], ds: Sequence[int], seeds: Sequence[int]) -> None:
-    done = _done(out, ["point", "d", "seed"])
-    for point in points:
-        for d, k in zip(ds, seeds):
-            for s in range(k):
-                if (point, str(d), str(s)) in done:
-                    continue
-                t0 = time.perf_counter()
-                _append(out, FP_COLUMNS, [fixed_point_row(point, d, s)])
-                _log(f"[fixed-points] {point} d={d} seed={s}: {time.perf_counter() - t0:.1f}s")
+    """The fixed-point study (resumable)."""
+    _run("fixed-points", lambda p, d, s: [fixed_point_row(p, d, s)], FP_COLUMNS, out, points, ds, seeds)
 
 
 # --------------------------------------------------------------------------- replicon check
