@@ -8,8 +8,8 @@ with ``ℓ`` the per-sample loss of the generated module (for attention
 ``½ Σ_{ℓκ} ρ̄_κ (T(h*) − S(h))²_{ℓκ}``; the label enters only through ``T(h*)``, which the
 data determine, ``y = T(h*) x``). It differs from the simulator's exact risk
 ``Σ_μ ‖y − S(x+P)‖²/2d`` by the fluctuations of ``x_ℓ·x_κ/d`` around ``δ_ℓκ ρ̄_κ``, a
-finite-size effect (``grad_norm_exact`` reports the exact risk's gradient at GAMP's
-estimator where the model has a simulator student).
+finite-size effect (gradient descent on the exact risk from the same data lands O(1/d) away
+in the overlaps, docs/gamp.md).
 
 One iteration, with ``F_ℓ`` the ``n × d`` matrix of rows ``(x^μ_ℓ + p_ℓ)/√d`` and
 ``c_{ℓi} = mean_μ F_{ℓ,μi}²`` (the data side of the variances):
@@ -24,7 +24,8 @@ One iteration, with ``F_ℓ`` the ``n × d`` matrix of rows ``(x^μ_ℓ + p_ℓ)
     Ŵ_i   = argmin_w r(w) + ½wᵀA_i w − wᵀB_i,   Ĉ_i = ∂Ŵ_i/∂B_i   (input channel: closed form
             (Λ + A_i)⁻¹B_i for ℓ2, the regularizer's separable prox otherwise)
 
-At a fixed point ``h_μ = ω_μ + V g_μ = F Ŵ`` and ``g_μ = −∇ℓ(h_μ)``, so for ℓ2
+Damping (default 0.8) mixes the old ``Ŵ, Ĉ`` and ``g`` into the new ones. At a fixed point
+``h_μ = ω_μ + V g_μ = F Ŵ`` and ``g_μ = −∇ℓ(h_μ)``, so for ℓ2
 ``ΛŴ = Fᵀg = −∇(Σ_μ ℓ)``: a zero-gradient point of ``R`` whatever ``V`` and ``A`` are (paper
 B.4). The summary statistics of ``Ŵ^t`` (``q, m, θ``) and ``V^t`` follow the saddle-point map
 iterated without damping from GAMP's initial overlaps (the time-indexed state evolution,

@@ -11,7 +11,8 @@ CSV the slow tests read:
     teacher is normalised (``ρ = σ²`` exactly, as in the theory) so that the measured
     spread is GAMP's own.
 ``fixed-points``
-    Damped GAMP to its fixed point and full-batch GD (``numerics.simulate``, same seed,
+    Damped GAMP to its fixed point (the local prox on the paper's positional point, see
+    :data:`FIXED_POINTS`) and full-batch GD (``numerics.simulate``, same seed,
     i.e. the same teacher and training set; step 1.5 until ``grad_norm ≤ 1e-8``) on the
     paper's iid teacher, with the theory's fixed point of the branch.
 
@@ -46,11 +47,16 @@ TRAJECTORY_POINTS = {
     "semantic": (0.3, 2.0, (0.09, 0.02, 0.13, 10.0), 4),
     "positional": (0.6, 1.0, (0.028, 0.25, 0.01, 12.0), 4),
 }
-#: (name, omega, alpha, GAMP/GD init, theory branch) of the fixed-point study: the points
-#: where the replicon test finds the RS fixed point stable (no switching prox, docs/replicon.md).
+#: (name, omega, alpha, GAMP/GD init, theory branch, GAMP's local prox) of the fixed-point
+#: study. The paper's semantic point (the prox never switches: global-minimum GAMP converges);
+#: the paper's positional point, where the global minimiser switches on a set of positive
+#: density (docs/replicon.md), with the local prox, whose fixed points are critical points of
+#: the risk as GD's are; and omega = 0.6, alpha = 1 with the global-minimum prox, where
+#: switching is rare but single samples near a switching surface still stop GAMP at finite d.
 FIXED_POINTS = {
-    "semantic": (0.3, 2.0, "semantic", "semantic"),
-    "positional": (0.6, 1.0, "positional", "positional"),
+    "semantic": (0.3, 2.0, "semantic", "semantic", False),
+    "positional": (0.3, 0.5, "positional", "positional", True),
+    "positional_w06_global": (0.6, 1.0, "positional", "positional", False),
 }
 TRAJ_COLUMNS = ["point", "omega", "alpha", "d", "seed", "t", "q", "m", "theta", "V",
                 "se_q", "se_m", "se_theta", "se_V"]
@@ -222,9 +228,9 @@ def fixed_point_row(point: str, d: int, seed: int, gd: bool = True) -> dict:
     from .gamp import run_gamp_seed
     from .simulate import run_attention_seed
 
-    omega, alpha, init, branch = FIXED_POINTS[point]
+    omega, alpha, init, branch, local = FIXED_POINTS[point]
     g = run_gamp_seed("attention", seed, alpha=alpha, d=d, init=init, parameters={"omega": omega},
-                      damping=0.8, max_iter=3000, n_test=20_000)
+                      damping=0.8, max_iter=3000, n_test=20_000, local_prox=local)
     row: dict[str, Any] = dict(point=point, omega=omega, alpha=alpha, d=d, seed=seed, gamp_q=g["q"], gamp_m=g["m"],
                                gamp_theta=g["theta"], gamp_eps_g=g["eps_g"], gamp_train_loss=g["train_loss"],
                                gamp_grad_norm=g["grad_norm"], gamp_iterations=g["iterations"],
@@ -305,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pt.add_argument("--seeds", type=_ints, default=[12, 10, 6, 3])
     pf = sub.add_parser("fixed-points", help="damped GAMP vs GD vs theory at fixed points")
     pf.add_argument("--out", required=True)
-    pf.add_argument("--points", default="semantic,positional")
+    pf.add_argument("--points", default="semantic,positional,positional_w06_global")
     pf.add_argument("--ds", type=_ints, default=[500, 1000, 2000])
     pf.add_argument("--seeds", type=_ints, default=[4, 4, 3])
     pr_ = sub.add_parser("replicon-check", help="GAMP's fluctuation multiplier vs the replicon")
