@@ -4,7 +4,9 @@ One JSON file per entry under ``<root>/points/<model>/<key[:2]>/<key>.json``. Th
 the SHA-256 of a canonical JSON description of everything the result depends on
 (model, ``SOURCE_HASH`` and ``GENERATOR_VERSION`` of the generated module, every
 parameter, branch, ``alpha``, quadrature / integrator description, tolerance, and for
-failures the warm start). The root is ``$REPLICA_CACHE`` if set, else ``~/.cache/replica``.
+failures the warm start). The root is ``$REPLICA_CACHE`` if set, else the platform's user cache
+directory (``$XDG_CACHE_HOME/replica``, by default ``~/.cache/replica``, on Linux); compiled
+units (:mod:`replica.compiled`) live beside the points, in ``<root>/compiled``.
 
 Concurrency and crashes: an entry is written to a temporary file in the same directory
 and moved into place with :func:`os.replace` (atomic on POSIX), so a reader sees either
@@ -22,16 +24,19 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+import platformdirs
+
 #: bump when the format of the stored entries changes
 CACHE_FORMAT = 1
 
 
 def default_cache_dir() -> Path:
-    """``$REPLICA_CACHE`` if set (and non-empty), else ``~/.cache/replica``."""
+    """``$REPLICA_CACHE`` if set (and non-empty), else the platform's user cache directory of
+    replica (platformdirs: ``$XDG_CACHE_HOME/replica`` or ``~/.cache/replica`` on Linux)."""
     env = os.environ.get("REPLICA_CACHE")
     if env:
         return Path(env).expanduser()
-    return Path("~/.cache/replica").expanduser()
+    return Path(platformdirs.user_cache_dir("replica", appauthor=False))
 
 
 def _canonical(obj: Any) -> Any:
