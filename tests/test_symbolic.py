@@ -214,7 +214,9 @@ def test_reserved_symbol_name_is_rejected():
 def test_latex_and_markdown_exports(paper_derivation):
     tex = latex_document(paper_derivation)
     md = markdown_document(paper_derivation)
-    assert tex.startswith(r"\documentclass") and r"\end{document}" in tex
+    stamp, first = tex.splitlines()[:2]
+    assert stamp.startswith("% replica-artifact: version=") and md.startswith("<!-- replica-artifact: ")
+    assert first.startswith(r"\documentclass") and r"\end{document}" in tex
     assert r"\hat{V} = - 2 \alpha \partial_{q} \Psi_y" in md
     assert "$$" in md
 

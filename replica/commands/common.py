@@ -32,8 +32,9 @@ def add_numeric_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("numerics")
     g.add_argument("--quadrature", default=None, metavar="RULE",
                    help="energetic average: fast|default|high or gh:N, smolyak:N, sobol:LOG2N (rules); "
-                        "preint[:fast|default|high] (jump-aware pre-integration); auto (GH on the "
-                        "semantic branch, pre-integration elsewhere)")
+                        "preint[:fast|default|high] (jump-aware pre-integration); auto (Gauss-Hermite "
+                        "where the branch has a mirror symmetry, e.g. attention's semantic branch; "
+                        "pre-integration elsewhere)")
     g.add_argument("--tol", type=float, default=1e-8, help="relative residual at convergence (default 1e-8)")
     g.add_argument("--max-iter", type=int, default=500, help="maximum fixed-point iterations")
     g.add_argument("--verbose", action="store_true", help="print the residual of every iteration")
