@@ -48,6 +48,8 @@ class Observable:
     latex: str | None = None
     description: str = ""
     kind: ClassVar[str] = "abstract"
+    #: supplied by the toolkit (the default test loss), not declared: rebuilt from the loss
+    implicit: bool = field(default=False, repr=False, compare=False, kw_only=True)
 
     def validate(self) -> None:
         """Reject names that cannot be JSON keys and generated identifiers at once."""
@@ -81,12 +83,14 @@ class EntropicObservable(Observable):
 def eps_g_observable(loss: sp.Expr) -> TestObservable:
     """The default observable: the per-sample loss at the test point, ``eps_g = E l(omega, h*)``."""
     return TestObservable(TEST_LOSS, loss, r"\varepsilon_g",
-                          "test error: the loss at a fresh sample (h has the law of the test fields)")
+                          "test error: the loss at a fresh sample (h has the law of the test fields)", implicit=True)
 
 
 def with_test_loss(loss: sp.Expr, declared: Sequence[Observable]) -> tuple[Observable, ...]:
     """The model's observables: ``eps_g`` first (the declared one if any, else the test loss),
-    then the others in declaration order. Raises on duplicate names."""
+    then the others in declaration order. Raises on duplicate names. An implicit test loss among
+    ``declared`` (a model re-created from another's observables) is rebuilt from ``loss``."""
+    declared = [o for o in declared if not (isinstance(o, Observable) and o.implicit)]
     names = [o.name for o in declared]
     dup = {n for n in names if names.count(n) > 1}
     if dup:

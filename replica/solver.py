@@ -110,12 +110,14 @@ class FixedPoint:
         return out
 
 
-def observable_dict(fp: FixedPoint) -> dict[str, float]:
-    """Every observable of ``fp`` and its error, ``{name: value, name_error: error}`` (the JSON form)."""
-    out: dict[str, float] = {}
+def observable_dict(fp: FixedPoint) -> dict[str, float | None]:
+    """Every observable of ``fp`` and its error, ``{name: value, name_error: error}`` (the JSON
+    form; an error the solver has no estimate for is ``None``, strict JSON)."""
+    out: dict[str, float | None] = {}
     for name, v in fp.observables.items():
         out[name] = float(v)
-        out[f"{name}_error"] = float(fp.observable_errors.get(name, float("nan")))
+        err = float(fp.observable_errors.get(name, float("nan")))
+        out[f"{name}_error"] = err if math.isfinite(err) else None
     return out
 
 

@@ -5,7 +5,7 @@ Model: attention_L3: tied dot-product attention, L=3, r=1, r_t=1, Hadamard encod
 Fields: L=3, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=34bfdd48f465c978 generator=885cc7182134ea9c
+# replica-artifact: version=0.1.0 declaration=34bfdd48f465c978 generator=48d6a3f0754a5009
 import math
 
 import numpy as np
@@ -24,7 +24,7 @@ GENERATOR_VERSION = '2.0.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '19f9694bbe0a02fc'
 DECLARATION_HASH = '34bfdd48f465c978'
-GENERATOR_HASH = '885cc7182134ea9c'
+GENERATOR_HASH = '48d6a3f0754a5009'
 L, R, R_T = 3, 1, 1
 PARAMETERS = ('omega', 'sigma', 'lam', 'A_11', 'A_12', 'A_13', 'A_21', 'A_22', 'A_23', 'A_31', 'A_32', 'A_33')
 DEFAULTS = (0.3, 0.5, 0.01, 0.6, 0.3, 0.1, 0.2, 0.6, 0.2, 0.1, 0.3, 0.6)
@@ -717,44 +717,7 @@ def prox_starts(_z, _x, _p):
 
 def test_loss(_z, _x, _p):
     """The loss at h = omega (h - m ~ N(0, q) correlated with h*): integrand of eps_g."""
-    xi_1, xi_2, xi_3, eta_1, eta_2, eta_3 = _z
-    q, _, m_1, m_2, m_3, theta = _x
-    omega, sigma, _, A_11, A_12, A_13, A_21, A_22, A_23, A_31, A_32, A_33 = _p
-    _shape = np.broadcast_shapes(np.shape(_z[0]))
-    _t0 = sigma**2
-    _t1 = np.sqrt(q)
-    _t2 = _t1*xi_1 + m_1
-    _t3 = _t1*xi_2
-    _t4 = _t2 - _t3 - m_2
-    _t5 = -_t4
-    _t6 = _t1*xi_3
-    _t7 = -_t6 - m_3
-    _t8 = _t2 + _t7
-    _t9 = -_t8
-    _t10 = omega - 1
-    _t11 = theta/_t1
-    _t12 = np.sqrt(_t0 - theta**2/q)
-    _t13 = _t11*xi_1 + _t12*eta_1
-    _t14 = _t12*eta_2
-    _t15 = _t11*xi_2
-    _t16 = _t13 - _t14 - _t15
-    _t17 = -_t16
-    _t18 = _t12*eta_3
-    _t19 = _t11*xi_3
-    _t20 = -_t18 - _t19
-    _t21 = _t13 + _t20
-    _t22 = -_t21
-    _t23 = _t3 + m_2
-    _t24 = _t23 + _t7
-    _t25 = -_t24
-    _t26 = _t14 + _t15
-    _t27 = _t20 + _t26
-    _t28 = -_t27
-    _t29 = _t6 + m_3
-    _t30 = _t18 + _t19
-    _out0 = np.empty(_shape)
-    _out0[...] = (1/2)*_t0*((-A_11*omega + _t10/(_exp(_t13*_t17) + _exp(_t13*_t22) + 1) + (_exp(_t2*_t5) + _exp(_t2*_t9) + 1)**(-1.0))**2 + (-A_12*omega + _t10/(_exp(_t13*_t16) + _exp(_t13*_t28) + 1) + (_exp(_t2*_t25) + _exp(_t2*_t4) + 1)**(-1.0))**2 + (-A_13*omega + _t10/(_exp(_t13*_t21) + _exp(_t13*_t27) + 1) + (_exp(_t2*_t24) + _exp(_t2*_t8) + 1)**(-1.0))**2 + (-A_21*omega + _t10/(_exp(_t17*_t26) + _exp(_t22*_t26) + 1) + (_exp(_t23*_t5) + _exp(_t23*_t9) + 1)**(-1.0))**2 + (-A_22*omega + _t10/(_exp(_t16*_t26) + _exp(_t26*_t28) + 1) + (_exp(_t23*_t25) + _exp(_t23*_t4) + 1)**(-1.0))**2 + (-A_23*omega + _t10/(_exp(_t21*_t26) + _exp(_t26*_t27) + 1) + (_exp(_t23*_t24) + _exp(_t23*_t8) + 1)**(-1.0))**2 + (-A_31*omega + _t10/(_exp(_t17*_t30) + _exp(_t22*_t30) + 1) + (_exp(_t29*_t5) + _exp(_t29*_t9) + 1)**(-1.0))**2 + (-A_32*omega + _t10/(_exp(_t16*_t30) + _exp(_t28*_t30) + 1) + (_exp(_t25*_t29) + _exp(_t29*_t4) + 1)**(-1.0))**2 + (-A_33*omega + _t10/(_exp(_t21*_t30) + _exp(_t27*_t30) + 1) + (_exp(_t24*_t29) + _exp(_t29*_t8) + 1)**(-1.0))**2)
-    return _out0
+    return test_observables(_z, _x, _p)[0]
 
 
 def test_observables(_z, _x, _p):

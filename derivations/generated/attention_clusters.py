@@ -5,7 +5,7 @@ Model: attention_clusters: tied dot-product attention, L=2, r=r_t=1, tokens from
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=d8abec631cdbd3e4 generator=885cc7182134ea9c
+# replica-artifact: version=0.1.0 declaration=d8abec631cdbd3e4 generator=48d6a3f0754a5009
 import math
 
 import numpy as np
@@ -24,7 +24,7 @@ GENERATOR_VERSION = '2.0.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '82526064ce6de80f'
 DECLARATION_HASH = 'd8abec631cdbd3e4'
-GENERATOR_HASH = '885cc7182134ea9c'
+GENERATOR_HASH = '48d6a3f0754a5009'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('omega', 'lam', 'p_same', 'A_11', 'A_12', 'A_21', 'A_22', 'sigma_1a', 'sigma_1b', 'sigma_2a', 'sigma_2b', 'mu_1a', 'mu_1b', 'mu_2a', 'mu_2b')
 DEFAULTS = (0.3, 0.01, 0.8, 0.6, 0.4, 0.4, 0.6, 0.5, 0.35, 0.5, 0.35, 0.8, -0.4, 0.4, -0.8)
@@ -427,35 +427,7 @@ def prox_starts(_z, _x, _p):
 
 def test_loss(_z, _x, _p):
     """The loss at h = omega (h - m ~ N(0, q) correlated with h*): integrand of eps_g."""
-    xi_1, xi_2, eta_1, eta_2, e_1a, e_1b, e_2a, e_2b = _z
-    q_1a, q_1b, q_2a, q_2b, _, _, _, _, m_1a, m_1b, m_2a, m_2b, theta_1a, theta_1b, theta_2a, theta_2b = _x
-    omega, _, _, A_11, A_12, A_21, A_22, sigma_1a, sigma_1b, sigma_2a, sigma_2b, _, _, _, _ = _p
-    _shape = np.broadcast_shapes(np.shape(_z[0]))
-    _t0 = e_1a*sigma_1a**2 + e_1b*sigma_1b**2
-    _t1 = e_1a*q_1a + e_1b*q_1b
-    _t2 = np.sqrt(_t1)
-    _t3 = _t2*xi_1 + e_1a*m_1a + e_1b*m_1b
-    _t4 = e_2a*m_2a
-    _t5 = e_2b*m_2b
-    _t6 = e_2a*q_2a + e_2b*q_2b
-    _t7 = np.sqrt(_t6)
-    _t8 = _t7*xi_2
-    _t9 = _t3 - _t4 - _t5 - _t8
-    _t10 = -_t9
-    _t11 = omega - 1
-    _t12 = e_1a*theta_1a + e_1b*theta_1b
-    _t13 = _t12*xi_1/_t2 + eta_1*np.sqrt(_t0 - _t12**2/_t1)
-    _t14 = e_2a*theta_2a + e_2b*theta_2b
-    _t15 = e_2a*sigma_2a**2 + e_2b*sigma_2b**2
-    _t16 = eta_2*np.sqrt(-_t14**2/_t6 + _t15)
-    _t17 = _t14*xi_2/_t7
-    _t18 = _t13 - _t16 - _t17
-    _t19 = -_t18
-    _t20 = _t4 + _t5 + _t8
-    _t21 = _t16 + _t17
-    _out0 = np.empty(_shape)
-    _out0[...] = (1/2)*_t0*(-A_11*omega + _t11/(_exp(_t13*_t19) + 1) + (_exp(_t10*_t3) + 1)**(-1.0))**2 + (1/2)*_t0*(-A_21*omega + _t11/(_exp(_t19*_t21) + 1) + (_exp(_t10*_t20) + 1)**(-1.0))**2 + (1/2)*_t15*(-A_12*omega + _t11/(_exp(_t13*_t18) + 1) + (_exp(_t3*_t9) + 1)**(-1.0))**2 + (1/2)*_t15*(-A_22*omega + _t11/(_exp(_t18*_t21) + 1) + (_exp(_t20*_t9) + 1)**(-1.0))**2
-    return _out0
+    return test_observables(_z, _x, _p)[0]
 
 
 def test_observables(_z, _x, _p):

@@ -5,7 +5,7 @@ Model: attention_elastic_net: tied dot-product attention, L=2, r=1, r_t=1 (Cui e
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=228321a6d45c5143 generator=885cc7182134ea9c
+# replica-artifact: version=0.1.0 declaration=228321a6d45c5143 generator=48d6a3f0754a5009
 import math
 
 import numpy as np
@@ -24,7 +24,7 @@ GENERATOR_VERSION = '2.0.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = 'ab68a9dff28dae9a'
 DECLARATION_HASH = '228321a6d45c5143'
-GENERATOR_HASH = '885cc7182134ea9c'
+GENERATOR_HASH = '48d6a3f0754a5009'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('omega', 'sigma', 'lam1', 'lam2', 'A_11', 'A_12', 'A_21', 'A_22')
 DEFAULTS = (0.3, 0.5, 0.001, 0.01, 0.6, 0.4, 0.4, 0.6)
@@ -370,29 +370,7 @@ def prox_starts(_z, _x, _p):
 
 def test_loss(_z, _x, _p):
     """The loss at h = omega (h - m ~ N(0, q) correlated with h*): integrand of eps_g."""
-    xi_1, xi_2, eta_1, eta_2 = _z
-    q, _, m, theta = _x
-    omega, sigma, _, _, A_11, A_12, A_21, A_22 = _p
-    _shape = np.broadcast_shapes(np.shape(_z[0]))
-    _t0 = sigma**2
-    _t1 = np.sqrt(q)
-    _t2 = _t1*xi_1
-    _t3 = -_t1*xi_2
-    _t4 = _t2 + _t3 + 2*m
-    _t5 = _t4*(_t2 + m)
-    _t6 = omega - 1
-    _t7 = theta/_t1
-    _t8 = np.sqrt(_t0 - theta**2/q)
-    _t9 = _t7*xi_1 + _t8*eta_1
-    _t10 = _t8*eta_2
-    _t11 = _t7*xi_2
-    _t12 = -_t10 - _t11 + _t9
-    _t13 = -_t12
-    _t14 = _t3 + m
-    _t15 = _t10 + _t11
-    _out0 = np.empty(_shape)
-    _out0[...] = (1/2)*_t0*((-A_11*omega + _t6/(_exp(_t13*_t9) + 1) + (1 + _exp(-_t5))**(-1.0))**2 + (-A_12*omega + _t6/(_exp(_t12*_t9) + 1) + (_exp(_t5) + 1)**(-1.0))**2 + (-A_21*omega + _t6/(_exp(_t13*_t15) + 1) + (_exp(_t14*_t4) + 1)**(-1.0))**2 + (-A_22*omega + _t6/(_exp(_t12*_t15) + 1) + (1 + _exp(-_t14*_t4))**(-1.0))**2)
-    return _out0
+    return test_observables(_z, _x, _p)[0]
 
 
 def test_observables(_z, _x, _p):

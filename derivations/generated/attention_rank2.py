@@ -5,7 +5,7 @@ Model: attention_rank2: tied dot-product attention, L=2, r=2, r_t=1 (Cui et al. 
 Fields: L=2, r=2, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=bb53ffac4acd58ec generator=885cc7182134ea9c
+# replica-artifact: version=0.1.0 declaration=bb53ffac4acd58ec generator=48d6a3f0754a5009
 import math
 
 import numpy as np
@@ -24,7 +24,7 @@ GENERATOR_VERSION = '2.0.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '0d98ea1aca337017'
 DECLARATION_HASH = 'bb53ffac4acd58ec'
-GENERATOR_HASH = '885cc7182134ea9c'
+GENERATOR_HASH = '48d6a3f0754a5009'
 L, R, R_T = 2, 2, 1
 PARAMETERS = ('omega', 'sigma', 'lam', 'A_11', 'A_12', 'A_21', 'A_22')
 DEFAULTS = (0.3, 0.5, 0.01, 0.6, 0.4, 0.4, 0.6)
@@ -600,45 +600,7 @@ def prox_starts(_z, _x, _p):
 
 def test_loss(_z, _x, _p):
     """The loss at h = omega (h - m ~ N(0, q) correlated with h*): integrand of eps_g."""
-    xi_1_1, xi_1_2, xi_2_1, xi_2_2, eta_1, eta_2 = _z
-    q_11, q_12, q_22, _, _, _, m_1, m_2, theta_1, theta_2 = _x
-    omega, sigma, _, A_11, A_12, A_21, A_22 = _p
-    _shape = np.broadcast_shapes(np.shape(_z[0]))
-    _t0 = sigma**2
-    _t1 = np.sqrt(q_11)
-    _t2 = _t1*xi_1_1 + m_1
-    _t3 = _t2**2
-    _t4 = -_t1*xi_2_1 + m_1
-    _t5 = -_t4
-    _t6 = _t2*_t5
-    _t7 = _t1**(-1.0)
-    _t8 = _t7*q_12
-    _t9 = q_11**(-1.0)
-    _t10 = q_12**2
-    _t11 = np.sqrt(-_t10*_t9 + q_22)
-    _t12 = _t11*xi_1_2 + _t8*xi_1_1 + m_2
-    _t13 = _t12**2
-    _t14 = _t11*xi_2_2 + _t8*xi_2_1 - m_2
-    _t15 = _t12*_t14
-    _t16 = omega - 1
-    _t17 = _t7*theta_1
-    _t18 = q_12*theta_1
-    _t19 = (-_t18*_t9 + theta_2)/_t11
-    _t20 = (-_t10 + q_11*q_22)**(-1.0)
-    _t21 = np.sqrt(_t0 - _t20*theta_1*(-q_12*theta_2 + q_22*theta_1) - _t20*theta_2*(-_t18 + q_11*theta_2))
-    _t22 = _t17*xi_1_1 + _t19*xi_1_2 + _t21*eta_1
-    _t23 = _t21*eta_2
-    _t24 = _t17*xi_2_1
-    _t25 = _t19*xi_2_2
-    _t26 = _t22 - _t23 - _t24 - _t25
-    _t27 = _t14**2
-    _t28 = -_t15
-    _t29 = _t2*_t4 + _t28
-    _t30 = _t23 + _t24 + _t25
-    _t31 = -_t26
-    _out0 = np.empty(_shape)
-    _out0[...] = (1/2)*_t0*((-A_11*omega + _t16/(_exp(_t22*_t31) + 1) + (_exp(-_t13 - _t29 - _t3) + 1)**(-1.0))**2 + (-A_12*omega + _t16/(_exp(_t22*_t26) + 1) + (_exp(_t13 - _t15 + _t3 - _t6) + 1)**(-1.0))**2 + (-A_21*omega + _t16/(_exp(_t30*_t31) + 1) + (_exp(_t27 + _t29 + _t4**2) + 1)**(-1.0))**2 + (-A_22*omega + _t16/(_exp(_t26*_t30) + 1) + (_exp(-_t27 - _t28 - _t5**2 + _t6) + 1)**(-1.0))**2)
-    return _out0
+    return test_observables(_z, _x, _p)[0]
 
 
 def test_observables(_z, _x, _p):

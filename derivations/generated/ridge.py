@@ -5,7 +5,7 @@ Model: ridge: ridge regression y = h* + sqrt(Delta) z, square loss, l2 penalty (
 Fields: L=1, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=914733d3a71fde2b generator=885cc7182134ea9c
+# replica-artifact: version=0.1.0 declaration=914733d3a71fde2b generator=48d6a3f0754a5009
 import math
 
 import numpy as np
@@ -24,7 +24,7 @@ GENERATOR_VERSION = '2.0.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '19b7c993e45fa21f'
 DECLARATION_HASH = '914733d3a71fde2b'
-GENERATOR_HASH = '885cc7182134ea9c'
+GENERATOR_HASH = '48d6a3f0754a5009'
 L, R, R_T = 1, 1, 1
 PARAMETERS = ('Delta', 'lam')
 DEFAULTS = (0.25, 0.1)
@@ -176,14 +176,7 @@ def prox_starts(_z, _x, _p):
 
 def test_loss(_z, _x, _p):
     """The loss at h = omega (h - m ~ N(0, q) correlated with h*): integrand of eps_g."""
-    xi_1, eta_1, noise = _z
-    q_1, _, m_1, theta_1 = _x
-    Delta, _ = _p
-    _shape = np.broadcast_shapes(np.shape(_z[0]))
-    _t0 = np.sqrt(q_1)
-    _out0 = np.empty(_shape)
-    _out0[...] = (1/2)*(np.sqrt(Delta)*noise - _t0*xi_1 + eta_1*np.sqrt(1 - theta_1**2/q_1) - m_1 + theta_1*xi_1/_t0)**2
-    return _out0
+    return test_observables(_z, _x, _p)[0]
 
 
 def test_observables(_z, _x, _p):

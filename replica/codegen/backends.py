@@ -51,7 +51,9 @@ class Function:
     ``args``: ``(argument name, symbols it unpacks)``; ``outputs``: output blocks, each a bare
     expression (one value per node) or a list of expressions (stacked on a leading axis);
     ``node_args``: the arguments that carry trailing node axes (numpy broadcasting);
-    ``node``: the per-node variant, if the compiled path needs one.
+    ``node``: the per-node variant, if the compiled path needs one; ``delegate``: ``(function,
+    k)`` when the outputs are entry ``k`` of another function's stacked output with the same
+    arguments (written as a call, not a second copy of the code).
     """
 
     name: str
@@ -60,12 +62,15 @@ class Function:
     doc: str
     node_args: tuple[str, ...] = ()
     node: NodeForm | None = None
+    delegate: tuple[str, int] | None = None
 
     @staticmethod
-    def make(name: str, args, outputs, doc: str, node_args=(), node: NodeForm | None = None) -> "Function":
+    def make(name: str, args, outputs, doc: str, node_args=(), node: NodeForm | None = None,
+             delegate: tuple[str, int] | None = None) -> "Function":
         """Build a spec from lists (argument symbol lists and output blocks are frozen)."""
         return Function(name, tuple((a, tuple(s)) for a, s in args),
-                        tuple(tuple(b) if isinstance(b, list) else b for b in outputs), doc, tuple(node_args), node)
+                        tuple(tuple(b) if isinstance(b, list) else b for b in outputs), doc, tuple(node_args), node,
+                        delegate)
 
     @property
     def blocks(self) -> list[tuple[list[sp.Expr], bool]]:
@@ -103,6 +108,11 @@ class NumpyBackend(Backend):
         """A block that is a bare expression is returned as an array of the node shape (or a
         float without node arguments); a block that is a list is stacked on a new leading axis,
         even when it has a single entry."""
+        names = ", ".join(a for a, _ in fn.args)
+        if fn.delegate is not None:
+            other, k = fn.delegate
+            return (f"def {fn.name}({names}):\n" + textwrap.indent(f'"""{fn.doc}"""', "    ")
+                    + f"\n    return {other}({names})[{k}]\n")
         blocks = fn.blocks
         flat = [sp.sympify(e) for exprs, _ in blocks for e in exprs]
         replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_t"), optimizations="basic")

@@ -114,9 +114,11 @@ def model_functions(d: Derivation) -> list[Function]:
                  "Starting points of the inner minimisation, shape (S * PROX_DIM, ...).", node_args=("_z",),
                  node=NodeForm("node_starts", ("_out",), "Starting points of the inner minimisation for one "
                                                         "node (into _out, S * PROX_DIM).")))
+    # the training loss at the test point; the same expression as eps_g unless the model declares
+    # another eps_g, and then written as a call, not twice
     out.append(F("test_loss", [z_arg, x_arg, p_arg], [test_loss],
                  "The loss at h = omega (h - m ~ N(0, q) correlated with h*): integrand of eps_g.",
-                 node_args=("_z",)))
+                 node_args=("_z",), delegate=("test_observables", 0) if tests[0] == test_loss else None))
     out.append(F("test_observables", [z_arg, x_arg, p_arg], [tests],
                  "Integrands of the test-point observables (TEST_OBSERVABLES order), h = omega.",
                  node_args=("_z",),
