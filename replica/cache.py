@@ -4,8 +4,9 @@ One JSON file per entry under ``<root>/points/<model>/<key[:2]>/<key>.json``. Th
 the SHA-256 of a canonical JSON description of everything the result depends on
 (model, ``SOURCE_HASH`` and ``GENERATOR_VERSION`` of the generated module, every
 parameter, branch, ``alpha``, quadrature / integrator description, tolerance, and for
-failures the warm start). The root is ``$REPLICA_CACHE`` if set, else the platform's user cache
-directory (``$XDG_CACHE_HOME/replica``, by default ``~/.cache/replica``, on Linux); compiled
+failures the warm start). The root is ``$REPLICA_CACHE`` if set, else the platform's user
+cache directory (:func:`platformdirs.user_cache_dir`: ``$XDG_CACHE_HOME/replica``, by
+default ``~/.cache/replica``, on Linux; ``~/Library/Caches/replica`` on macOS); compiled
 units (:mod:`replica.compiled`) live beside the points, in ``<root>/compiled``.
 
 Concurrency and crashes: an entry is written to a temporary file in the same directory
@@ -110,7 +111,7 @@ class PointCache:
         try:
             with open(self.path(model, key), encoding="utf-8") as fh:
                 entry = json.load(fh)
-            if not isinstance(entry, dict) or entry.get("key") != key or "payload" not in entry:
+            if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("payload"), dict):
                 raise ValueError("not a cache entry")
             payload = _json_restore(entry["payload"])
         except (OSError, ValueError, TypeError, UnicodeDecodeError):
@@ -132,7 +133,7 @@ class PointCache:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(entry, fh)
+                json.dump(entry, fh, allow_nan=False)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, target)

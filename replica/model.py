@@ -32,6 +32,7 @@ from .errors import DeclarationError, ParameterError
 from .observables import EntropicObservable, Observable, TestObservable, with_test_loss
 from .order_parameters import TokenReduction
 from .regularizers import L2, Regularizer
+from .validation import real
 
 
 @dataclass
@@ -54,6 +55,16 @@ class Domain:
         if self.high is not None:
             return f"<= {self.high:g}"
         return "any real"
+
+
+def _default_value(symbol: sp.Symbol, value: object) -> float:
+    """A parameter default as a finite float (no strings, bools, NaN or infinities)."""
+    if isinstance(value, sp.Basic) and value.is_number and value.is_real:  # sqrt(2), Rational(1, 3)
+        value = float(value)
+    try:
+        return real(value, str(symbol))
+    except ParameterError as exc:
+        raise DeclarationError(f"parameters: default {exc}") from None
 
 
 @dataclass
@@ -168,15 +179,15 @@ class Model:
         out: dict[sp.Symbol, float] = {}
         for key, value in params.items():
             if isinstance(key, sp.MatrixBase):
-                arr = np.asarray(value, dtype=float)
+                arr = np.asarray(value, dtype=object)
                 if arr.shape != key.shape:
                     raise DeclarationError(
                         f"parameters: default for the {key.shape[0]}x{key.shape[1]} matrix parameter "
                         f"has shape {arr.shape}")
                 for s, v in zip(key, arr.ravel()):
-                    out[s] = float(v)
+                    out[s] = _default_value(s, v)
             elif isinstance(key, sp.Symbol):
-                out[key] = float(value)
+                out[key] = _default_value(key, value)
             else:
                 raise DeclarationError(f"parameters: keys must be sympy symbols or matrices, got {key!r}")
         return out

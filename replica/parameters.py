@@ -6,12 +6,12 @@ naming it).
 """
 from __future__ import annotations
 
-import math
 from types import ModuleType
 from typing import Mapping
 
 import numpy as np
 
+from . import validation
 from .errors import ParameterError
 
 
@@ -20,13 +20,7 @@ def parameter_vector(module: ModuleType, overrides: Mapping[str, float] | None =
     applied, checked against the declared constraints and domains."""
     mod = module
     p = dict(zip(mod.PARAMETERS, mod.DEFAULTS))
-    for k, v in (overrides or {}).items():
-        if k not in p:
-            raise ParameterError(k, f"unknown parameter of model {mod.MODEL}; known: {list(p)}")
-        v = float(v)
-        if not math.isfinite(v):
-            raise ParameterError(k, f"must be finite, got {v}")
-        p[k] = v
+    p.update(validation.parameter_values(overrides or {}, mod.PARAMETERS, mod.MODEL))
     arr = np.array([p[k] for k in mod.PARAMETERS], dtype=float)
     vals = np.atleast_1d(mod.parameter_checks(arr))
     for (name, message, op), v in zip(mod.CONSTRAINTS, vals):
@@ -37,4 +31,6 @@ def parameter_vector(module: ModuleType, overrides: Mapping[str, float] | None =
         if (lo is not None and p[k] < lo) or (hi is not None and p[k] > hi):
             rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
             raise ParameterError(k, f"must be {rng}, got {p[k]}")
-    return np.array([p[k] for k in mod.PARAMETERS], dtype=float)
+    arr = np.array([p[k] for k in mod.PARAMETERS], dtype=float)
+    validation.token_scale(mod, arr)
+    return arr

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from .errors import ParameterError
+from .errors import ParameterError, ReplicaError
 from .freshness import frozen, staleness
 
 #: short names accepted on the command line
@@ -49,7 +49,17 @@ def _import_path(path: Path, prefix: str = "replica_user_model_") -> ModuleType:
         raise ParameterError("model", f"cannot import {path}")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except ReplicaError:  # a declaration error already names what to change
+        sys.modules.pop(spec.name, None)
+        raise
+    except SyntaxError as exc:
+        sys.modules.pop(spec.name, None)
+        raise ParameterError("model", f"{path}, line {exc.lineno}: syntax error: {exc.msg}") from None
+    except Exception as exc:  # the user's file failed: one line, not its traceback
+        sys.modules.pop(spec.name, None)
+        raise ParameterError("model", f"{path} failed to import: {type(exc).__name__}: {exc}") from None
     return mod
 
 
@@ -78,9 +88,14 @@ def load_declaration(name: str) -> ModuleType:
 def load_model(name: str):
     """The :class:`~replica.model.Model` declared under ``name`` (``model.declared_in`` is set to
     its file, whose hash the generated artifacts record)."""
+    from .model import Model  # the symbolic pipeline (sympy): only when a declaration is loaded
+
     mod = load_declaration(name)
     if not hasattr(mod, "model"):
         raise ParameterError("model", f"{name} defines no 'model'")
+    if not isinstance(mod.model, Model):
+        raise ParameterError("model", f"{name}: 'model' must be a replica.Model, got "
+                                      f"{type(mod.model).__name__} {mod.model!r:.60}")
     model = mod.model
     model.declared_in = declaration_path(name)
     return model
@@ -95,13 +110,19 @@ def generated_path(name: str) -> Path:
     return DERIVATIONS_DIR / "generated" / f"{canonical(name)}.py"
 
 
-def generate(name: str, path: Path | None = None) -> Path:
-    """Derive ``name`` and write its module (default :func:`generated_path`). Imports sympy."""
+def generate(name: str, path: Path | None = None, why: str | None = None) -> Path:
+    """Derive ``name`` and write its module (default :func:`generated_path`). Imports sympy.
+    ``why``: the reason, said on stderr once the declaration has loaded (a declaration that fails
+    to load is one line of error, not a notice and an error)."""
     from .codegen import write_module  # the symbolic pipeline, only when generating
     from .derivation import Derivation
 
     model = load_model(name)
-    return write_module(Derivation(model), path or generated_path(name), declaration=model.declared_in)
+    path = path or generated_path(name)
+    if why is not None:
+        print(f"replica: generating {_display(path)} ({why}); this takes a few seconds to a minute",
+              file=sys.stderr)
+    return write_module(Derivation(model), path, declaration=model.declared_in)
 
 
 def load_module(name: str, regenerate: bool = False) -> ModuleType:
@@ -114,8 +135,7 @@ def load_module(name: str, regenerate: bool = False) -> ModuleType:
         if why != "missing" and frozen(path):
             raise ParameterError("model", f"{rel} is stale ({why}) and this tree must not be rewritten; "
                                           f"run `replica generate {name}` where it can be")
-        print(f"replica: generating {rel} ({why}); this takes a few seconds to a minute", file=sys.stderr)
-        generate(name, path)
+        generate(name, path, why)
         importlib.invalidate_caches()
     if path.parent == DERIVATIONS_DIR / "generated":
         modname = f"derivations.generated.{path.stem}"

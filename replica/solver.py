@@ -31,6 +31,8 @@ import numpy as np
 from .baselines import linear_baseline  # noqa: F401  (re-exported: replica.solver.linear_baseline)
 from .branches import FREE, PINNABLE, branch_pinning, pinned
 from .compiled import compiled, resolve_backend
+from . import validation
+from .convergence import explained_failures, is_converged
 from .errors import ConvergenceError, InvalidStateError, ParameterError
 from .integrators import EnergeticAverage, EnergeticIntegrator, QuadratureIntegrator, fold_nodes
 from .labels import labelled
@@ -41,7 +43,11 @@ from .quadrature import QuadratureRule, default_rule, gauss_hermite
 
 @dataclass
 class FixedPoint:
-    """A converged solution of the saddle-point equations and its observables.
+    """A solution of the saddle-point equations and its observables.
+
+    ``converged`` is a property, not a claim: ``residual < tol <= 1e-3`` and the state
+    ``admissible`` (:func:`replica.convergence.is_converged`); ``Solver.solve`` returns
+    nothing else.
 
     ``order`` / ``conjugates`` map names (``q``, ``m``, ``theta_1``, ``qhat`` ...) to values.
     ``phi`` is the free entropy, ``train_loss = -phi`` (THEORY §4), ``eps_g`` the test
@@ -65,7 +71,7 @@ class FixedPoint:
     eps_g: float
     eps_g_error: float
     train_loss: float
-    converged: bool
+    tol: float
     iterations: int
     residual: float
     residuals: list[float] = field(default_factory=list)
@@ -77,11 +83,17 @@ class FixedPoint:
     notes: list[str] = field(default_factory=list)
     observables: dict[str, float] = field(default_factory=dict)
     observable_errors: dict[str, float] = field(default_factory=dict)
+    admissible: bool = True
 
     def __post_init__(self):
         if not self.observables:  # a FixedPoint built by hand: the test loss at least
             self.observables = {"eps_g": self.eps_g}
             self.observable_errors = {"eps_g": self.eps_g_error}
+
+    @property
+    def converged(self) -> bool:
+        """Residual below a sane tolerance (``<= 1e-3``) on an admissible state."""
+        return is_converged(self.residual, self.tol, self.admissible)
 
     @property
     def x(self) -> np.ndarray:
@@ -101,7 +113,7 @@ class FixedPoint:
         out.update(observable_dict(self))
         out.update(train_loss=self.train_loss,
                    phi=self.phi, psi_t=self.psi_t, psi_w=self.psi_w, psi_y=self.psi_y,
-                   converged=self.converged, iterations=self.iterations, residual=self.residual,
+                   converged=self.converged, tol=self.tol, iterations=self.iterations, residual=self.residual,
                    alpha=self.alpha, branch=self.branch, model=self.model,
                    parameters=dict(self.parameters), quadrature=self.quadrature,
                    quadrature_residual=self.quadrature_residual,
@@ -218,6 +230,8 @@ class Solver:
             raise ParameterError("rule", f"quadrature dimension must be {dim} for {module.MODEL}")
         if not 0 <= damping < 1:
             raise ParameterError("damping", f"must be in [0, 1), got {damping}")
+        validation.check_rule(self.integrator)
+        tol, max_iter = validation.tolerance(tol), validation.integer(max_iter, "max_iter", low=1)
         self.tol, self.max_iter, self.damping = tol, max_iter, damping
         self.anderson, self.prox_tol, self.verbose = anderson, prox_tol, verbose
         self._warm: np.ndarray | None = None
@@ -359,23 +373,23 @@ class Solver:
         return x, -float(value @ weights), obs
 
     # ------------------------------------------------------------ iteration
+    @explained_failures
     def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None) -> FixedPoint:
-        """Iterate to the fixed point at sample complexity ``alpha`` (from ``x0`` if given)."""
-        if not (isinstance(alpha, (int, float, np.floating)) and math.isfinite(alpha)) or alpha < 0:
-            raise ParameterError("alpha", f"must be a finite number >= 0, got {alpha}")
+        """Iterate to the fixed point at sample complexity ``alpha`` (from ``x0`` if given).
+
+        Returns a converged :class:`FixedPoint` or raises :class:`ConvergenceError` /
+        :class:`InvalidStateError` naming the point, the iterations and the residual.
+        """
+        alpha = validation.sample_complexity(alpha)
         t0 = time.perf_counter()
-        if x0 is None:
-            x = self.initial_state()
-        elif isinstance(x0, Mapping):
-            x = np.array([float(x0[n]) for n in self.names])
-        else:
-            x = np.array(x0, dtype=float)
+        x = self.initial_state() if x0 is None else validation.state_vector(x0, self.names)
         x[self.pinned] = 0.0
         self.check_state(x)
         free = self.free
         hist_x: list[np.ndarray] = []
         hist_g: list[np.ndarray] = []
         residuals: list[float] = []
+        self._residuals = residuals  # read by replica.convergence when the solve fails
         # A continuation (x0 given) starts from the minimisers of the previous solve, with warm
         # starts only; a cold solve from every start. Convergence is always confirmed with
         # every start (below), so the answer does not depend on this choice.
@@ -631,8 +645,8 @@ class Solver:
             if self._admissible(y):
                 return y
             beta *= 0.5
-        raise InvalidStateError("damped step", "no admissible step along the fixed-point direction",
-                                dict(zip(self.names, x.tolist())))
+        raise InvalidStateError("state", "every damped step along the fixed-point direction (shortened 30 "
+                                "times) leaves the admissible domain", dict(zip(self.names, x.tolist())))
 
     def _next(self, x, g, hist_x, hist_g, residuals) -> np.ndarray:
         """Anderson (type II) step with safeguards; damped step otherwise."""
@@ -684,9 +698,10 @@ class Solver:
             model=mod.MODEL, branch=self.branch, alpha=float(alpha), parameters=self.parameter_dict,
             order=dict(zip(self.names, x_rep.tolist())), conjugates=dict(zip(self.conj_names, xh_rep.tolist())),
             phi=phi, psi_t=psi_t, psi_w=psi_w, psi_y=res.psi_y, eps_g=values["eps_g"],
-            eps_g_error=errors["eps_g"], train_loss=-phi, converged=True, iterations=it, residual=residuals[-1],
+            eps_g_error=errors["eps_g"], train_loss=-phi, tol=self.tol, iterations=it, residual=residuals[-1],
             residuals=residuals, quadrature=self.integrator.describe(), quadrature_residual=qres,
-            prox_disagree=res.n_disagree, prox_failed=res.n_failed, observables=values, observable_errors=errors)
+            prox_disagree=res.n_disagree, prox_failed=res.n_failed, observables=values, observable_errors=errors,
+            admissible=self._admissible(x) and bool(np.all(np.isfinite(xhat))))
 
     def _fix_signs(self, x: np.ndarray, xhat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Flip ``m`` / ``theta`` (and conjugates) to the sign convention ``m, theta >= 0``."""

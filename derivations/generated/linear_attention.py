@@ -5,7 +5,7 @@ Model: linear_attention: linear attention S(h) = h h^T learning T(h*) = h* h*^T,
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=3baacfcbcfdb1997 generator=48d6a3f0754a5009
+# replica-artifact: version=0.1.0 declaration=3baacfcbcfdb1997 generator=fe26cb08d0d3d57b
 import math
 
 import numpy as np
@@ -24,7 +24,7 @@ GENERATOR_VERSION = '2.0.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '2acc7df3e22ce3c0'
 DECLARATION_HASH = '3baacfcbcfdb1997'
-GENERATOR_HASH = '48d6a3f0754a5009'
+GENERATOR_HASH = 'fe26cb08d0d3d57b'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('sigma', 'lam')
 DEFAULTS = (0.5, 0.01)

@@ -5,7 +5,7 @@ Model: ridge: ridge regression y = h* + sqrt(Delta) z, square loss, l2 penalty (
 Fields: L=1, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=914733d3a71fde2b generator=48d6a3f0754a5009
+# replica-artifact: version=0.1.0 declaration=914733d3a71fde2b generator=fe26cb08d0d3d57b
 import math
 
 import numpy as np
@@ -24,7 +24,7 @@ GENERATOR_VERSION = '2.0.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '19b7c993e45fa21f'
 DECLARATION_HASH = '914733d3a71fde2b'
-GENERATOR_HASH = '48d6a3f0754a5009'
+GENERATOR_HASH = 'fe26cb08d0d3d57b'
 L, R, R_T = 1, 1, 1
 PARAMETERS = ('Delta', 'lam')
 DEFAULTS = (0.25, 0.1)

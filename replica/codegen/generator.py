@@ -19,6 +19,7 @@ from ..derivation import Derivation
 from ..errors import DeclarationError
 from ..freshness import current_stamp
 from ..observables import EntropicObservable, TestObservable
+from ..outputs import atomic_write_text
 from ..order_parameters import ORDER_FAMILIES
 from ..potentials import GaussianMoreauEnvelope, prox_center_symbols
 from ..registry import DERIVATIONS_DIR
@@ -374,9 +375,6 @@ def write_module(derivation: Derivation, path: str | Path | None = None,
     if path is None:
         path = DERIVATIONS_DIR / "generated" / f"{derivation.model.name}.py"
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = generate_module(derivation, backends, declaration=declaration)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)  # atomic: a concurrent reader sees the old or the new module, never half
-    return path
+    path.parent.mkdir(exist_ok=True)  # generated/ next to a model file; no deeper tree is created
+    # atomic: a concurrent reader sees the old or the new module, never half of one
+    return atomic_write_text(path, generate_module(derivation, backends, declaration=declaration))

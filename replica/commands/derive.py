@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..outputs import check_output_file
 from ..registry import DERIVATIONS_DIR, canonical, load_model
 
 
@@ -27,6 +28,9 @@ def run(args: argparse.Namespace) -> int:
     from ..derivation import Derivation
     from ..latex import write_latex
 
+    for flag in ("latex", "markdown"):  # before deriving and printing, not after
+        if getattr(args, flag):
+            check_output_file(getattr(args, flag), flag)
     model = load_model(args.model)
     d = Derivation(model)
     print(f"# {model.name}: {model.description}")

@@ -6,6 +6,7 @@ import sys
 
 from ..errors import ParameterError
 from ..freshness import staleness
+from ..outputs import check_output_file
 from ..registry import DERIVATIONS_DIR, declaration_path, declared_models, generated_path
 
 
@@ -19,7 +20,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        epilog="examples:\n  replica generate attention\n  replica generate --check",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", nargs="?", help="a declared model or a path to a .py file defining 'model'")
-    p.add_argument("--out", metavar="FILE", help="where to write the module")
+    p.add_argument("--out", metavar="FILE", help="where to write the module (its directory must exist)")
     p.add_argument("--check", action="store_true", help="only report stale generated artifacts")
     p.set_defaults(func=run)
     return p
@@ -50,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         return 1 if stale else 0
     if not args.model:
         raise ParameterError("model", "give a model to generate (or --check)")
+    if args.out:  # its directory must exist: no directory tree appears from a typo
+        check_output_file(args.out, "out")
     from ..registry import generate  # imports the symbolic pipeline (sympy): only here
 
     path = generate(args.model, args.out or None)

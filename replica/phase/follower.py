@@ -22,6 +22,7 @@ import numpy as np
 
 from ..branches import defining_families, merge_target
 from ..cache import PointCache
+from ..convergence import cached_point_converged
 from ..errors import ConvergenceError, InvalidStateError, ParameterError
 from .common import as_module, check_positive
 from .results import BranchCurve, BranchEnd, BranchPoint, EndReason, PhaseError
@@ -119,7 +120,7 @@ class BranchFollower:
                 raise ConvergenceError(msg, [], int(hit.get("iterations", 0)))
             try:
                 pt = BranchPoint.from_dict(hit)
-                if pt.x.shape == x0.shape:
+                if pt.x.shape == x0.shape and cached_point_converged(pt, self.solver.tol):
                     pt.cached = True
                     self.cached += 1
                     return pt
@@ -130,7 +131,8 @@ class BranchFollower:
             if hit is not None and hit.get("status") == "ok":
                 try:
                     pt = BranchPoint.from_dict(hit)
-                    if pt.x.shape == x0.shape and self.distance(pt.x, reference) <= self.steps.jump:
+                    if (pt.x.shape == x0.shape and cached_point_converged(pt, self.solver.tol)
+                            and self.distance(pt.x, reference) <= self.steps.jump):
                         pt.cached = True
                         self.cached += 1
                         return pt

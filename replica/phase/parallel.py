@@ -1,22 +1,23 @@
 """Worker processes of the phase machinery: the pool, and passing a generated module to a worker.
 
-One place for process parallelism (issue 19 replaces this with any ``concurrent.futures``
-executor). A module crosses the process boundary by reference (its import name and file).
+One place for process parallelism in :mod:`replica.phase` (issue 19 replaces this with any
+``concurrent.futures`` executor). A module crosses the process boundary by reference (its
+import name and file).
 """
 from __future__ import annotations
 
-import concurrent.futures as cf
 import importlib
 import importlib.util
-import multiprocessing
 import sys
 from types import ModuleType
 
+from ..workers import worker_pool
 
-def pool(jobs: int) -> cf.ProcessPoolExecutor:
-    """A process pool of ``jobs`` workers (forked where the platform allows: no re-imports)."""
-    ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
-    return cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+
+def pool(jobs: int):
+    """``with pool(jobs) as executor``: ``jobs`` worker processes that die with this one on
+    SIGTERM/SIGINT (:func:`replica.workers.worker_pool`; forked where the platform allows)."""
+    return worker_pool(jobs)
 
 
 def module_ref(module: ModuleType) -> tuple[str, str | None]:

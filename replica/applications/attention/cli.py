@@ -19,14 +19,17 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
                             "(attention)")
 
 
-def parameters(module: ModuleType, args: argparse.Namespace) -> dict[str, float]:
-    """Overrides from ``--omega`` and ``--A`` (``A_11``, ``A_12``, ... of an ``L x L`` matrix)."""
+def parameters(module: ModuleType, args: argparse.Namespace) -> tuple[dict[str, float], dict[str, str]]:
+    """Overrides from ``--omega`` and ``--A`` (``A_11``, ``A_12``, ... of an ``L x L`` matrix), and
+    for each the flag that set it (for messages about a parameter given twice)."""
     out: dict[str, float] = {}
+    given: dict[str, str] = {}
     names = set(module.PARAMETERS)
     if getattr(args, "omega", None) is not None:
         if "omega" not in names:
             raise ParameterError("omega", f"model {module.MODEL} has no parameter 'omega'")
         out["omega"] = args.omega
+        given["omega"] = f"--omega {args.omega:g}"
     if getattr(args, "A", None) is not None:
         L = module.L
         try:
@@ -41,4 +44,5 @@ def parameters(module: ModuleType, args: argparse.Namespace) -> dict[str, float]
                 if key not in names:
                     raise ParameterError("A", f"model {module.MODEL} has no positional matrix A")
                 out[key] = vals[i * L + j]
-    return out
+                given[key] = f"--A {args.A}"
+    return out, given
