@@ -50,6 +50,8 @@ if __package__ in (None, ""):  # python benchmarks/run.py
 
 import numpy as np
 
+from replica.applications.attention.paper import PAPER_A
+
 ROOT = Path(__file__).resolve().parent.parent
 OMEGA, ALPHA = 0.3, 2.0
 #: the semantic fixed point at (omega, alpha) = (0.3, 2), default quadrature, tol 1e-12
@@ -113,7 +115,7 @@ def bench_iteration(quick: bool) -> tuple[list[dict], dict]:
 
     mod = tied()
     rows, data = [], {}
-    params = dict(omega=OMEGA, sigma=0.5, lam=0.01, A=[[0.6, 0.4], [0.4, 0.6]])
+    params = dict(omega=OMEGA, sigma=0.5, lam=0.01, A=[list(row) for row in PAPER_A])
     # 1. agreement on a small rule (same nodes for both)
     small = gauss_hermite(4, 4 if quick else 5)
     ref, _ = fixed_point_update(X_SEMANTIC, ALPHA, params, small.nodes, small.weights)
