@@ -33,8 +33,8 @@ from .prox import newton_minimize, prox
 from .quadrature import QuadratureRule
 from .solver import FixedPoint, Solver
 
-__all__ = ["Replicon", "Switching", "replicon", "rs_stable", "switching", "output_jacobians",
-           "variance_blocks"]
+__all__ = ["Replicon", "Switching", "replicon", "replicon_summary", "rs_stable", "switching",
+           "output_jacobians", "variance_blocks", "curve_stability", "unstable_intervals"]
 
 
 @dataclass
@@ -320,6 +320,21 @@ def _check_isotropic(module: ModuleType, parameters: Mapping[str, float]) -> Non
     if any(not np.allclose(g, gam[0]) for g in gam):
         raise ParameterError("model", f"{module.MODEL}: the replicon is implemented for isotropic tokens "
                                       "(every atom with the same eigenvalues)")
+
+
+def replicon_summary(module: ModuleType, fixed_point: FixedPoint, **options: Any) -> dict[str, Any]:
+    """The ``replicon`` / ``rs_stable`` keys of ``replica solve --json`` (and their details).
+
+    :meth:`Replicon.to_dict` of :func:`replicon` (``options`` passed on); where the replicon
+    is not implemented for the model (token clusters, non-isotropic tokens, a separable
+    regularizer with ``r > 1``, a rule without nodes), ``replicon`` and ``rs_stable`` are
+    ``null`` and ``replicon_reason`` / ``rs_stable_reason`` say why -- never a failed solve.
+    """
+    try:
+        return replicon(module, fixed_point, **options).to_dict()
+    except ParameterError as exc:
+        why = f"not computed: {exc}"
+        return {"replicon": None, "replicon_reason": why, "rs_stable": None, "rs_stable_reason": why}
 
 
 def rs_stable(module: ModuleType, fixed_point: FixedPoint | np.ndarray, alpha: float | None = None,

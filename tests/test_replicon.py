@@ -133,3 +133,53 @@ def test_attention_positional_point_switches(attention):
     rep = replicon(attention, fp, error_estimate=False)
     assert rep.switching.detected and rep.switching.multi_fraction > 0.01
     assert not rep.rs_stable
+
+
+# --------------------------------------------------------------------------- replica solve --json
+def _solve_cli(*args):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    res = subprocess.run([sys.executable, "-m", "replica", "solve", *args], cwd=Path(__file__).resolve().parent.parent,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout) if "--json" in args else res.stdout
+
+
+def test_solve_json_reports_the_replicon():
+    """Contract (issue 16): ``replica solve ... --json`` has ``replicon`` (a number) and
+    ``rs_stable`` (a bool); for ridge the number is the hand-derived alpha V^2/(1 + V)^2."""
+    alpha, lam = 2.0, 0.1
+    out = _solve_cli("ridge", "--alpha", str(alpha), "--lam", str(lam), "--json")
+    V = (-(lam + alpha - 1) + math.sqrt((lam + alpha - 1) ** 2 + 4 * lam)) / (2 * lam)
+    assert isinstance(out["replicon"], float) and isinstance(out["rs_stable"], bool)
+    assert abs(out["replicon"] - ridge_replicon(V, alpha)) <= 1e-6
+    assert out["rs_stable"] is True and out["replicon_switching"] is False
+    text = _solve_cli("ridge", "--alpha", str(alpha), "--lam", str(lam))
+    assert "replicon" in text and "RS stable: yes" in text
+    skipped = _solve_cli("ridge", "--alpha", str(alpha), "--lam", str(lam), "--json", "--no-replicon")
+    assert "replicon" not in skipped and "rs_stable" not in skipped
+
+
+def test_replicon_summary_says_why_when_not_implemented(signed):
+    """A model the replicon does not cover gives null with a reason, not a failed solve."""
+    from replica.stability import replicon_summary
+
+    _, mod = signed
+    fp = Solver(mod, {"lam": 0.1}).solve(2.0)
+    ok = replicon_summary(mod, fp, error_estimate=False, switching_samples=0)
+    assert ok["rs_stable"] is True and ok["replicon"] < 1
+    bad = replicon_summary(mod, fp, alpha=-1.0)  # a parameter the replicon refuses
+    assert bad["replicon"] is None and bad["rs_stable"] is None
+    assert "alpha" in bad["replicon_reason"] and bad["rs_stable_reason"] == bad["replicon_reason"]
+
+
+def test_replicon_summary_token_clusters():
+    """Token clusters (attention_clusters): not implemented, said so in the JSON keys."""
+    from replica.stability import replicon_summary
+
+    clusters = load_module("attention_clusters")
+    out = replicon_summary(clusters, np.zeros(len(clusters.ORDER_PARAMETERS)), alpha=2.0)
+    assert out["replicon"] is None and out["rs_stable"] is None and "clusters" in out["replicon_reason"]
