@@ -829,6 +829,27 @@ def run_gamp(model: str | ModuleType = "attention", alpha: float = 2.0, d: int =
     return out
 
 
+def expected_convergence(module: ModuleType, alpha: float, init: str, parameters: Mapping[str, float] | None = None
+                         ) -> dict[str, Any]:
+    """Whether GAMP (global-minimum prox) is expected to converge: the replicon of the theory's
+    fixed point on the branch named like ``init`` (the model's default branch otherwise).
+
+    Keys ``theory_branch``, ``replicon``, ``rs_stable`` (and the replicon's details, or ``null``
+    with a reason where it is not implemented) and ``expected_to_converge`` (= ``rs_stable``):
+    where the RS fixed point is unstable -- replicon >= 1 or a prox switching between minima --
+    GAMP cannot settle on it (docs/replicon.md).
+    """
+    from replica.solver import Solver
+    from replica.stability import replicon_summary
+
+    branch = init if init in getattr(module, "BRANCHES", {}) else None
+    fp = Solver(module, parameters or {}, branch=branch).solve_best(alpha)
+    out: dict[str, Any] = {"theory_branch": fp.branch}
+    out.update(replicon_summary(module, fp))
+    out["expected_to_converge"] = out["rs_stable"]
+    return out
+
+
 # --------------------------------------------------------------------------- CLI
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
@@ -868,6 +889,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "unless cpu)")
     g.add_argument("--n-test", type=int, default=10_000, help="fresh sentences for eps_g")
     g.add_argument("--normalize-teacher", action="store_true", help="teacher columns of norm sqrt(d) (rho exact)")
+    p.add_argument("--replicon", action="store_true",
+                   help="first solve the theory on the branch named by --init and report its replicon: "
+                        "'expected_to_converge' is false where the RS fixed point is unstable")
     p.add_argument("--trace", action="store_true", help="include the per-iteration summary statistics")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -897,6 +921,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             resolve_device(args.device)
         with terminate_raises():  # SIGTERM ends like Ctrl-C: one line, no traceback
+            expected = expected_convergence(module, args.alpha, args.init, parameters) if args.replicon else {}
+            if expected and expected["rs_stable"] is False and not args.quiet:
+                print(f"{prog}: note: the theory's {expected['theory_branch']} fixed point is RS-unstable (replicon "
+                      f"{expected['replicon']:.3g}, prox switching: {expected.get('replicon_switching')}): GAMP with "
+                      "the global-minimum prox is expected not to converge (docs/replicon.md)", file=sys.stderr)
             res = run_gamp(module, args.alpha, args.d, args.init, args.seeds, seed_start=args.seed_start,
                            parameters=parameters, verbose=not args.quiet, damping=args.damping,
                            max_iter=args.max_iter, tol=args.tol, backend=backend, device=args.device,
@@ -909,6 +938,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         name = "SIGTERM" if getattr(exc, "signum", None) else "SIGINT"
         print(f"{prog}: interrupted ({name}); nothing is saved, rerun it", file=sys.stderr)
         return exit_status(exc)
+    res.update(expected)
     if args.json:
         print(jsonio.dumps(res))
     else:
@@ -918,6 +948,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for k in ("q", "m", "theta", "V", "eps_g", "train_loss", "grad_norm", "iterations"):
             print(f"  {k:<11} {res[k]!s:>24}  (se {res[k + '_se']})")
         print(f"  converged: {res['n_converged']}/{len(p['seeds'])}")
+        if expected:
+            print(f"  theory ({expected['theory_branch']}): replicon {expected['replicon']}, RS stable "
+                  f"{expected['rs_stable']}, expected to converge: {expected['expected_to_converge']}")
         for r in res["runs"]:
             print(f"  seed {r['seed']}: {r['message']}")
     if not res["converged"]:

@@ -341,3 +341,50 @@ def rs_stable(module: ModuleType, fixed_point: FixedPoint | np.ndarray, alpha: f
               parameters: Mapping[str, float] | None = None, branch: str | None = None) -> bool:
     """Whether the replicon of the fixed point is below 1."""
     return replicon(module, fixed_point, alpha, parameters, branch, error_estimate=False).rs_stable
+
+
+def curve_stability(module: ModuleType, curve: Any, points: int = 10, switching_samples: int = 10_000
+                    ) -> list[tuple[float, float, bool]]:
+    """``(alpha, replicon, rs_stable)`` at up to ``points`` fixed points of a followed branch.
+
+    ``curve``: a :class:`~replica.phase.BranchCurve` (its ``points`` with ``alpha`` and ``x``,
+    its ``parameters`` and ``branch``). The points are spread evenly over the curve's
+    ``alpha`` range (the nearest computed point to each of ``points`` equally spaced
+    ``alpha``); diagrams do not need the quadrature error, and 10 000 Monte-Carlo nodes see
+    the switching fractions met on the paper's branches (>= 0.2 %, docs/replicon.md).
+    """
+    pts = sorted(curve.points, key=lambda p: p.alpha)
+    if not pts:
+        return []
+    alphas = np.array([p.alpha for p in pts])
+    targets = np.linspace(alphas[0], alphas[-1], max(1, min(points, len(pts))))
+    chosen = sorted({int(np.argmin(np.abs(alphas - t))) for t in targets})
+    out = []
+    for k in chosen:
+        rep = replicon(module, pts[k].x, float(alphas[k]), curve.parameters, curve.branch, error_estimate=False,
+                       switching_samples=switching_samples)
+        out.append((float(alphas[k]), rep.value, rep.rs_stable))
+    return out
+
+
+def unstable_intervals(samples: Any) -> list[tuple[float, float]]:
+    """``alpha`` intervals where ``rs_stable`` is false, from ``(alpha, ..., rs_stable)`` samples.
+
+    Boundaries lie halfway between a stable and an unstable sample (the resolution of the
+    sampling); an unstable run at either end stops at that end's sample.
+    """
+    s = sorted((float(x[0]), bool(x[-1])) for x in samples)
+    out: list[tuple[float, float]] = []
+    k = 0
+    while k < len(s):
+        if s[k][1]:
+            k += 1
+            continue
+        j = k
+        while j + 1 < len(s) and not s[j + 1][1]:
+            j += 1
+        lo = s[k][0] if k == 0 else 0.5 * (s[k - 1][0] + s[k][0])
+        hi = s[j][0] if j == len(s) - 1 else 0.5 * (s[j][0] + s[j + 1][0])
+        out.append((lo, hi))
+        k = j + 1
+    return out

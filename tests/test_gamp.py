@@ -136,6 +136,17 @@ def test_cli_contract():
     assert out["m"] >= 0 and out["theta"] >= 0
 
 
+def test_cli_replicon_marks_expected_convergence():
+    """--replicon: the theory's replicon at the run's point; ridge is convex, so RS stable, GAMP
+    expected to converge, and it does (the hand-derived value is checked in test_replicon)."""
+    r = _cli("ridge", "--alpha", "2", "--d", "200", "--init", "random", "--replicon", "--json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["theory_branch"] in (None, "free", "centered")
+    assert out["rs_stable"] is True and out["expected_to_converge"] is True and 0 < out["replicon"] < 1
+    assert out["converged"] is True
+
+
 @pytest.mark.parametrize("args,name", [(("--alpha", "-1"), "alpha"), (("--omega", "2"), "omega"),
                                        (("--init", "sideways"), "init"), (("--damping", "1"), "damping"),
                                        (("--d", "0"), "d")])

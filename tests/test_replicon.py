@@ -183,3 +183,69 @@ def test_replicon_summary_token_clusters():
     clusters = load_module("attention_clusters")
     out = replicon_summary(clusters, np.zeros(len(clusters.ORDER_PARAMETERS)), alpha=2.0)
     assert out["replicon"] is None and out["rs_stable"] is None and "clusters" in out["replicon_reason"]
+
+
+# --------------------------------------------------------------------------- along branches, on diagrams
+def test_curve_stability_marks_the_unstable_root(signed):
+    """curve_stability / unstable_intervals on a small case with a known answer: the signed
+    ridge at lambda = -0.5 along alpha, the RS solution taken on the physical (small-V) root
+    at alpha = 3, 4 and on the other root (replicon > 1, hand formula) at alpha = 5, 6."""
+    from types import SimpleNamespace
+
+    from replica.stability import curve_stability, unstable_intervals
+
+    _, mod = signed
+    lam = -0.5
+    pts = []
+    for alpha in (3.0, 4.0, 5.0, 6.0):
+        x = Solver(mod, {"lam": lam}).solve(alpha).x.copy()
+        x[mod.FAMILIES["V"][0]] = ridge_V(lam, alpha)[0 if alpha < 4.5 else 1]
+        pts.append(SimpleNamespace(alpha=alpha, x=x))
+    curve = SimpleNamespace(points=pts[::-1], parameters={"lam": lam}, branch=None)
+    st = curve_stability(mod, curve, points=4, switching_samples=0)
+    assert [a for a, _, _ in st] == [3.0, 4.0, 5.0, 6.0]
+    for (a, v, ok), p in zip(st, pts):
+        assert abs(v - ridge_replicon(p.x[mod.FAMILIES["V"][0]], a)) < 1e-9
+    assert [ok for _, _, ok in st] == [True, True, False, False]
+    assert unstable_intervals(st) == [(4.5, 6.0)]
+    assert [a for a, _, _ in curve_stability(mod, curve, points=2, switching_samples=0)] == [3.0, 6.0]
+
+
+def test_unstable_intervals():
+    from replica.stability import unstable_intervals
+
+    assert unstable_intervals([]) == []
+    assert unstable_intervals([(1.0, True), (2.0, True)]) == []
+    assert unstable_intervals([(3.0, False), (1.0, False), (2.0, True), (4.0, False)]) == [(1.0, 1.5), (2.5, 4.0)]
+
+
+def test_phase_diagram_hatches_rs_unstable_ranges(tmp_path, monkeypatch):
+    """The figures draw the hatched ranges: Fig. 2 strips per branch, the phase diagram's
+    column for the global minimum (intervals from global_unstable_intervals)."""
+    from replica.applications.attention import figures
+    from replica.phase.results import Crossing, PhaseResult
+
+    saved = []
+    monkeypatch.setattr(figures, "_save", lambda fig, path, dpi: saved.append(fig))
+
+    def result(w):
+        return PhaseResult(model="attention", parameters={"omega": w}, alpha_min=0.1, alpha_max=3.0, curves={},
+                           alpha_c=Crossing(1.2, "root"), alpha_l=Crossing(1.6, "root"), eps_lin=1e-3,
+                           eps_lin_error=0.0, quadrature="gh:8",
+                           segments=[(0.1, 1.2, "positional"), (1.2, 3.0, "semantic")])
+
+    results = {0.2: result(0.2), 0.3: result(0.3)}
+    stability = {"positional": [(0.2, 0.4, False), (0.6, 0.3, False), (1.0, 0.3, True), (1.4, 0.3, True)],
+                 "semantic": [(1.0, 0.4, False), (1.4, 0.3, True), (2.0, 0.2, True)]}
+    unstable = figures.global_unstable_intervals(results[0.3], stability)
+    # positional global below 1.2 (unstable at 0.2, 0.6), semantic global above (stable at 1.4, 2.0)
+    assert unstable == [(0.2, 0.8)]
+    figures.plot_phase_diagram(results, tmp_path / "pd", "t", unstable={0.3: unstable})
+    hatched = [p for p in saved[-1].axes[0].patches if p.get_hatch()]
+    assert len(hatched) == 1
+    (x0, y0), (w, h) = hatched[0].get_xy(), (hatched[0].get_width(), hatched[0].get_height())
+    assert (x0, y0, h) == pytest.approx((0.25, 0.2, 0.6)) and w == pytest.approx(0.1)
+    ax = saved[-1].axes[0]
+    assert any("RS unstable" in t.get_text() for t in ax.get_legend().get_texts())
+    assert figures._hatch_unstable(ax, stability)
+    assert not figures._hatch_unstable(ax, {"semantic": [(1.0, 0.2, True)]})
