@@ -181,11 +181,15 @@ def test_gamp_tracks_state_evolution_d2000(point):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["semantic", "positional"])
+@pytest.mark.parametrize("point", ["semantic"])
 def test_gamp_fixed_point_vs_gd_and_theory_d2000(point):
     """Damped GAMP's fixed point: gradient ≤ 1e-6 relative; its overlaps within 4 × the
     measured RMS GAMP−GD difference of GD on the same data (study: seeds 0..2 at d = 2000;
-    this is seed 100), and within the measured RMS distance to the theory plus 4 seed spreads."""
+    this is seed 100), and within the measured RMS distance to the theory plus 4 seed spreads.
+
+    Only where the RS fixed point is stable (test_replicon): on the positional branch the prox
+    switches between minima and GAMP does not reliably converge at d = 2000 -- measured in the
+    committed study (docs/gamp.md), not asserted here."""
     from numerics.gamp_study import fixed_point_row
 
     rows = [r for r in _rows("gamp_fixed_points.csv") if r["point"] == point and int(r["d"]) == 2000]

@@ -249,3 +249,36 @@ def test_phase_diagram_hatches_rs_unstable_ranges(tmp_path, monkeypatch):
     assert any("RS unstable" in t.get_text() for t in ax.get_legend().get_texts())
     assert figures._hatch_unstable(ax, stability)
     assert not figures._hatch_unstable(ax, {"semantic": [(1.0, 0.2, True)]})
+
+
+@pytest.mark.slow
+def test_figures_mark_rs_unstable_ranges_end_to_end(tmp_path):
+    """compute_figures with the replicon on the quick grid (omega = 0.3 only): the replicon
+    along both followed branches, two worker processes; the paper's positional branch is
+    flagged (its prox switches, test above) and the semantic branch is stable at alpha >= 2."""
+    import csv as _csv
+
+    from replica.applications.attention import figures
+
+    cfg = figures.quick_config(omegas=(0.3,), omegas_loss=(0.3,), omegas_second=(0.3,), replicon_points=3)
+    data = figures.compute_figures(cfg, jobs=2)
+    st = data.stability[0.3]
+    assert set(st) >= {"semantic", "positional"} and all(len(v) >= 2 for v in st.values())
+    assert any(not ok for _, _, ok in st["positional"])
+    assert all(ok for a, _, ok in st["semantic"] if a >= 2.0)
+    figures.write_figures(data, tmp_path)
+    with open(tmp_path / "rs_stability.csv", newline="") as fh:
+        rows = list(_csv.DictReader(fh))
+    assert len(rows) == sum(len(v) for v in st.values())
+    assert (tmp_path / "fig3_right_phase_diagram.png").is_file()
+
+
+def test_figures_replicon_points_bad_input(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    r = subprocess.run([sys.executable, "-m", "replica", "figures", "--replicon-points", "-1", "--out",
+                        str(tmp_path / "f")], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "replicon-points" in r.stderr
