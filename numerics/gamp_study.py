@@ -251,6 +251,30 @@ def run_fixed_points(out: str, points: Sequence[str], ds: Sequence[int], seeds: 
     _run("fixed-points", lambda p, d, s: [fixed_point_row(p, d, s)], FP_COLUMNS, out, points, ds, seeds)
 
 
+def fixed_point_table(path: str) -> str:
+    """Markdown summary of the fixed-point CSV per (point, d): GAMP runs converged, their
+    largest gradient, RMS over seeds of GAMP − GD (same data) and of GAMP − theory for q, m, θ."""
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["point"], int(r["d"])), []).append(r)
+    obs = ("q", "m", "theta")
+    lines = ["| point | d | GAMP converged | max grad (converged) | RMS GAMP−GD q, m, θ | RMS GAMP−theory q, m, θ |",
+             "|---|---|---|---|---|---|"]
+    order = {p: k for k, p in enumerate(FIXED_POINTS)}
+    for (point, d), rs in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])):
+        conv = [r for r in rs if r["gamp_converged"] == "True"]
+        grad = max((float(r["gamp_grad_norm"]) for r in conv), default=math.nan)
+
+        def rms(a: str, b: str) -> str:
+            return ", ".join(f"{math.sqrt(np.mean([(float(r[a + o]) - float(r[b + o])) ** 2 for r in rs])):.1e}"
+                             for o in obs)
+        lines.append(f"| {point} | {d} | {len(conv)}/{len(rs)} | {grad:.1e} | {rms('gamp_', 'gd_')} | "
+                     f"{rms('gamp_', 'theory_')} |")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- replicon check
 def replicon_check(d: int, seed: int = 0, probes: int = 20, omega: float = 0.3, alpha: float = 2.0) -> dict:
     """GAMP's one-step fluctuation multiplier at its own fixed point against the replicon.
@@ -344,6 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   + " ".join(f"{d}:{v:.2e}" for d, v in s["rms"].items()))
     else:
         run_fixed_points(args.out, points, args.ds, args.seeds)
+        print(fixed_point_table(args.out))
     return 0
 
 
