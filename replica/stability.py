@@ -306,13 +306,17 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
 
 def _check_isotropic(module: ModuleType, parameters: Mapping[str, float]) -> None:
     """The entropic factor ``J = V_ℓ/γ_ℓ`` needs every atom of the spectral law to share its
-    eigenvalues (isotropic tokens). Checked on the declaration when it can be found by name."""
-    import sympy as sp
-
-    from .registry import load_model
-
+    eigenvalues (isotropic tokens). Checked on the declaration when it can be found by name
+    (which needs sympy: without it the replicon is refused, not computed unchecked)."""
     try:
+        import sympy as sp
+
+        from .registry import load_model
+
         decl = load_model(module.MODEL)
+    except ImportError as exc:
+        raise ParameterError("model", f"{module.MODEL}: the replicon reads the declaration's spectral law, "
+                                      f"which needs sympy ({exc})") from None
     except ParameterError:
         return  # a model given by path: its declaration is not known here
     values = {s: float(parameters.get(str(s), v)) for s, v in decl.defaults.items()}
