@@ -91,6 +91,8 @@ __all__ = [
     "run_seed",
     "run",
     "plot_attention_maps",
+    "draw_attention_maps",
+    "read_attention_maps",
     "main",
 ]
 
@@ -108,14 +110,14 @@ class HistogramConfig:
     alphabet: int = 15  #: number of tokens L
     dim: int = 16  #: D, the size of each embedding half (model width 2D)
     dim_k: int = 16  #: D_k, query/key width
-    hidden: int = 128  #: width of the feed-forward layer
+    hidden: int = 256  #: width of the feed-forward layer
     residual: bool = True  #: add the input to the attention output (``z = x̃ + A X̃ W_V``)
     n_train: int = 20_000
     n_test: int = 5_000
     n_index: int = 2_000  #: test sequences for the attention index
     batch: int = 256
     lr: float = 3e-3  #: Adam learning rate (frozen training)
-    epochs: int = 30  #: Adam epochs over the training set
+    epochs: int = 40  #: Adam epochs over the training set
     perturb: float = 0.01  #: std of the Gaussian perturbation of every parameter
     sgd_lr: float = 0.01
     sgd_epochs: int = 100  #: epochs of unconstrained SGD after the perturbation (paper: 100)
@@ -482,24 +484,46 @@ def plot_attention_maps(models: Mapping[str, "nn.Module"], sequences: np.ndarray
                         csv_path: str | None = None, dpi: int = 150) -> None:
     """Attention matrices of each model (rows, e.g. ``positional``, ``semantic``) on each of
     ``sequences`` (columns), with the tokens as letters on the axes (the paper's Fig. 4).
-    ``csv_path``: the plotted weights in long form (model, sequence, i, j, tokens, attention)."""
+    ``csv_path``: the plotted weights in long form (model, sequence, i, j, tokens, attention),
+    from which :func:`draw_attention_maps` redraws the figure."""
     import torch
 
+    seqs = np.asarray(sequences)
+    mats = {}
+    for name, model in models.items():
+        dev = next(model.parameters()).device
+        with torch.no_grad():
+            mats[name] = model.attention(torch.as_tensor(seqs, dtype=torch.long, device=dev)).double().cpu().numpy()
+    draw_attention_maps(mats, seqs, path, dpi=dpi)
+    if csv_path:
+        import csv
+
+        with open(csv_path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["model", "sequence", "i", "j", "token_i", "token_j", "attention"])
+            for name, A in mats.items():
+                for c, seq in enumerate(seqs):
+                    lab = letters(seq)
+                    for i in range(len(seq)):
+                        for j in range(len(seq)):
+                            w.writerow([name, lab, i, j, lab[i], lab[j], f"{A[c, i, j]:.6g}"])
+
+
+def draw_attention_maps(mats: Mapping[str, np.ndarray], sequences: np.ndarray, path: str, dpi: int = 150) -> None:
+    """Draw ``mats[name]`` (n_seq, T, T) as a grid: one row per name, one column per sequence."""
     from replica.figures import _mpl
 
     plt = _mpl()
     seqs = np.asarray(sequences)
-    names = list(models)
-    fig, axes = plt.subplots(len(names), len(seqs), figsize=(2.6 * len(seqs), 2.6 * len(names)), squeeze=False)
-    rows: list[list[Any]] = []
+    names = list(mats)
+    fig, axes = plt.subplots(len(names), len(seqs), figsize=(2.6 * len(seqs) + 1.0, 2.6 * len(names)), squeeze=False,
+                             layout="constrained")
+    im = None
     for r, name in enumerate(names):
-        model = models[name]
-        dev = next(model.parameters()).device
-        with torch.no_grad():
-            A = model.attention(torch.as_tensor(seqs, dtype=torch.long, device=dev)).double().cpu().numpy()
         for c, seq in enumerate(seqs):
             ax = axes[r][c]
-            ax.imshow(A[c], vmin=0.0, vmax=1.0, cmap="viridis")
+            im = ax.imshow(mats[name][c], vmin=0.0, vmax=1.0, cmap="viridis")
+            ax.grid(False)
             lab = list(letters(seq))
             ax.set_xticks(range(len(lab)), lab, fontsize=7)
             ax.set_yticks(range(len(lab)), lab, fontsize=7)
@@ -507,20 +531,27 @@ def plot_attention_maps(models: Mapping[str, "nn.Module"], sequences: np.ndarray
                 ax.set_ylabel(name)
             if r == 0:
                 ax.set_title(letters(seq), fontsize=9)
-            for i in range(len(seq)):
-                for j in range(len(seq)):
-                    rows.append([name, letters(seq), i, j, lab[i], lab[j], f"{A[c, i, j]:.6g}"])
     fig.suptitle("Histogram task: attention A (row i attends to column j)")
-    fig.tight_layout()
+    if im is not None:
+        fig.colorbar(im, ax=axes, shrink=0.5, label="attention weight")
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
-    if csv_path:
-        import csv
 
-        with open(csv_path, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(["model", "sequence", "i", "j", "token_i", "token_j", "attention"])
-            w.writerows(rows)
+
+def read_attention_maps(csv_path: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The matrices and sequences written by :func:`plot_attention_maps` (``csv_path``)."""
+    import csv
+
+    with open(csv_path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    names = list(dict.fromkeys(r["model"] for r in rows))
+    seq_labels = list(dict.fromkeys(r["sequence"] for r in rows))
+    T = len(seq_labels[0])
+    mats = {n: np.zeros((len(seq_labels), T, T)) for n in names}
+    for r in rows:
+        mats[r["model"]][seq_labels.index(r["sequence"]), int(r["i"]), int(r["j"])] = float(r["attention"])
+    seqs = np.array([[ord(ch) - ord("A") for ch in lab] for lab in seq_labels])
+    return mats, seqs
 
 
 # --------------------------------------------------------------------------- CLI
