@@ -33,6 +33,7 @@ sign (linear fit through the α grid), per seed, for this student and for the ti
 """
 from __future__ import annotations
 
+import inspect
 import math
 import time
 import warnings
@@ -188,6 +189,10 @@ def crossing(alphas: Sequence[float], gaps: Sequence[float]) -> float | None:
     return float(-icpt / slope)
 
 
+#: settings of :func:`run_value_seed` that identify a cached run, with their defaults (read from its signature)
+KEY_DEFAULTS = {k: inspect.signature(run_value_seed).parameters[k].default for k in ("lr", "value_init", "lam")}
+
+
 def run_key(*, model: str, omega: float, alpha: float, d: int, seed: int, init: str, **settings: Any) -> tuple:
     """Identity of one run in a cache: the model, the point, the seed, the init and the settings."""
     return (model, round(float(omega), 10), round(float(alpha), 10), int(d), int(seed), init,
@@ -206,8 +211,9 @@ def run_pair(seed: int, alpha: float, *, omega: float, d: int, value: bool, cach
     log = log or (lambda s: None)
     model = "value" if value else "tied"
     runs = {}
+    # the settings that change the trained state (n_test only changes the noise of eps_g)
+    settings = {k: float(kw.get(k, KEY_DEFAULTS[k])) for k in KEY_DEFAULTS}
     for init in ("semantic", "positional"):
-        settings = {k: v for k, v in kw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         key = run_key(model=model, omega=omega, alpha=alpha, d=d, seed=seed, init=init, **settings)
         run = cache.get(key) if cache is not None else None
         if run is None:

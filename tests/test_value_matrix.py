@@ -100,3 +100,25 @@ def test_value_matrix_leaves_the_gd_transition_where_the_tied_one_is_d400():
     spread = t.std(ddof=1)
     assert spread > 0
     assert abs(np.mean(v - t)) <= spread, (v, t)
+
+
+@pytest.mark.slow
+def test_the_c10_declaration_of_the_doc_derives(tmp_path):
+    """docs/value_matrix.md gives the App. C.10 version (output in R^{L x r_v}) as a declaration:
+    it must be a valid model whose saddle point derives, exactly as printed there (the symbolic
+    saddle point of this r = r_t = 2 model takes about 90 CPU-seconds: slow suite)."""
+    import re
+    from pathlib import Path
+
+    from replica import Derivation
+    from replica.registry import load_model
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "value_matrix.md").read_text()
+    block = re.search(r"```python\n(# value-matrix attention of App\. C\.10.*?)```", doc, re.S)
+    assert block, "the C.10 declaration block is missing from docs/value_matrix.md"
+    path = tmp_path / "attention_value_c10.py"
+    path.write_text(block.group(1))
+    model = load_model(str(path))
+    assert (model.L, model.r, model.r_t) == (2, 2, 2)
+    sp_ = Derivation(model).saddle_point
+    assert len(sp_.entropic) == len(sp_.energetic) == 24
