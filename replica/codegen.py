@@ -658,7 +658,8 @@ def write_module(derivation: Derivation, path: str | Path | None = None,
     """Generate and write the module (default ``derivations/generated/<model>.py``)."""
     if path is None:
         path = Path(__file__).resolve().parent.parent / "derivations" / "generated" / f"{derivation.model.name}.py"
+    from .outputs import atomic_write_text
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(generate_module(derivation, backend))
-    return path
+    path.parent.mkdir(exist_ok=True)  # generated/ next to a model file; no deeper tree is created
+    return atomic_write_text(path, generate_module(derivation, backend))

@@ -18,7 +18,6 @@ Simulation points (the CSV of ``python -m numerics.simulate sweep``) can be over
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import time
@@ -28,8 +27,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from . import jsonio
 from .cache import PointCache
 from .errors import ParameterError
+from .outputs import check_output_dir, make_output_dir
 from .phase import PhaseResult, SolverSettings, StepControl, phase_points
 from .progress import Progress
 
@@ -489,8 +490,7 @@ def _A_label(A: Sequence[float]) -> str:
 def write_figures(data: FigureData, out: str | os.PathLike, sim_rows: Sequence[Mapping] = ()) -> list[Path]:
     """Draw every figure into ``out`` (PNG + CSV each) and write ``summary.json``; returns the PNGs."""
     cfg = data.config
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_output_dir(out, "out")  # the parent must exist: a typo creates no directory tree
     r2 = data.fig2
     sim2 = [s for s in _sim_at(sim_rows, cfg.omega_fig2) if s.get("converged", True)]
     lin2 = _sim_at(sim_rows, cfg.omega_fig2, model="linear")
@@ -517,16 +517,18 @@ def write_figures(data: FigureData, out: str | os.PathLike, sim_rows: Sequence[M
                 spinodals=r.spinodals, alpha_c_reason=r.alpha_c.reason, alpha_l_reason=r.alpha_l.reason)
            for w, r in sorted(data.second.items())],
         fig2=r2.to_dict(), simulation_rows_used=len(sim2) + len(lin2))
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1, default=float))
-    os.replace(tmp, out / "summary.json")
+    jsonio.write(out / "summary.json", summary, indent=1)
     return [p.with_suffix(".png") for p in paths]
 
 
 def make_figures(out: str | os.PathLike = "figures", *, quick: bool = False, jobs: int = 1,
                  sim: str | os.PathLike | None = None, cache: PointCache | None = None,
                  progress: Progress | None = None, config: FigureConfig | None = None) -> tuple[FigureData, list[Path]]:
-    """Compute and draw everything (the ``replica figures`` command)."""
+    """Compute and draw everything (the ``replica figures`` command).
+
+    ``out`` is checked before the computation (it must be, or be creatable as, a writable
+    directory), so that minutes of work are not lost to a bad path."""
+    check_output_dir(out, "out")
     sim_rows = load_simulation(sim) if sim is not None else []
     cfg = config or (quick_config() if quick else FigureConfig())
     data = compute_figures(cfg, jobs=jobs, cache=cache, progress=progress)

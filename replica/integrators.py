@@ -249,4 +249,6 @@ def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module:
             return make_integrator(module, level or "default")
         return parse_rule(spec, len(module.GAUSSIANS))
     except ParameterError as exc:  # name the user's flag, whatever the inner parameter was
+        if exc.name == "quadrature":
+            raise
         raise ParameterError("quadrature", f"{spec!r}: {exc}") from None

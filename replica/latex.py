@@ -230,13 +230,11 @@ def markdown_document(d: Derivation) -> str:
 def write_latex(d: Derivation, tex_path: str | Path | None = None, md_path: str | Path | None = None
                 ) -> list[Path]:
     """Write the ``.tex`` and/or ``.md`` export; returns the written paths."""
+    from .outputs import atomic_write_text
+
     written = []
     if tex_path is not None:
-        p = Path(tex_path)
-        p.write_text(latex_document(d))
-        written.append(p)
+        written.append(atomic_write_text(tex_path, latex_document(d)))
     if md_path is not None:
-        p = Path(md_path)
-        p.write_text(markdown_document(d))
-        written.append(p)
+        written.append(atomic_write_text(md_path, markdown_document(d)))
     return written

@@ -70,6 +70,18 @@ def row_stochastic(M: sp.MatrixBase, name: str) -> list[Constraint]:
     return out
 
 
+def _default_value(symbol: sp.Symbol, value: object) -> float:
+    """A parameter default as a finite float (no strings, bools, NaN or infinities)."""
+    from .validation import real
+
+    if isinstance(value, sp.Basic) and value.is_number and value.is_real:  # sqrt(2), Rational(1, 3)
+        value = float(value)
+    try:
+        return real(value, str(symbol))
+    except ParameterError as exc:
+        raise DeclarationError(f"parameters: default {exc}") from None
+
+
 @dataclass
 class Model:
     """A learning problem in the high-dimensional limit, declared in sympy.
@@ -165,15 +177,15 @@ class Model:
         out: dict[sp.Symbol, float] = {}
         for key, value in params.items():
             if isinstance(key, sp.MatrixBase):
-                arr = np.asarray(value, dtype=float)
+                arr = np.asarray(value, dtype=object)
                 if arr.shape != key.shape:
                     raise DeclarationError(
                         f"parameters: default for the {key.shape[0]}x{key.shape[1]} matrix parameter "
                         f"has shape {arr.shape}")
                 for s, v in zip(key, arr.ravel()):
-                    out[s] = float(v)
+                    out[s] = _default_value(s, v)
             elif isinstance(key, sp.Symbol):
-                out[key] = float(value)
+                out[key] = _default_value(key, value)
             else:
                 raise DeclarationError(f"parameters: keys must be sympy symbols or matrices, got {key!r}")
         return out

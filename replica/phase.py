@@ -30,7 +30,6 @@ import importlib
 import importlib.util
 import inspect
 import math
-import multiprocessing
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -40,6 +39,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .cache import PointCache
+from .convergence import cached_point_converged
 from .errors import ConvergenceError, InvalidStateError, ParameterError, ReplicaError
 from .progress import Progress
 from .integrators import from_spec
@@ -477,7 +477,7 @@ class BranchFollower:
                 raise ConvergenceError(msg, [], int(hit.get("iterations", 0)))
             try:
                 pt = BranchPoint.from_dict(hit)
-                if pt.x.shape == x0.shape:
+                if pt.x.shape == x0.shape and cached_point_converged(pt, self.solver.tol):
                     pt.cached = True
                     self.cached += 1
                     return pt
@@ -488,7 +488,8 @@ class BranchFollower:
             if hit is not None and hit.get("status") == "ok":
                 try:
                     pt = BranchPoint.from_dict(hit)
-                    if pt.x.shape == x0.shape and self.distance(pt.x, reference) <= self.steps.jump:
+                    if (pt.x.shape == x0.shape and cached_point_converged(pt, self.solver.tol)
+                            and self.distance(pt.x, reference) <= self.steps.jump):
                         pt.cached = True
                         self.cached += 1
                         return pt
@@ -1138,9 +1139,11 @@ def _phase_task(ref, task: Mapping[str, Any], cache_root, cache_on) -> PhaseResu
     return phase_point(module, cache=PointCache(cache_root, cache_on), **task)
 
 
-def _pool(jobs: int) -> cf.ProcessPoolExecutor:
-    ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
-    return cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+def _pool(jobs: int):
+    # one place owns worker processes: they die with this one on SIGTERM/SIGINT (replica.workers)
+    from .workers import worker_pool
+
+    return worker_pool(jobs)
 
 
 def phase_points(module: ModuleType | str, tasks: Sequence[Mapping[str, Any]], *, jobs: int = 1,

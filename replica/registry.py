@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from .errors import ParameterError
+from .errors import ParameterError, ReplicaError
 
 #: short names accepted on the command line
 ALIASES = {"attention": "attention_tied"}
@@ -46,7 +46,17 @@ def _import_path(path: Path) -> ModuleType:
         raise ParameterError("model", f"cannot import {path}")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except ReplicaError:  # a declaration error already names what to change
+        sys.modules.pop(spec.name, None)
+        raise
+    except SyntaxError as exc:
+        sys.modules.pop(spec.name, None)
+        raise ParameterError("model", f"{path}, line {exc.lineno}: syntax error: {exc.msg}") from None
+    except Exception as exc:  # the user's file failed: one line, not its traceback
+        sys.modules.pop(spec.name, None)
+        raise ParameterError("model", f"{path} failed to import: {type(exc).__name__}: {exc}") from None
     return mod
 
 
@@ -66,9 +76,14 @@ def load_declaration(name: str) -> ModuleType:
 
 def load_model(name: str):
     """The :class:`~replica.model.Model` declared under ``name``."""
+    from .model import Model
+
     mod = load_declaration(name)
     if not hasattr(mod, "model"):
         raise ParameterError("model", f"{name} defines no 'model'")
+    if not isinstance(mod.model, Model):
+        raise ParameterError("model", f"{name}: 'model' must be a replica.Model, got "
+                                      f"{type(mod.model).__name__} {mod.model!r:.60}")
     return mod.model
 
 

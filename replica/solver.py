@@ -28,6 +28,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from . import validation
+from .convergence import explained_failures, is_converged
 from .errors import ConvergenceError, InvalidStateError, ParameterError
 from .integrators import EnergeticAverage, EnergeticIntegrator, QuadratureIntegrator, fold_nodes
 from .kernels import compiled, resolve_backend
@@ -38,7 +40,11 @@ from .quadrature import QuadratureRule, default_rule, gauss_hermite
 
 @dataclass
 class FixedPoint:
-    """A converged solution of the saddle-point equations and its observables.
+    """A solution of the saddle-point equations and its observables.
+
+    ``converged`` is a property, not a claim: ``residual < tol <= 1e-3`` and the state
+    ``admissible`` (:func:`replica.convergence.is_converged`); ``Solver.solve`` returns
+    nothing else.
 
     ``order`` / ``conjugates`` map names (``q``, ``m``, ``theta_1``, ``qhat`` ...) to values.
     ``phi`` is the free entropy, ``train_loss = -phi`` (THEORY §4), ``eps_g`` the test
@@ -60,7 +66,7 @@ class FixedPoint:
     eps_g: float
     eps_g_error: float
     train_loss: float
-    converged: bool
+    tol: float
     iterations: int
     residual: float
     residuals: list[float] = field(default_factory=list)
@@ -70,6 +76,12 @@ class FixedPoint:
     prox_failed: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    admissible: bool = True
+
+    @property
+    def converged(self) -> bool:
+        """Residual below a sane tolerance (``<= 1e-3``) on an admissible state."""
+        return is_converged(self.residual, self.tol, self.admissible)
 
     @property
     def x(self) -> np.ndarray:
@@ -87,7 +99,7 @@ class FixedPoint:
         out.update({k: float(v) for k, v in self.conjugates.items()})
         out.update(eps_g=self.eps_g, eps_g_error=self.eps_g_error, train_loss=self.train_loss,
                    phi=self.phi, psi_t=self.psi_t, psi_w=self.psi_w, psi_y=self.psi_y,
-                   converged=self.converged, iterations=self.iterations, residual=self.residual,
+                   converged=self.converged, tol=self.tol, iterations=self.iterations, residual=self.residual,
                    alpha=self.alpha, branch=self.branch, model=self.model,
                    parameters=dict(self.parameters), quadrature=self.quadrature,
                    quadrature_residual=self.quadrature_residual,
@@ -195,6 +207,8 @@ class Solver:
             raise ParameterError("rule", f"quadrature dimension must be {dim} for {module.MODEL}")
         if not 0 <= damping < 1:
             raise ParameterError("damping", f"must be in [0, 1), got {damping}")
+        validation.check_rule(self.integrator)
+        tol, max_iter = validation.tolerance(tol), validation.integer(max_iter, "max_iter", low=1)
         self.tol, self.max_iter, self.damping = tol, max_iter, damping
         self.anderson, self.prox_tol, self.verbose = anderson, prox_tol, verbose
         self._warm: np.ndarray | None = None
@@ -203,13 +217,7 @@ class Solver:
     def _parameters(self, overrides: Mapping[str, float]) -> np.ndarray:
         mod = self.module
         p = dict(zip(mod.PARAMETERS, mod.DEFAULTS))
-        for k, v in overrides.items():
-            if k not in p:
-                raise ParameterError(k, f"unknown parameter of model {mod.MODEL}; known: {list(p)}")
-            v = float(v)
-            if not math.isfinite(v):
-                raise ParameterError(k, f"must be finite, got {v}")
-            p[k] = v
+        p.update(validation.parameter_values(overrides, mod.PARAMETERS, mod.MODEL))
         arr = np.array([p[k] for k in mod.PARAMETERS], dtype=float)
         vals = np.atleast_1d(mod.parameter_checks(arr))
         for (name, message, op), v in zip(mod.CONSTRAINTS, vals):
@@ -220,7 +228,9 @@ class Solver:
             if (lo is not None and p[k] < lo) or (hi is not None and p[k] > hi):
                 rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
                 raise ParameterError(k, f"must be {rng}, got {p[k]}")
-        return np.array([p[k] for k in mod.PARAMETERS], dtype=float)
+        arr = np.array([p[k] for k in mod.PARAMETERS], dtype=float)
+        validation.token_scale(mod, arr)
+        return arr
 
     def _branch_symmetries(self) -> tuple[tuple[int, ...], ...]:
         """Sign flips of ``z`` (module ``SYMMETRIES``) valid on this branch: those whose
@@ -350,23 +360,23 @@ class Solver:
         return x, -float(value @ weights)
 
     # ------------------------------------------------------------ iteration
+    @explained_failures
     def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None) -> FixedPoint:
-        """Iterate to the fixed point at sample complexity ``alpha`` (from ``x0`` if given)."""
-        if not (isinstance(alpha, (int, float, np.floating)) and math.isfinite(alpha)) or alpha < 0:
-            raise ParameterError("alpha", f"must be a finite number >= 0, got {alpha}")
+        """Iterate to the fixed point at sample complexity ``alpha`` (from ``x0`` if given).
+
+        Returns a converged :class:`FixedPoint` or raises :class:`ConvergenceError` /
+        :class:`InvalidStateError` naming the point, the iterations and the residual.
+        """
+        alpha = validation.sample_complexity(alpha)
         t0 = time.perf_counter()
-        if x0 is None:
-            x = self.initial_state()
-        elif isinstance(x0, Mapping):
-            x = np.array([float(x0[n]) for n in self.names])
-        else:
-            x = np.array(x0, dtype=float)
+        x = self.initial_state() if x0 is None else validation.state_vector(x0, self.names)
         x[self.pinned] = 0.0
         self.check_state(x)
         free = self.free
         hist_x: list[np.ndarray] = []
         hist_g: list[np.ndarray] = []
         residuals: list[float] = []
+        self._residuals = residuals  # read by replica.convergence when the solve fails
         # A continuation (x0 given) starts from the minimisers of the previous solve, with warm
         # starts only; a cold solve from every start. Convergence is always confirmed with
         # every start (below), so the answer does not depend on this choice.
@@ -620,8 +630,8 @@ class Solver:
             if self._admissible(y):
                 return y
             beta *= 0.5
-        raise InvalidStateError("damped step", "no admissible step along the fixed-point direction",
-                                dict(zip(self.names, x.tolist())))
+        raise InvalidStateError("state", "every damped step along the fixed-point direction (shortened 30 "
+                                "times) leaves the admissible domain", dict(zip(self.names, x.tolist())))
 
     def _next(self, x, g, hist_x, hist_g, residuals) -> np.ndarray:
         """Anderson (type II) step with safeguards; damped step otherwise."""
@@ -667,9 +677,10 @@ class Solver:
             model=mod.MODEL, branch=self.branch, alpha=float(alpha), parameters=self.parameter_dict,
             order=dict(zip(self.names, x_rep.tolist())), conjugates=dict(zip(self.conj_names, xh_rep.tolist())),
             phi=phi, psi_t=psi_t, psi_w=psi_w, psi_y=res.psi_y, eps_g=eps, eps_g_error=eps_err,
-            train_loss=-phi, converged=True, iterations=it, residual=residuals[-1], residuals=residuals,
+            train_loss=-phi, tol=self.tol, iterations=it, residual=residuals[-1], residuals=residuals,
             quadrature=self.integrator.describe(), quadrature_residual=qres,
-            prox_disagree=res.n_disagree, prox_failed=res.n_failed)
+            prox_disagree=res.n_disagree, prox_failed=res.n_failed,
+            admissible=self._admissible(x) and bool(np.all(np.isfinite(xhat))))
 
     def _fix_signs(self, x: np.ndarray, xhat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Flip ``m`` / ``theta`` (and conjugates) to the sign convention ``m, theta >= 0``."""

@@ -211,11 +211,15 @@ def test_parallel_phase_points_from_cache(attention, cache_dir, results):
 
 
 # --------------------------------------------------------------------------- CLI
+def _no_nan(token):
+    raise ValueError(f"non-standard JSON token {token}")
+
+
 def test_phase_cli_json(results, cache_dir):
     res = run_cli("phase", "attention", "--omega", "0.3", "--alpha-max", "3", "--quadrature", "gh:8", "--tol",
                   "1e-7", "--branches", "semantic,positional", "--cache", str(cache_dir), "--json")
     assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
+    out = json.loads(res.stdout, parse_constant=_no_nan)  # strict JSON: no NaN tokens
     for key in ("alpha_c", "alpha_l", "eps_lin", "spinodals", "curves", "alpha_c_reason", "alpha_l_reason"):
         assert key in out, key
     assert set(out["curves"]) == {"semantic", "positional"}
@@ -282,7 +286,7 @@ def test_figures_quick(cache_dir, results, tmp_path):
         with open(csv_path) as fh:
             rows = list(csv.reader(fh))
         assert len(rows) > 1, stem
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text(), parse_constant=_no_nan)
     th = {(tuple(t["A"]), t["omega"]): t for t in summary["thresholds"]}
     t = th[((0.6, 0.4, 0.4, 0.6), 0.3)]
     assert t["alpha_c"] == pytest.approx(results[0.3].alpha_c.value, abs=5e-3)

@@ -7,8 +7,12 @@ from types import ModuleType
 
 import numpy as np
 
+from .. import validation
 from ..errors import ParameterError
 from ..integrators import from_spec
+
+#: the most fixed-point iterations a command accepts (a point needing more will not converge)
+MAX_ITER = 100_000
 
 
 def add_parameter_flags(p: argparse.ArgumentParser) -> None:
@@ -30,15 +34,30 @@ def add_numeric_flags(p: argparse.ArgumentParser) -> None:
                    help="energetic average: fast|default|high or gh:N, smolyak:N, sobol:LOG2N (rules); "
                         "preint[:fast|default|high] (jump-aware pre-integration); auto (GH on the "
                         "semantic branch, pre-integration elsewhere)")
-    g.add_argument("--tol", type=float, default=1e-8, help="relative residual at convergence (default 1e-8)")
+    g.add_argument("--tol", type=float, default=1e-8,
+                   help=f"relative residual at convergence, in [{validation.MIN_TOL:g}, {validation.MAX_TOL:g}] "
+                        "(default 1e-8)")
     g.add_argument("--max-iter", type=int, default=500, help="maximum fixed-point iterations")
     g.add_argument("--verbose", action="store_true", help="print the residual of every iteration")
 
 
+def check_numeric_args(args: argparse.Namespace) -> None:
+    """``--tol`` and ``--max-iter`` (when the command has them), before any work starts."""
+    if getattr(args, "tol", None) is not None:
+        validation.tolerance(args.tol, "tol")
+    if getattr(args, "max_iter", None) is not None:
+        validation.integer(args.max_iter, "max-iter", low=1, high=MAX_ITER)
+
+
 def parameters_from_args(module: ModuleType, args: argparse.Namespace) -> dict[str, float]:
-    """Collect parameter overrides, naming the offending flag on error."""
+    """Collect parameter overrides, naming the offending flag on error.
+
+    A parameter given twice (``--omega 0.5 --param omega=0.3``, or two ``--param`` with
+    different values) is an error, not a silent choice.
+    """
     names = set(module.PARAMETERS)
     out: dict[str, float] = {}
+    given: dict[str, str] = {}  # parameter -> the flag that set it
     for flag in ("omega", "sigma", "lam"):
         v = getattr(args, flag, None)
         if v is None:
@@ -46,6 +65,7 @@ def parameters_from_args(module: ModuleType, args: argparse.Namespace) -> dict[s
         if flag not in names:
             raise ParameterError(flag, f"model {module.MODEL} has no parameter {flag!r}")
         out[flag] = v
+        given[flag] = f"--{flag} {v:g}"
     if getattr(args, "A", None) is not None:
         L = module.L
         try:
@@ -60,14 +80,24 @@ def parameters_from_args(module: ModuleType, args: argparse.Namespace) -> dict[s
                 if key not in names:
                     raise ParameterError("A", f"model {module.MODEL} has no positional matrix A")
                 out[key] = vals[i * L + j]
+                given[key] = f"--A {args.A}"
     for item in getattr(args, "param", []) or []:
         name, sep, value = item.partition("=")
         if not sep:
             raise ParameterError("param", f"expected NAME=VALUE, got {item!r}")
+        name = name.strip()
         try:
-            out[name.strip()] = float(value)
+            v = float(value)
         except ValueError:
-            raise ParameterError(name.strip(), f"not a number: {value!r}") from None
+            raise ParameterError(name, f"not a number: {value!r}") from None
+        if name in given and out[name] != v:
+            raise ParameterError(name, f"given twice with different values ({given[name]} and --param {item}); "
+                                       "give it once")
+        if name not in names:
+            raise ParameterError(name, f"model {module.MODEL} has no parameter {name!r}; it has "
+                                       f"{list(module.PARAMETERS)}")
+        out[name] = v
+        given.setdefault(name, f"--param {item}")
     for k, v in out.items():
         if not math.isfinite(v):
             raise ParameterError(k, f"must be finite, got {v}")

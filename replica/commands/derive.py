@@ -7,6 +7,7 @@ import sympy as sp
 
 from ..derivation import Derivation
 from ..latex import write_latex
+from ..outputs import check_output_file
 from ..registry import DERIVATIONS_DIR, canonical, load_model
 
 
@@ -24,6 +25,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    for flag in ("latex", "markdown"):  # before deriving and printing, not after
+        if getattr(args, flag):
+            check_output_file(getattr(args, flag), flag)
     model = load_model(args.model)
     d = Derivation(model)
     print(f"# {model.name}: {model.description}")

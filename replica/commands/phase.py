@@ -2,21 +2,22 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 
+from .. import jsonio, validation
 from ..errors import ParameterError
 from ..phase import BRANCHES, SolverSettings, phase_point
 from ..progress import Progress
 from ..registry import load_module
-from .common import add_numeric_flags, add_parameter_flags, parameters_from_args, rule_from_args
+from .common import add_numeric_flags, add_parameter_flags, check_numeric_args, parameters_from_args, rule_from_args
 
 
 def add_cache_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cache and progress")
     g.add_argument("--cache", metavar="DIR", default=None,
-                   help="cache of solved points (default $REPLICA_CACHE or ~/.cache/replica)")
+                   help="cache of solved points (default $REPLICA_CACHE, else the user cache directory: "
+                        "$XDG_CACHE_HOME/replica or ~/.cache/replica on Linux)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     g.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
     g.add_argument("--quiet", action="store_true", help="no progress line on stderr")
@@ -29,9 +30,8 @@ def cache_from_args(args: argparse.Namespace):
 
 
 def check_jobs(args: argparse.Namespace) -> int:
-    if args.jobs is None or args.jobs < 1:
-        raise ParameterError("jobs", f"must be an integer >= 1, got {args.jobs}")
-    return args.jobs
+    """``--jobs``: an integer in [1, 1024]."""
+    return validation.integer(args.jobs, "jobs", low=1, high=1024)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -71,12 +71,14 @@ def _fmt(v) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_numeric_args(args)
     module = load_module(args.model)
     params = parameters_from_args(module, args)
     for name in ("alpha_min", "alpha_max"):
         v = getattr(args, name)
         if not math.isfinite(v) or v <= 0:
             raise ParameterError(name.replace("_", "-"), f"must be a finite number > 0, got {v}")
+        validation.sample_complexity(v, name.replace("_", "-"))
     if args.alpha_max <= args.alpha_min:
         raise ParameterError("alpha-max", f"must be larger than --alpha-min ({args.alpha_min}), got {args.alpha_max}")
     missing = [b for b in ("semantic", "positional") if b not in module.BRANCHES]
@@ -87,10 +89,6 @@ def run(args: argparse.Namespace) -> int:
     for b in branches:
         if b not in module.BRANCHES:
             raise ParameterError("branches", f"unknown branch {b!r}; {module.MODEL} has {list(module.BRANCHES)}")
-    if not (args.tol > 0):
-        raise ParameterError("tol", f"must be > 0, got {args.tol}")
-    if args.max_iter < 1:
-        raise ParameterError("max-iter", f"must be >= 1, got {args.max_iter}")
     jobs = check_jobs(args)
     settings = SolverSettings(rule=rule_from_args(module, args), tol=args.tol, max_iter=args.max_iter)
     progress = Progress(label=f"replica phase {module.MODEL}", enabled=not args.quiet)
@@ -101,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     if args.json:
-        json.dump(res.to_dict(), sys.stdout, allow_nan=True)
+        jsonio.dump(res.to_dict(), sys.stdout)
         print()
         return 0
     print(f"{res.model}  " + "  ".join(f"{k}={v:g}" for k, v in res.parameters.items()))
