@@ -25,7 +25,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -84,16 +84,20 @@ class RunCache:
         return self.rows.get(key)
 
     def put(self, key: tuple, run: dict[str, Any]) -> None:
+        """Store ``run`` and rewrite the file atomically (an interrupted run leaves every finished
+        row and never a half-written one)."""
+        import io
+
+        from replica.outputs import atomic_write_text
+
         settings = dict(key[6])
-        row = dict(run, lr=settings.get("lr"), value_init=settings.get("value_init"), lam=settings.get("lam"))
-        self.rows[key] = row
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", newline="") as fh:
-            w = csv.writer(fh)
-            if new:
-                w.writerow(RUN_COLUMNS)
+        self.rows[key] = dict(run, lr=settings.get("lr"), value_init=settings.get("value_init"), lam=settings.get("lam"))
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(RUN_COLUMNS)
+        for row in self.rows.values():
             w.writerow([_cell(row.get(c)) for c in RUN_COLUMNS])
+        atomic_write_text(self.path, buf.getvalue())
 
 
 def _cell(v: Any) -> str:
@@ -289,9 +293,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit status (2 for bad input, 130/143 when interrupted)."""
+    from replica.workers import terminate_raises
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    prog = parser.prog
+    with terminate_raises():  # SIGTERM ends like Ctrl-C: one line, no traceback
+        return _run(args, parser.prog)
+
+
+def _run(args: argparse.Namespace, prog: str) -> int:
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     try:
         parts = [x.strip() for x in args.only.split(",") if x.strip()]
@@ -309,8 +320,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ValueError(f"omegas must lie in [0, 1] (got {w})")
         from .simulate import resolve_device
 
+        from replica.outputs import check_output_dir
+
         device = str(resolve_device(args.device))
-        out = Path(args.out)
+        out = check_output_dir(args.out, "out")
+        if "value" in parts:
+            RunCache(out / "value_matrix_runs.csv")  # a foreign file there stops us before any work
         out.mkdir(parents=True, exist_ok=True)
         theory = theory_alpha_c(args.omegas) if "value" in parts else None
         t0, c0 = time.perf_counter(), time.process_time()
@@ -323,6 +338,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: finished GD runs are in value_matrix_runs.csv
+        from replica.workers import exit_status, interrupt_message
+
+        print(interrupt_message(prog, e, cache_root=Path(args.out) / "value_matrix_runs.csv"), file=sys.stderr)
+        return exit_status(e)
     print(f"figures in {out}/ ({time.perf_counter() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU)")
     return 0
 

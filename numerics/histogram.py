@@ -68,11 +68,10 @@ reported as process CPU seconds (``time.process_time``, all threads) and wall se
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -448,8 +447,12 @@ def _mean_se(vals: Sequence[float | None]) -> tuple[float | None, float | None]:
 
 
 def run(init: str, seeds: int | Sequence[int] = 1, cfg: HistogramConfig | None = None, *, seed_start: int = 0,
-        device: str = "cpu", threads: int | None = 1, verbose: bool = False) -> dict[str, Any]:
-    """:func:`run_seed` over ``seeds`` (a count from ``seed_start`` or a list); means, SEs, per seed."""
+        device: str = "cpu", threads: int | None = 1, verbose: bool = False,
+        keep_models: bool = False) -> dict[str, Any]:
+    """:func:`run_seed` over ``seeds`` (a count from ``seed_start`` or a list); means, SEs, per seed.
+
+    ``keep_models``: the first seed's entry of ``runs`` keeps its models (``model``,
+    ``model_unfrozen``), as :func:`run_seed` with ``keep_model``."""
     import torch
 
     cfg = cfg or HistogramConfig()
@@ -462,7 +465,8 @@ def run(init: str, seeds: int | Sequence[int] = 1, cfg: HistogramConfig | None =
     if threads is not None:
         torch.set_num_threads(int(threads))
     try:
-        runs = [run_seed(s, init, cfg, device=device, log=log) for s in seed_list]
+        runs = [run_seed(s, init, cfg, device=device, log=log, keep_model=keep_models and k == 0)
+                for k, s in enumerate(seed_list)]
     finally:
         torch.set_num_threads(old)
     out: dict[str, Any] = {"task": "histogram", "init": init, "seeds": seed_list, "device": str(device),
@@ -584,29 +588,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-residual", action="store_true", help="no residual connection around the attention")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    p.add_argument("--plot", metavar="PNG", help="also draw this init's attention maps on 3 test sequences")
+    p.add_argument("--plot", metavar="PNG", help="also draw the first seed's attention maps (before and after the "
+                                                 "stability check) on 3 test sequences")
     p.add_argument("--json", action="store_true", help="print the full result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return p
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items() if not k.startswith("model")}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
+#: why a number of the JSON output can be null
+JSON_REASONS = {
+    "positional_index": "undefined: the attention is exactly uniform (zero variance)",
+    "r2_position": "undefined: the attention is exactly uniform (zero variance)",
+    "r2_token": "undefined: the attention is exactly uniform (zero variance)",
+}
+
+
+def _json(res: Mapping[str, Any]) -> str:
+    from replica import jsonio
+
+    reasons = dict(JSON_REASONS)
+    reasons.update({k + "_se": "a standard error needs at least two seeds" for k in
+                    (*_SUMMARY_KEYS, "relative_parameter_change")})
+    return jsonio.dumps(res, reasons, indent=1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; returns the exit status (2 for bad input)."""
+    """CLI entry point; returns the exit status (2 for bad input, 130/143 when interrupted)."""
+    from replica.workers import terminate_raises
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    prog = parser.prog
+    with terminate_raises():  # SIGTERM ends like Ctrl-C: one line, no traceback
+        return _run(args, parser.prog)
+
+
+def _run(args: argparse.Namespace, prog: str) -> int:
     try:
         if args.init not in INITS:
             raise ValueError(f"init must be one of {', '.join(INITS)} (got {args.init!r})")
@@ -621,18 +637,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .simulate import resolve_device
 
         device = str(resolve_device(args.device))
-        res = run(args.init, args.seeds, cfg, seed_start=args.seed_start, device=device, threads=args.threads,
-                  verbose=not args.quiet)
         if args.plot:
-            one = run_seed(args.seed_start, args.init, replace(cfg, stability=False), device=device,
-                           keep_model=True)
+            from replica.outputs import check_output_file
+
+            check_output_file(args.plot, "plot")  # before the training, not after
+        res = run(args.init, args.seeds, cfg, seed_start=args.seed_start, device=device, threads=args.threads,
+                  verbose=not args.quiet, keep_models=bool(args.plot))
+        if args.plot:  # the first seed, before and after the stability check
+            first = res["runs"][0]
+            models = {f"{args.init} (frozen)": first.pop("model")}
+            if "model_unfrozen" in first:
+                models[f"{args.init} (after SGD)"] = first.pop("model_unfrozen")
             seqs, _ = sample_sequences(3, cfg.T, cfg.alphabet, np.random.default_rng(12345))
-            plot_attention_maps({args.init: one["model"]}, seqs, args.plot)
+            plot_attention_maps(models, seqs, args.plot)
     except (ValueError, FloatingPointError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line
+        from replica.workers import exit_status, interrupt_message
+
+        print(interrupt_message(prog, e).replace("; rerun to resume", ""), file=sys.stderr)
+        return exit_status(e)
     if args.json:
-        print(json.dumps(_jsonable(res), indent=1))
+        print(_json(res))
     else:
         print(f"histogram task, init={args.init}, seeds={res['seeds']}, T={cfg.T}, alphabet={cfg.alphabet}")
         for k in ("test_accuracy", "test_sequence_accuracy", "positional_index", "r2_position", "r2_token"):

@@ -116,8 +116,6 @@ def run_value_seed(seed: int, *, omega: float = 0.3, alpha: float = 1.0, d: int 
     conventions), ``eps_g``, ``train_loss`` (``e_t = R/d``), ``converged``, ``steps``,
     ``value_correction`` at the start and the end, ``seconds``, ``cpu_seconds``.
     """
-    import torch
-
     from .data import iter_batches
     from .metrics import order_parameters
     from .models import TiedAttention, init_columns

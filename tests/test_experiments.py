@@ -27,6 +27,27 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, name):
     assert len(out.stderr.strip().splitlines()) == 1 and name in out.stderr, out.stderr
 
 
+def test_missing_output_directory_is_refused_before_any_work(tmp_path):
+    out = subprocess.run(CMD + ["--out", str(tmp_path / "no" / "such" / "dir"), "--quick"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and "out" in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not (tmp_path / "no").exists()
+
+
+def test_sigterm_stops_with_one_line_and_status_143(tmp_path):
+    import signal
+    import time
+
+    proc = subprocess.Popen(CMD + ["--out", str(tmp_path), "--quick", "--only", "value", "--omegas", "0.3", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(8)  # imports done, first GD runs under way
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    lines = [ln for ln in err.strip().splitlines() if "Warning" not in ln and not ln.startswith("  ")]
+    assert len(lines) == 1 and "interrupted (SIGTERM)" in lines[0], err
+
+
 @pytest.mark.slow
 def test_quick_run_writes_every_figure_and_resumes(tmp_path):
     args = CMD + ["--out", str(tmp_path), "--quick", "--omegas", "0.3", "--seeds", "2", "--quiet"]

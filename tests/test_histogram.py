@@ -115,7 +115,8 @@ def test_cli_json_and_errors():
     res = json.loads(out.stdout)
     assert {"test_accuracy", "positional_index", "same_token_ratio", "cpu_seconds", "unfrozen"} <= set(res)
     for args, name in ((["--init", "both"], "init"), (["--init", "semantic", "--seeds", "0"], "seeds"),
-                       (["--init", "semantic", "--T", "1"], "T"), (["--init", "semantic", "--lr", "-1"], "lr")):
+                       (["--init", "semantic", "--T", "1"], "T"), (["--init", "semantic", "--lr", "-1"], "lr"),
+                       (["--init", "semantic", "--plot", "/nonexistent-dir/maps.png"], "plot")):
         bad = subprocess.run(base + args, capture_output=True, text=True, timeout=120)
         assert bad.returncode == 2, (args, bad.stderr)
         assert len(bad.stderr.strip().splitlines()) == 1 and name in bad.stderr, bad.stderr
