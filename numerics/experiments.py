@@ -276,10 +276,10 @@ def _floats(s: str) -> list[float]:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m numerics.experiments", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                epilog="Full run (about 20 CPU-minutes on one core):\n"
+                epilog="Full run (about 18 CPU-minutes on one core):\n"
                        "  python -m numerics.experiments --out docs/figures\n"
                        "Only the histogram task, quickly:\n"
-                       "  python -m numerics.experiments --out /tmp/x --only histogram --quick")
+                       "  python -m numerics.experiments --out quick-figures --only histogram --quick")
     p.add_argument("--out", default="docs/figures", help="output directory (default docs/figures)")
     p.add_argument("--only", default="histogram,value", help="comma-separated: histogram, value")
     p.add_argument("--quick", action="store_true", help="tiny configurations (tests)")
