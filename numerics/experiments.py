@@ -174,30 +174,24 @@ def value_experiment(out: Path, *, omegas: Sequence[float], d: int, seeds: Seque
                      value_init: float = 1.0, lam: float = 0.01, n_test: int = 10_000,
                      theory: dict[float, float] | None = None, device: str = "cpu",
                      log: Callable[[str], None] = lambda s: None) -> list[dict[str, Any]]:
-    """GD transitions of the tied and the value-matrix student at every ``ω`` (same seeds)."""
-    import torch
-
+    """GD transitions of the tied and the value-matrix student at every ``ω`` (same seeds, one torch
+    thread per run)."""
     from .value_matrix import gd_transition
 
     theory = theory if theory is not None else theory_alpha_c(omegas)
     cache = RunCache(out / "value_matrix_runs.csv")
     results = []
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for w in omegas:
-            alphas = [round(f * theory[float(w)], 4) for f in ALPHA_FACTORS]
-            for value in (False, True):
-                t0 = time.process_time()
-                res = gd_transition(w, alphas, seeds, d=d, value=value, log=log, cache=cache, lr=lr,
-                                    value_init=value_init, lam=lam, n_test=n_test, device=device)
-                res["theory_alpha_c"] = theory[float(w)]
-                log(f"[value] {res['model']} omega={w:g}: GD alpha_c = {_fmt(res['alpha_c'])} ± "
-                    f"{_fmt(res['alpha_c_se'])} (theory {theory[float(w)]:.4f}), per seed "
-                    f"{[_fmt(a) for a in res['alpha_c_per_seed']]}, {time.process_time() - t0:.0f} CPU s")
-                results.append(res)
-    finally:
-        torch.set_num_threads(old)
+    for w in omegas:
+        alphas = [round(f * theory[float(w)], 4) for f in ALPHA_FACTORS]
+        for value in (False, True):
+            t0 = time.process_time()
+            res = gd_transition(w, alphas, seeds, d=d, value=value, log=log, cache=cache, lr=lr,
+                                value_init=value_init, lam=lam, n_test=n_test, device=device)
+            res["theory_alpha_c"] = theory[float(w)]
+            log(f"[value] {res['model']} omega={w:g}: GD alpha_c = {_fmt(res['alpha_c'])} ± "
+                f"{_fmt(res['alpha_c_se'])} (theory {theory[float(w)]:.4f}), per seed "
+                f"{[_fmt(a) for a in res['alpha_c_per_seed']]}, {time.process_time() - t0:.0f} CPU s")
+            results.append(res)
     _write_value_outputs(out, results, d)
     return results
 

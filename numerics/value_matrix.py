@@ -227,12 +227,21 @@ def run_pair(seed: int, alpha: float, *, omega: float, d: int, value: bool, cach
 
 def gd_transition(omega: float, alphas: Sequence[float], seeds: Sequence[int], *, d: int = 400,
                   value: bool = True, log: Callable[[str], None] | None = None, cache: Any = None,
-                  **kw: Any) -> dict[str, Any]:
+                  threads: int | None = 1, **kw: Any) -> dict[str, Any]:
     """GD transition per seed (root of the straight line through ``e_t,sem − e_t,pos`` over
     ``alphas``, see :func:`crossing`), mean and standard error over seeds, and the gaps.
 
     Keyword arguments go to :func:`run_value_seed` (``lr``, ``value_init``, ``lam``, …).
+    ``threads``: torch CPU threads during the runs (default 1, see
+    :func:`numerics.simulate.torch_threads`; None leaves torch's setting).
     """
+    from .simulate import torch_threads
+
+    with torch_threads(threads):
+        return _gd_transition(omega, alphas, seeds, d=d, value=value, log=log, cache=cache, **kw)
+
+
+def _gd_transition(omega, alphas, seeds, *, d, value, log, cache, **kw) -> dict[str, Any]:
     per_seed, gaps_all = [], []
     for s in seeds:
         gaps, used = [], []
