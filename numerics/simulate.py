@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from replica.applications.attention.paper import PAPER_A
+
 from .checks import INITS, check_row_stochastic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +60,7 @@ CSV_COLUMNS = (
     "model,omega,alpha,d,init,seeds,q,q_se,m,m_se,theta,theta_se,"
     "eps_g,eps_g_se,train_loss,train_loss_se,converged"
 ).split(",")
-_DEFAULT_A = (0.6, 0.4, 0.4, 0.6)
+_DEFAULT_A = tuple(v for row in PAPER_A for v in row)  # the paper's A, row-major
 
 
 # --------------------------------------------------------------------------- validation

@@ -6,7 +6,8 @@ the SHA-256 of a canonical JSON description of everything the result depends on
 parameter, branch, ``alpha``, quadrature / integrator description, tolerance, and for
 failures the warm start). The root is ``$REPLICA_CACHE`` if set, else the platform's user
 cache directory (:func:`platformdirs.user_cache_dir`: ``$XDG_CACHE_HOME/replica``, by
-default ``~/.cache/replica``, on Linux; ``~/Library/Caches/replica`` on macOS).
+default ``~/.cache/replica``, on Linux; ``~/Library/Caches/replica`` on macOS); compiled
+units (:mod:`replica.compiled`) live beside the points, in ``<root>/compiled``.
 
 Concurrency and crashes: an entry is written to a temporary file in the same directory
 and moved into place with :func:`os.replace` (atomic on POSIX), so a reader sees either
@@ -24,19 +25,19 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+import platformdirs
+
 #: bump when the format of the stored entries changes
 CACHE_FORMAT = 1
 
 
 def default_cache_dir() -> Path:
-    """``$REPLICA_CACHE`` if set (and non-empty), else the platform's user cache directory
-    for ``replica`` (honours ``XDG_CACHE_HOME`` on Linux)."""
+    """``$REPLICA_CACHE`` if set (and non-empty), else the platform's user cache directory of
+    replica (platformdirs: ``$XDG_CACHE_HOME/replica`` or ``~/.cache/replica`` on Linux)."""
     env = os.environ.get("REPLICA_CACHE")
     if env:
         return Path(env).expanduser()
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("replica", appauthor=False))
+    return Path(platformdirs.user_cache_dir("replica", appauthor=False))
 
 
 def _canonical(obj: Any) -> Any:

@@ -1,7 +1,7 @@
 """Worker processes that die with their parent, and interrupts that end in one line.
 
 :func:`worker_pool` is the one place that starts worker processes (phase points and
-thresholds over ``omega``, :mod:`replica.phase`, :mod:`replica.thresholds`). It
+thresholds along a parameter, :mod:`replica.phase`). It
 
 * turns ``SIGTERM`` into :class:`Interrupted` in the parent (``SIGINT`` already raises
   :class:`KeyboardInterrupt`), so that ``kill`` runs the same clean-up as Ctrl-C;

@@ -49,7 +49,7 @@ def _default_jobs() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..figures import FigureConfig, make_figures, quick_config
+    from ..applications.attention.figures import FigureConfig, make_figures, quick_config
     from ..integrators import from_spec
     from ..registry import load_module
 

@@ -1,4 +1,5 @@
-"""``replica phase MODEL --omega W ...``: branches, spinodals, alpha_c, eps_lin and alpha_l."""
+"""``replica phase MODEL ...``: branches, spinodals, alpha_c, the baseline and alpha_l of any model
+that declares branches (the pair compared: the model's declared transition, or ``--between``)."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,6 @@ import sys
 
 from .. import jsonio, validation
 from ..errors import ParameterError
-from ..phase import BRANCHES, SolverSettings, phase_point
 from ..progress import Progress
 from ..registry import load_module
 from .common import add_numeric_flags, add_parameter_flags, check_numeric_args, parameters_from_args, rule_from_args
@@ -36,20 +36,27 @@ def check_jobs(args: argparse.Namespace) -> int:
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("phase", help="follow the branches along alpha; alpha_c, alpha_l, spinodals",
-                       description="Follow the semantic, positional (and agnostic) branches of MODEL along "
-                                   "alpha by continuation, report where each ends (spinodals), the transition "
-                                   "alpha_c (Phi_sem = Phi_pos, root-found), the linear-baseline error eps_lin and "
-                                   "alpha_l (global-minimum eps_g = eps_lin, root-found). A threshold that does not "
+                       description="Follow the branches of MODEL along alpha by continuation, report where each "
+                                   "ends (spinodals), the transition alpha_c where the free entropies of a pair of "
+                                   "branches (HIGH, which wins at large alpha, and LOW) cross (root-found), the "
+                                   "model's baseline error eps_lin and alpha_l (global-minimum eps_g = eps_lin, "
+                                   "root-found). The pair is the model's declared transition (for attention: "
+                                   "semantic, positional) unless --between names one. A threshold that does not "
                                    "exist in [alpha-min, alpha-max] is null, with the reason.",
-                       epilog="example: replica phase attention --omega 0.3 --json",
+                       epilog="examples:\n  replica phase attention --omega 0.3 --json\n"
+                              "  replica phase attention --omega 0.3 --thresholds-only\n"
+                              "  replica phase my_model.py --between dense,sparse",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a declared model (e.g. 'attention') or a path to a .py file")
     add_parameter_flags(p)
     g = p.add_argument_group("range")
     g.add_argument("--alpha-min", type=float, default=0.1, help="smallest alpha (default 0.1)")
     g.add_argument("--alpha-max", type=float, default=4.0, help="largest alpha (default 4)")
-    g.add_argument("--branches", default=",".join(BRANCHES),
-                   help="comma-separated branches to follow (semantic and positional are always followed)")
+    g.add_argument("--between", default=None, metavar="HIGH,LOW",
+                   help="the pair of branches compared (default: the model's declared transition)")
+    g.add_argument("--branches", default=None,
+                   help="comma-separated branches to follow (default: every declared branch; the pair is "
+                        "always followed)")
     add_numeric_flags(p)
     p.set_defaults(max_iter=200)
     for action in p._actions:
@@ -71,6 +78,9 @@ def _fmt(v) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..phase import SolverSettings, phase_point  # the phase machinery (scipy), only for this command
+    from ..phase.common import resolve_pair
+
     check_numeric_args(args)
     module = load_module(args.model)
     params = parameters_from_args(module, args)
@@ -81,21 +91,24 @@ def run(args: argparse.Namespace) -> int:
         validation.sample_complexity(v, name.replace("_", "-"))
     if args.alpha_max <= args.alpha_min:
         raise ParameterError("alpha-max", f"must be larger than --alpha-min ({args.alpha_min}), got {args.alpha_max}")
-    missing = [b for b in ("semantic", "positional") if b not in module.BRANCHES]
-    if missing:
-        raise ParameterError("model", f"{module.MODEL} declares no {'/'.join(missing)} branch (it has "
-                                      f"{list(module.BRANCHES)}); a phase analysis needs semantic and positional")
-    branches = [b.strip() for b in args.branches.split(",") if b.strip()]
-    for b in branches:
-        if b not in module.BRANCHES:
-            raise ParameterError("branches", f"unknown branch {b!r}; {module.MODEL} has {list(module.BRANCHES)}")
+    pair = None
+    if args.between is not None:
+        pair = tuple(b.strip() for b in args.between.split(",") if b.strip())
+    pair = resolve_pair(module, pair)
+    branches = None
+    if args.branches is not None:
+        branches = [b.strip() for b in args.branches.split(",") if b.strip()]
+        for b in branches:
+            if b not in module.BRANCHES:
+                raise ParameterError("branches", f"unknown branch {b!r}; {module.MODEL} has {list(module.BRANCHES)}")
     jobs = check_jobs(args)
     settings = SolverSettings(rule=rule_from_args(module, args), tol=args.tol, max_iter=args.max_iter)
     progress = Progress(label=f"replica phase {module.MODEL}", enabled=not args.quiet)
+    label = " ".join(f"{k}={v:g}" for k, v in params.items())
     try:
-        res = phase_point(module, parameters=params, alpha_min=args.alpha_min, alpha_max=args.alpha_max,
+        res = phase_point(module, params, pair=pair, alpha_min=args.alpha_min, alpha_max=args.alpha_max,
                           branches=branches, settings=settings, cache=cache_from_args(args), progress=progress,
-                          jobs=jobs, thresholds_only=args.thresholds_only)
+                          jobs=jobs, thresholds_only=args.thresholds_only, label=label)
     finally:
         progress.close()
     if args.json:
@@ -105,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{res.model}  " + "  ".join(f"{k}={v:g}" for k, v in res.parameters.items()))
     print(f"alpha in [{res.alpha_min:g}, {res.alpha_max:g}], {res.quadrature}, {res.solves} solves "
           f"({res.cached} cached), {res.seconds:.1f} s\n")
+    print(f"  pair: {res.pair[0]} (wins at large alpha) vs {res.pair[1]}; baseline: {res.baseline or 'none'}")
     print(f"  alpha_c = {_fmt(res.alpha_c.value):<10}  {res.alpha_c.reason}")
     print(f"  alpha_l = {_fmt(res.alpha_l.value):<10}  {res.alpha_l.reason}")
     print(f"  eps_lin = {res.eps_lin:.6g}")

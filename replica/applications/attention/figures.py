@@ -1,4 +1,4 @@
-"""The paper's theory figures (Cui et al. 2024, Figs. 2, 3 and 9) from :mod:`replica.phase`.
+"""The paper's theory figures (Cui et al. 2024, Figs. 2, 3 and 9) from the study's phase analysis.
 
 :func:`compute_figures` runs the phase analysis (few solves: continuation and root
 finding, in parallel processes over ``omega``) and :func:`write_figures` draws
@@ -27,23 +27,26 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import jsonio
-from .cache import PointCache
-from .errors import ParameterError
-from .outputs import check_output_dir, make_output_dir
-from .phase import PhaseResult, SolverSettings, StepControl, phase_points
-from .progress import Progress
+from ... import jsonio
+from ...cache import PointCache
+from ...errors import ParameterError
+from ...outputs import check_output_dir, make_output_dir
+from ...phase import PhaseResult, SolverSettings, StepControl
+from ...progress import Progress
+from . import paper
+from .phase import phase_points
 
-#: the paper's positional matrix and the second example of its Appendix E.2 (Fig. 9)
-PAPER_A = (0.6, 0.4, 0.4, 0.6)
-SECOND_A = (0.3, 0.7, 0.8, 0.2)
+#: the paper's positional matrix and the second example of its Appendix E.2 (Fig. 9), row-major
+PAPER_A = tuple(v for row in paper.PAPER_A for v in row)
+SECOND_A = tuple(v for row in paper.SECOND_A for v in row)
 
 SIM_COLUMNS = ("model", "omega", "alpha", "d", "init", "seeds", "q", "q_se", "m", "m_se", "theta",
                "theta_se", "eps_g", "eps_g_se", "train_loss", "train_loss_se", "converged")
 
 
 def _A_params(A: Sequence[float]) -> dict[str, float]:
-    return {"A_11": A[0], "A_12": A[1], "A_21": A[2], "A_22": A[3]}
+    """``A_11 ... A_22`` of a row-major 2 x 2 matrix."""
+    return paper.A_parameters([A[:2], A[2:]])
 
 
 @dataclass(frozen=True)
@@ -301,7 +304,7 @@ def plot_fig2_summary(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), d
                                       label=f"GD, {init} init"))
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"summary statistics $q,\ m,\ \theta$")
-    ax.set_title(rf"Summary statistics, $\omega = {r.omega:g}$")
+    ax.set_title(rf"Summary statistics, $\omega = {r.parameters['omega']:g}$")
     ax.set_xlim(lo, hi)
     ax.set_ylim(bottom=-0.01)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
@@ -357,7 +360,7 @@ def plot_fig2_error(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), lin
     ax.plot([], [], color="0.2", lw=1.1, ls="--", label="other branch (local)")
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"test error $\varepsilon_g$  ($\times 10^{-3}$)")
-    ax.set_title(rf"Test error, $\omega = {r.omega:g}$")
+    ax.set_title(rf"Test error, $\omega = {r.parameters['omega']:g}$")
     ax.set_xlim(r.alpha_min, r.alpha_max)
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     _save(fig, path.with_suffix(".png"), dpi)
