@@ -201,7 +201,7 @@ def _fmt(v: float | None) -> str:
 
 
 def _write_value_outputs(out: Path, results: Sequence[dict[str, Any]], d: int) -> None:
-    from replica.figures import _mpl
+    from .histogram import pyplot
 
     with open(out / "value_matrix_transition.csv", "w", newline="") as fh:
         w = csv.writer(fh)
@@ -213,7 +213,7 @@ def _write_value_outputs(out: Path, results: Sequence[dict[str, Any]], d: int) -
                         repr(r["theory_alpha_c"]), " ".join(map(repr, r["alphas"])),
                         repr(max(g["value_correction"] for g in r["gaps"])),
                         sum(not g["branches_ok"] for g in r["gaps"])])
-    plt = _mpl()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     colors = {"tied": "tab:blue", "value": "tab:orange"}
     omegas = sorted({r["omega"] for r in results})
@@ -236,6 +236,7 @@ def _write_value_outputs(out: Path, results: Sequence[dict[str, Any]], d: int) -
     ax1.set_ylabel(r"$\omega$")
     ax1.set_title("Transition: positional below, semantic above")
     ax1.legend(loc="lower right")
+    ax1.grid(alpha=0.25)
     for model, ls in (("tied", "-"), ("value", "--")):
         for w in omegas:
             r = next(x for x in results if x["model"] == model and x["omega"] == w)
@@ -249,6 +250,7 @@ def _write_value_outputs(out: Path, results: Sequence[dict[str, Any]], d: int) -
     ax2.set_ylabel(r"$e_{t,\mathrm{sem}} - e_{t,\mathrm{pos}}$ (GD, seed mean)")
     ax2.set_title("Training-loss gap (zero crossing = GD $\\alpha_c$)")
     ax2.legend(fontsize=7, ncol=2)
+    ax2.grid(alpha=0.25)
     fig.tight_layout()
     fig.savefig(out / "value_matrix_transition.png", dpi=150)
     plt.close(fig)

@@ -513,11 +513,21 @@ def plot_attention_maps(models: Mapping[str, "nn.Module"], sequences: np.ndarray
                             w.writerow([name, lab, i, j, lab[i], lab[j], f"{A[c, i, j]:.6g}"])
 
 
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` for writing files: the Agg backend unless a session already chose
+    one (pyplot imported, Jupyter's inline backend), which is then kept."""
+    import matplotlib
+
+    if "matplotlib.pyplot" not in sys.modules and "IPython" not in sys.modules:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def draw_attention_maps(mats: Mapping[str, np.ndarray], sequences: np.ndarray, path: str, dpi: int = 150) -> None:
     """Draw ``mats[name]`` (n_seq, T, T) as a grid: one row per name, one column per sequence."""
-    from replica.figures import _mpl
-
-    plt = _mpl()
+    plt = pyplot()
     seqs = np.asarray(sequences)
     names = list(mats)
     fig, axes = plt.subplots(len(names), len(seqs), figsize=(2.6 * len(seqs) + 1.0, 2.6 * len(names)), squeeze=False,
