@@ -1,5 +1,5 @@
 """The histogram task (paper App. A): targets, the attention index, the freezing, and the two
-minima of a small configuration (seconds)."""
+minima of a small configuration (seconds); the default configuration's minima (slow)."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (extra 'sim')")
 
-from numerics.histogram import (attention_index, build_model, histogram_targets, quick_config,  # noqa: E402
-                                run_seed, sample_sequences)
+from numerics.histogram import (HistogramConfig, attention_index, build_model, histogram_targets,  # noqa: E402
+                                quick_config, run_seed, sample_sequences)
 
 
 def test_targets_are_the_histogram_of_the_paper():
@@ -104,6 +104,27 @@ def test_the_index_separates_the_two_minima_of_a_small_configuration():
         u = r["unfrozen"]
         assert 0 < u["relative_parameter_change"] < 0.5
         assert u["test_accuracy"] > 0.9
+
+
+@pytest.mark.slow
+def test_both_minima_of_the_default_configuration_reach_95_percent():
+    """Issue 17's check: with the default configuration (T = 10, the paper's 15 tokens) both
+    frozen minima reach >= 95 % test accuracy, and the index tells them apart. The stability
+    check is left out here (two thirds of the time; docs/experiments.md reports it); the time
+    budget of the full run (<= 5 minutes) is measured by ``python -m benchmarks --only
+    histogram``, not by a test. Measured before (seed 0): 0.9987 and 0.9965, index 0.999 and
+    0.0004, so a regression of a few per cent in either fails here."""
+    cfg = HistogramConfig(stability=False)
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        pos = run_seed(0, "positional", cfg)
+        sem = run_seed(0, "semantic", cfg)
+    finally:
+        torch.set_num_threads(old)
+    assert pos["test_accuracy"] >= 0.95 and sem["test_accuracy"] >= 0.95, (pos["test_accuracy"], sem["test_accuracy"])
+    assert pos["positional_index"] > 0.9 and sem["positional_index"] < 0.1
+    assert sem["same_token_ratio"] > 2.0
 
 
 def test_cli_json_and_errors():
