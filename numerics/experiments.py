@@ -132,16 +132,13 @@ def theory_alpha_c(omegas: Sequence[float], path: str | os.PathLike = THEORY_CSV
 def histogram_experiment(out: Path, *, quick: bool = False, seed: int = 0, device: str = "cpu",
                          log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Both minima (one seed), stability check, attention maps; returns the summary rows."""
-    import torch
-
     from .histogram import HistogramConfig, letters, plot_attention_maps, quick_config, run_seed, sample_sequences
+    from .simulate import torch_threads
 
     cfg = quick_config() if quick else HistogramConfig()
     models: dict[str, Any] = {}
     rows = []
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):  # small tensors: one thread is faster on a shared machine
         for init in ("positional", "semantic"):
             log(f"[histogram] {init} minimum (seed {seed}) ...")
             r = run_seed(seed, init, cfg, device=device, log=log, keep_model=True)
@@ -153,8 +150,6 @@ def histogram_experiment(out: Path, *, quick: bool = False, seed: int = 0, devic
                                                         "r2_position", "r2_token", "same_token_ratio",
                                                         "attention_spread", "relative_parameter_change")},
                              "cpu_seconds": r["cpu_seconds"] if stage == "frozen" else None})
-    finally:
-        torch.set_num_threads(old)
     order = ["positional (frozen)", "positional (after SGD)", "semantic (frozen)", "semantic (after SGD)"]
     seqs, _ = sample_sequences(3, cfg.T, cfg.alphabet, np.random.default_rng(2024))
     plot_attention_maps({k: models[k] for k in order}, seqs, str(out / "histogram_attention_maps.png"),

@@ -453,7 +453,7 @@ def run(init: str, seeds: int | Sequence[int] = 1, cfg: HistogramConfig | None =
 
     ``keep_models``: the first seed's entry of ``runs`` keeps its models (``model``,
     ``model_unfrozen``), as :func:`run_seed` with ``keep_model``."""
-    import torch
+    from .simulate import torch_threads
 
     cfg = cfg or HistogramConfig()
     seed_list = list(range(seed_start, seed_start + int(seeds))) if isinstance(seeds, (int, np.integer)) \
@@ -461,14 +461,9 @@ def run(init: str, seeds: int | Sequence[int] = 1, cfg: HistogramConfig | None =
     if not seed_list:
         raise ValueError("seeds must be >= 1")
     log = (lambda s: print(s, file=sys.stderr, flush=True)) if verbose else (lambda s: None)
-    old = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(int(threads))
-    try:
+    with torch_threads(None if threads is None else int(threads)):
         runs = [run_seed(s, init, cfg, device=device, log=log, keep_model=keep_models and k == 0)
                 for k, s in enumerate(seed_list)]
-    finally:
-        torch.set_num_threads(old)
     out: dict[str, Any] = {"task": "histogram", "init": init, "seeds": seed_list, "device": str(device),
                            "config": asdict(cfg)}
     for k in _SUMMARY_KEYS:

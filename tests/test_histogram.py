@@ -87,15 +87,18 @@ def test_freezing_makes_the_attention_blind_to_tokens_or_to_positions():
         assert not torch.allclose(pos.attention(x[:, perm]), pos.attention(x)[:, perm][:, :, perm], atol=1e-4)
 
 
+def _both_minima(cfg):
+    """Seed 0 of the positional and the semantic minimum, with one torch thread (small tensors:
+    one thread is faster on a shared machine)."""
+    from numerics.simulate import torch_threads
+
+    with torch_threads(1):
+        return run_seed(0, "positional", cfg), run_seed(0, "semantic", cfg)
+
+
 def test_the_index_separates_the_two_minima_of_a_small_configuration():
     cfg = quick_config()
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        pos = run_seed(0, "positional", cfg)
-        sem = run_seed(0, "semantic", cfg)
-    finally:
-        torch.set_num_threads(old)
+    pos, sem = _both_minima(cfg)
     # both learn the task (T = 6, 6 tokens, 25 epochs: well above the 1/6 of chance)
     assert pos["test_accuracy"] > 0.9 and sem["test_accuracy"] > 0.9
     assert pos["positional_index"] > 0.95 and sem["positional_index"] < 0.05
@@ -115,13 +118,7 @@ def test_both_minima_of_the_default_configuration_reach_95_percent():
     histogram``, not by a test. Measured before (seed 0): 0.9987 and 0.9965, index 0.999 and
     0.0004, so a regression of a few per cent in either fails here."""
     cfg = HistogramConfig(stability=False)
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        pos = run_seed(0, "positional", cfg)
-        sem = run_seed(0, "semantic", cfg)
-    finally:
-        torch.set_num_threads(old)
+    pos, sem = _both_minima(cfg)
     assert pos["test_accuracy"] >= 0.95 and sem["test_accuracy"] >= 0.95, (pos["test_accuracy"], sem["test_accuracy"])
     assert pos["positional_index"] > 0.9 and sem["positional_index"] < 0.1
     assert sem["same_token_ratio"] > 2.0
