@@ -901,15 +901,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit code: 2 for bad input, 1 if a seed did not converge,
     130/143 when interrupted (Ctrl-C / SIGTERM)."""
+    from .checks import run_cli
+
+    return run_cli(build_parser(), _run, argv)  # SIGTERM ends like Ctrl-C: one line, no traceback
+
+
+def _run(args: argparse.Namespace, prog: str) -> int:
     from replica import jsonio
     from replica.commands.common import parameters_from_args
     from replica.errors import ReplicaError
     from replica.registry import load_module
-    from replica.workers import exit_status, terminate_raises
+    from replica.workers import exit_status
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    prog = parser.prog
     try:
         _check_run(alpha=args.alpha, d=args.d, init=args.init, damping=args.damping, max_iter=args.max_iter,
                    tol=args.tol, n_test=args.n_test, seeds=args.seeds)
@@ -920,17 +923,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .simulate import resolve_device
 
             resolve_device(args.device)
-        with terminate_raises():  # SIGTERM ends like Ctrl-C: one line, no traceback
-            expected = expected_convergence(module, args.alpha, args.init, parameters) if args.replicon else {}
-            if expected and expected["rs_stable"] is False and not args.quiet:
-                print(f"{prog}: note: the theory's {expected['theory_branch']} fixed point is RS-unstable (replicon "
-                      f"{expected['replicon']:.3g}, prox switching: {expected.get('replicon_switching')}): GAMP with "
-                      "the global-minimum prox is expected not to converge (docs/replicon.md)", file=sys.stderr)
-            res = run_gamp(module, args.alpha, args.d, args.init, args.seeds, seed_start=args.seed_start,
-                           parameters=parameters, verbose=not args.quiet, damping=args.damping,
-                           max_iter=args.max_iter, tol=args.tol, backend=backend, device=args.device,
-                           n_test=args.n_test, normalize_teacher=args.normalize_teacher, trace=args.trace,
-                           local_prox=args.local_prox)
+        expected = expected_convergence(module, args.alpha, args.init, parameters) if args.replicon else {}
+        if expected and expected["rs_stable"] is False and not args.quiet:
+            print(f"{prog}: note: the theory's {expected['theory_branch']} fixed point is RS-unstable (replicon "
+                  f"{expected['replicon']:.3g}, prox switching: {expected.get('replicon_switching')}): GAMP with "
+                  "the global-minimum prox is expected not to converge (docs/replicon.md)", file=sys.stderr)
+        res = run_gamp(module, args.alpha, args.d, args.init, args.seeds, seed_start=args.seed_start,
+                       parameters=parameters, verbose=not args.quiet, damping=args.damping,
+                       max_iter=args.max_iter, tol=args.tol, backend=backend, device=args.device,
+                       n_test=args.n_test, normalize_teacher=args.normalize_teacher, trace=args.trace,
+                       local_prox=args.local_prox)
     except (ReplicaError, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
