@@ -9,7 +9,7 @@ from dataclasses import replace
 from ..errors import ParameterError
 from ..outputs import check_output_dir
 from ..progress import Progress
-from .phase import add_cache_flags, cache_from_args, check_jobs
+from .phase import add_cache_flags, cache_from_args, check_jobs, executor_from_args, scheduler_from_args
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is None:
         args.jobs = _default_jobs()
     jobs = check_jobs(args)
+    scheduler = scheduler_from_args(args)
     cfg = quick_config() if args.quick else FigureConfig()
     if args.quadrature is not None:
         from_spec(args.quadrature, load_module("attention"))  # validate early (names 'quadrature')
@@ -67,13 +68,14 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "out")  # before minutes of work, not after
     progress = Progress(label="replica figures: phase points", enabled=not args.quiet)
     try:
-        data, pngs = make_figures(args.out, jobs=jobs, sim=args.sim, cache=cache_from_args(args),
-                                  progress=progress, config=cfg)
+        with executor_from_args(jobs, scheduler) as executor:
+            data, pngs = make_figures(args.out, jobs=jobs, sim=args.sim, cache=cache_from_args(args),
+                                      progress=progress, config=cfg, executor=executor)
     finally:
         progress.close()
     for path in pngs:
         print(path)
     print(os.path.join(args.out, "summary.json"))
-    print(f"{len(data.main) + len(data.second)} phase points in {data.seconds:.0f} s with {jobs} job(s)",
-          file=sys.stderr)
+    where = f"on {scheduler}" if scheduler else f"with {jobs} job(s)"
+    print(f"{len(data.main) + len(data.second)} phase points in {data.seconds:.0f} s {where}", file=sys.stderr)
     return 0
