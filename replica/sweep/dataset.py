@@ -102,8 +102,8 @@ def _describe(name: str) -> str:
     return ""
 
 
-def _names(dicts) -> list[str]:
-    seen: dict[str, None] = {}
+def _names(dicts, declared=()) -> list[str]:
+    seen: dict[str, None] = dict.fromkeys(declared)
     for d in dicts:
         for k in d:
             seen.setdefault(k, None)
@@ -122,12 +122,12 @@ def to_dataset(result: "SweepResult") -> "xr.Dataset":
     indices = list(spec.indices())
     records = [result.records.get(i, {"values": {}, "rows": [], "error": "not computed"}) for i in indices]
     data_vars: dict[str, Any] = {}
-    for name in _names(r.get("values", {}) for r in records):
+    for name in _names((r.get("values", {}) for r in records), result.variables[0]):
         col = _column([r.get("values", {}).get(name) for r in records])
         data_vars[name] = (axes, col.reshape(shape))
     if extra:
         rows = [r.get("rows") or [] for r in records]
-        for name in _names(row for rs in rows for row in rs):
+        for name in _names((row for rs in rows for row in rs), result.variables[1]):
             vals = []
             for rs in rows:
                 rs = list(rs) + [{}] * (n_rows - len(rs)) if len(rs) < n_rows else rs

@@ -74,7 +74,9 @@ class TaskKind:
     ``dims(settings) -> {name: labels}``: extra dimensions of ``rows``; ``default_warm(spec)``:
     the warm-start axis when the spec names none; ``needs_model``: whether ``model`` must be a
     declared model (a generated module is loaded); ``alpha``: ``"axis"`` if ``alpha`` is a grid
-    axis or fixed parameter the kind needs, ``"none"`` if it must not be one (thresholds scan it).
+    axis or fixed parameter the kind needs, ``"none"`` if it must not be one (thresholds scan it);
+    ``variables(settings, module) -> (value names, row names)``: what the records hold, so that the
+    dataset has these variables even where every point failed.
     """
 
     name: str
@@ -86,6 +88,8 @@ class TaskKind:
     default_warm: Callable[[SweepSpec], str | None] = field(default=lambda spec: None)
     needs_model: bool = True
     alpha: str = "axis"
+    variables: Callable[[Mapping[str, Any], ModuleType | None], tuple[list[str], list[str]]] = field(
+        default=lambda settings, module: ([], []))
 
 
 #: the registered kinds, by name
@@ -279,6 +283,13 @@ def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
     return {"values": values, "rows": rows, "seed": seed}
 
 
+def _solve_variables(st: Mapping[str, Any], module: ModuleType) -> tuple[list[str], list[str]]:
+    obs = list(getattr(module, "OBSERVABLES", ("eps_g",)))
+    rows = list(module.ORDER_PARAMETERS) + list(module.CONJUGATES) + [c for n in obs for c in (n, f"{n}_error")]
+    rows += ["phi", "train_loss", "psi_y", "iterations", "residual", "quadrature_residual", "converged", "notes"]
+    return (["eps_lin", "eps_lin_error"] if st["baseline"] else []), rows
+
+
 def _solve_hint(done: list, at: float) -> dict[str, list[float]]:
     """Per branch, the state of the nearest finished neighbour that solved it."""
     out: dict[str, tuple[float, list[float]]] = {}
@@ -295,7 +306,8 @@ def _solve_warm(spec: SweepSpec) -> str | None:
 
 
 register(TaskKind("solve", "the saddle point on each of the given branches", _solve_check, _solve_compute,
-                  hint=_solve_hint, dims=lambda st: {"branch": list(st["branches"])}, default_warm=_solve_warm))
+                  hint=_solve_hint, dims=lambda st: {"branch": list(st["branches"])}, default_warm=_solve_warm,
+                  variables=_solve_variables))
 
 
 # --------------------------------------------------------------------------- thresholds / phase
@@ -379,11 +391,16 @@ def _continuation_compute(ctx: Context, point: dict, hint: Any) -> dict:
     return {"values": values, "rows": [], "seed": None}
 
 
+PHASE_VALUES = ["alpha_c", "alpha_l", "eps_lin", "eps_lin_error", "alpha_c_status", "alpha_l_status", "alpha_c_reason",
+                "alpha_l_reason", "solves"]
+
 register(TaskKind("thresholds", "alpha_c and alpha_l by the fast path, seeded by the neighbours",
                   lambda spec, module: _phase_check(spec, module, False), _thresholds_compute,
-                  hint=_thresholds_hint, default_warm=_first_warm_axis, alpha="none"))
+                  hint=_thresholds_hint, default_warm=_first_warm_axis, alpha="none",
+                  variables=lambda st, module: (list(PHASE_VALUES), [])))
 register(TaskKind("phase", "alpha_c, alpha_l and the spinodals by continuation of whole branches",
-                  lambda spec, module: _phase_check(spec, module, True), _continuation_compute, alpha="none"))
+                  lambda spec, module: _phase_check(spec, module, True), _continuation_compute, alpha="none",
+                  variables=lambda st, module: (PHASE_VALUES + [f"spinodal_{b}" for b in st["branches"]], [])))
 
 
 # --------------------------------------------------------------------------- simulate

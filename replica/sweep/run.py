@@ -60,6 +60,7 @@ class SweepResult:
     seconds: float = 0.0
     where: str = ""
     chains: list[list[tuple[int, ...]]] = field(default_factory=list)
+    variables: tuple[list[str], list[str]] = ([], [])
 
     @property
     def failed(self) -> list[tuple[int, ...]]:
@@ -168,7 +169,8 @@ def run_sweep(spec: SweepSpec, *, executor: cf.Executor | None = None, jobs: int
                 simulator=info.get("simulator", ""), settings=settings)
     store = f"sweep-{info['model']}"
     chains = plan_chains(spec)
-    result = SweepResult(spec, settings, kind.dims(settings), {}, info, chains=chains)
+    result = SweepResult(spec, settings, kind.dims(settings), {}, info, chains=chains,
+                         variables=kind.variables(settings, module))
     pending: dict[tuple[int, ...], tuple[dict, str]] = {}
     warm = spec.warm_axis
 
