@@ -30,6 +30,7 @@ import contextlib
 import logging
 import os
 import re
+import socket
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -108,6 +109,49 @@ def _import_distributed():
     return distributed
 
 
+def _probe(address: str) -> None:
+    """A plain TCP connection to a ``tcp://host:port`` address first: a refused or unroutable
+    address fails at once with the system's reason, instead of after the client's retries."""
+    scheme, _, rest = address.partition("://")
+    if scheme != "tcp":
+        return
+    host, _, port = rest.rpartition(":")
+    if not host:
+        host, port = rest, "8786"
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise ParameterError("scheduler", f"cannot reach a Dask scheduler at {address}: {why}") from None
+
+
+def _handshake(distributed, address: str) -> None:
+    """Ask whatever listens at ``address`` for its identity over Dask's own protocol before a
+    ``Client`` is made: something that is not a Dask scheduler (another service, a proxy) fails
+    here with one line, and no half-made ``Client`` is left to print a traceback at exit."""
+    import asyncio
+
+    async def identity():
+        comm = await distributed.comm.connect(address, timeout=CONNECT_TIMEOUT)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    try:
+        reply = asyncio.run(asyncio.wait_for(identity(), 2 * CONNECT_TIMEOUT))
+    except Exception as exc:  # noqa: BLE001 -- any failure means: no usable scheduler there
+        why = (str(exc).splitlines() or [""])[0] or type(exc).__name__
+        if isinstance(exc, (MemoryError, ValueError, TypeError, KeyError)):  # garbage where a frame should be
+            why = f"its reply is not Dask's protocol: {why}"
+        raise ParameterError("scheduler", f"no Dask scheduler answered at {address} within "
+                                          f"{2 * CONNECT_TIMEOUT:g} s ({why[:160]})") from None
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        raise ParameterError("scheduler", f"what answered at {address} is not a Dask scheduler "
+                                          f"(identity: {str(reply)[:120]})")
+
+
 @contextlib.contextmanager
 def _dask_executor(kind: str, target: int | str) -> Iterator[cf.Executor]:
     distributed = _import_distributed()
@@ -121,12 +165,14 @@ def _dask_executor(kind: str, target: int | str) -> Iterator[cf.Executor]:
                                                silence_logs=logging.ERROR)
             client = distributed.Client(cluster, set_as_default=False)
         else:
+            _probe(str(target))
+            _handshake(distributed, str(target))
             try:
                 client = distributed.Client(str(target), timeout=f"{CONNECT_TIMEOUT}s", set_as_default=False)
-            except (OSError, TimeoutError) as exc:
-                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise ParameterError("scheduler", f"cannot reach a Dask scheduler at {target} within "
-                                                  f"{CONNECT_TIMEOUT:g} s ({why[:160]})") from None
+            except Exception as exc:  # noqa: BLE001 -- it answered a moment ago: say what failed now
+                why = (str(exc).splitlines() or [""])[0] or type(exc).__name__
+                raise ParameterError("scheduler", f"cannot connect to the Dask scheduler at {target} ({why[:160]})") \
+                    from None
         executor = client.get_executor(pure=False)
         executor._replica_description = (f"Dask LocalCluster, {target} worker processes" if kind == "local"
                                          else f"Dask scheduler {target}")
