@@ -252,6 +252,15 @@ def test_files_round_trip(tmp_path, ridge_reference):
     assert row.eps_g == ridge_reference.eps_g.sel(alpha=2.0, lam=0.1, branch="centered").item()
 
 
+def test_zarr_round_trip_and_overwrite(tmp_path, ridge_reference):
+    """Zarr (the sweep extra installs zarr): the store opens identical, attributes included, and a
+    second write replaces the first store whole."""
+    z = write_dataset(ridge_reference, tmp_path / "s.zarr")
+    assert z.is_dir() and open_sweep(z).identical(ridge_reference)
+    write_dataset(ridge_reference.isel(alpha=slice(0, 2)), z)
+    assert open_sweep(z).identical(ridge_reference.isel(alpha=slice(0, 2)))
+
+
 def test_failed_point_is_nan_with_its_message(tmp_path):
     """A point that cannot converge (max_iter 1) is NaN in the dataset, its message in ``notes``,
     ``converged`` false; the sweep goes on."""

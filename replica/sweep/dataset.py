@@ -25,6 +25,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -198,7 +199,9 @@ def write_dataset(ds: "xr.Dataset", path: str | os.PathLike) -> Path:
         if fmt == "netcdf":
             ds.to_netcdf(tmp, engine=_netcdf_engine())
         elif fmt == "zarr":
-            ds.to_zarr(tmp, mode="w")
+            with warnings.catch_warnings():  # zarr 3 warns that consolidated metadata is not in its v3 spec
+                warnings.filterwarnings("ignore", message="Consolidated metadata")
+                ds.to_zarr(tmp, mode="w")
         else:
             df = ds.drop_vars([v for v in ds.data_vars if ds[v].dtype == object and not ds[v].dims]).to_dataframe()
             df.reset_index().to_csv(tmp, index=False, na_rep="")
