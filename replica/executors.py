@@ -37,8 +37,8 @@ from typing import Any, Callable, Iterator, Sequence
 from .errors import ParameterError
 from .workers import terminate_raises, worker_pool
 
-__all__ = ["InlineExecutor", "Ready", "SCHEDULER_ENV", "describe", "open_executor", "resolve_scheduler",
-           "run_chains", "scheduler_from_env"]
+__all__ = ["InlineExecutor", "Ready", "SCHEDULER_ENV", "available_cpus", "describe", "open_executor",
+           "resolve_scheduler", "run_chains", "scheduler_from_env"]
 
 #: the environment variable Dask itself uses for the scheduler's address
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -71,6 +71,15 @@ class InlineExecutor(cf.Executor):
 
 
 # --------------------------------------------------------------------------- schedulers
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one): the
+    default number of local workers."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 _LOCAL = re.compile(r"^local(?::(\d+))?$")
 
 
@@ -89,8 +98,7 @@ def resolve_scheduler(scheduler: str | None) -> tuple[str, int | str] | None:
     text = str(scheduler).strip()
     m = _LOCAL.match(text)
     if m:
-        n = int(m.group(1)) if m.group(1) else max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                                   else (os.cpu_count() or 1))
+        n = int(m.group(1)) if m.group(1) else available_cpus()
         if not 1 <= n <= 1024:
             raise ParameterError("scheduler", f"local:N needs 1 <= N <= 1024 workers, got {text!r}")
         return "local", n

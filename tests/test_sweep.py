@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
-import math
-import os
 import signal
 import subprocess
 import sys
@@ -16,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import xarray as xr
 
 from replica.cache import PointCache
 from replica.errors import ParameterError
 from replica.executors import InlineExecutor, Ready, open_executor, resolve_scheduler, run_chains
-from replica.sweep import load_spec, open_sweep, parse_spec, plan_chains, run_sweep, write_dataset
+from replica.sweep import load_spec, open_sweep, plan_chains, run_sweep, write_dataset
 from replica.sweep.run import prepare
+from tests.processes import alive, children
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -297,23 +295,6 @@ def _records(cache: Path) -> list[Path]:
     return [p for p in (cache / "points" / "sweep-ridge").rglob("*.json") if not p.name.startswith(".")]
 
 
-def _children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="process checks read /proc (Linux)")
 @pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_interrupted_sweep_resumes(tmp_path, sig, status):
@@ -330,7 +311,7 @@ def test_interrupted_sweep_resumes(tmp_path, sig, status):
         workers: list[int] = []
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and p.poll() is None:
-            workers = _children(p.pid)
+            workers = children(p.pid)
             if len(workers) >= 2 and len(_records(cache)) >= 3:
                 break
             time.sleep(0.02)
@@ -344,9 +325,9 @@ def test_interrupted_sweep_resumes(tmp_path, sig, status):
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert "Traceback" not in err and "interrupted" in lines[-1] and "rerun to resume" in lines[-1]
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(w) for w in workers):
+    while time.monotonic() < deadline and any(alive(w) for w in workers):
         time.sleep(0.1)
-    assert not any(_alive(w) for w in workers), "a worker outlived its parent"
+    assert not any(alive(w) for w in workers), "a worker outlived its parent"
     done = len(_records(cache))
     assert 3 <= done < 120
     res = run_cli("sweep", spec, "--out", tmp_path / "r.nc", "--jobs", "2", "--cache", cache, "--json")

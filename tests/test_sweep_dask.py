@@ -5,6 +5,7 @@ reached fails fast with one line. dask[distributed] comes with the ``dev`` extra
 its absence is a failure here, not a skip."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -19,6 +20,7 @@ from distributed import Client, LocalCluster
 
 from replica.cache import PointCache
 from replica.sweep import load_spec, open_sweep, run_sweep
+from tests.processes import alive, descendants
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,30 +139,19 @@ def test_attention_thresholds_on_a_local_cluster_equal_local(client, tmp_path):
     assert list(ds.alpha_c_status.values) == ["root"] * 3
 
 
-def _descendants(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
-    children: dict[int, list[int]] = {}
-    for line in out.splitlines():
-        a, b = (int(v) for v in line.split())
-        children.setdefault(b, []).append(a)
-    found, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            found.append(c)
-            todo.append(c)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+@pytest.mark.slow
+def test_replica_phase_on_a_local_cluster_equals_local_processes():
+    """``replica phase`` runs its branch continuations on the same executor layer: on a Dask
+    LocalCluster the thresholds and spinodals are those of local processes, bit for bit."""
+    args = ["phase", "attention", "--omega", "0.3", "--quadrature", "gh:8", "--alpha-max", "3", "--json",
+            "--no-cache", "--quiet"]
+    local = run_cli(*args, "--jobs", "2")
+    cluster = run_cli(*args, "--scheduler", "local:2")
+    assert local.returncode == 0 and cluster.returncode == 0, local.stderr + cluster.stderr
+    a, b = json.loads(local.stdout), json.loads(cluster.stdout)
+    assert a["alpha_c"] is not None
+    for key in ("alpha_c", "alpha_l", "eps_lin", "spinodals", "branch_ends", "crossings", "curves", "solves"):
+        assert a[key] == b[key], key
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="process checks read /proc (Linux)")
@@ -174,7 +165,7 @@ def test_interrupted_cluster_sweep_leaves_no_process(tmp_path):
         procs: list[int] = []
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and p.poll() is None:
-            procs = _descendants(p.pid)
+            procs = descendants(p.pid)
             records = list((cache / "points" / "sweep-ridge").rglob("*.json")) if cache.exists() else []
             if len(procs) >= 2 and len(records) >= 3:
                 break
@@ -189,9 +180,9 @@ def test_interrupted_cluster_sweep_leaves_no_process(tmp_path):
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert "Traceback" not in err and "interrupted (SIGTERM); rerun to resume" in lines[-1], err
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and any(_alive(q) for q in procs):
+    while time.monotonic() < deadline and any(alive(q) for q in procs):
         time.sleep(0.1)
-    assert not any(_alive(q) for q in procs), "a cluster process outlived the sweep"
+    assert not any(alive(q) for q in procs), "a cluster process outlived the sweep"
     res = run_cli("sweep", spec, "--jobs", "2", "--out", tmp_path / "r.nc", "--cache", cache)
     assert res.returncode == 0 and "from the cache" in res.stderr
 

@@ -7,6 +7,7 @@ import sys
 from dataclasses import replace
 
 from ..errors import ParameterError
+from ..executors import available_cpus
 from ..outputs import check_output_dir
 from ..progress import Progress
 from .phase import add_cache_flags, cache_from_args, check_jobs, executor_from_args, scheduler_from_args
@@ -41,20 +42,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
 def run(args: argparse.Namespace) -> int:
     from ..applications.attention.figures import FigureConfig, make_figures, quick_config
     from ..integrators import from_spec
     from ..registry import load_module
 
     if args.jobs is None:
-        args.jobs = _default_jobs()
+        args.jobs = available_cpus()
     jobs = check_jobs(args)
     scheduler = scheduler_from_args(args)
     cfg = quick_config() if args.quick else FigureConfig()

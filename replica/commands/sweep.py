@@ -3,11 +3,11 @@ Dask cluster, written as a labelled dataset (NetCDF/Zarr/CSV)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from .. import jsonio, validation
 from ..errors import ParameterError
+from ..executors import available_cpus
 from ..progress import Progress
 from .phase import add_cache_flags, cache_from_args, scheduler_from_args
 
@@ -60,13 +60,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
 def run(args: argparse.Namespace) -> int:
     from ..sweep.dataset import check_output, write_dataset
     from ..sweep.run import plan_chains, prepare, run_sweep
@@ -75,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     scheduler = scheduler_from_args(args)
     if scheduler is not None and args.jobs is not None:
         raise ParameterError("jobs", "give --jobs (local processes) or --scheduler (a Dask cluster), not both")
-    jobs = validation.integer(args.jobs if args.jobs is not None else _default_jobs(), "jobs", low=1, high=1024)
+    jobs = validation.integer(args.jobs if args.jobs is not None else available_cpus(), "jobs", low=1, high=1024)
     spec = load_spec(args.spec)
     out = args.out or spec.output
     if out is None:
@@ -124,6 +117,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"replica sweep: {checked.size} points ({result.computed} computed, {result.cached} from the cache, "
           f"{len(failed)} failed) in {result.seconds:.0f} s on {result.where}", file=sys.stderr)
     if failed:
-        print(f"replica sweep: failed points have NaN and their message in the 'error'/'notes' variables",
+        print("replica sweep: failed points have NaN and their message in the 'error'/'notes' variables",
               file=sys.stderr)
     return 0

@@ -37,8 +37,6 @@ from ..errors import ParameterError
 if TYPE_CHECKING:  # pragma: no cover
     import xarray as xr
 
-    from .run import SweepResult
-
 __all__ = ["FORMATS", "check_output", "open_sweep", "to_dataset", "write_dataset"]
 
 #: file suffix -> format
@@ -111,8 +109,9 @@ def _names(dicts, declared=()) -> list[str]:
     return list(seen)
 
 
-def to_dataset(result: "SweepResult") -> "xr.Dataset":
-    """The labelled dataset of a sweep (see the module docstring)."""
+def to_dataset(result: Any) -> "xr.Dataset":
+    """The labelled dataset of a :class:`~replica.sweep.run.SweepResult` (see the module docstring;
+    not imported here: ``run`` imports this module)."""
     xr = _require_xarray()
     spec = result.spec
     shape = spec.shape
