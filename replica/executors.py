@@ -160,6 +160,34 @@ def _handshake(distributed, address: str) -> None:
                                           f"(identity: {str(reply)[:120]})")
 
 
+#: keyword arguments of the LocalCluster started for ``local:N``: one single-threaded process per
+#: worker, everything on the loopback interface, no dashboard (the scheduler's small HTTP server of
+#: health routes on a free loopback port, not on 8787, which another cluster may hold), quiet logs
+LOCAL_CLUSTER = dict(threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
+                     scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
+                     silence_logs=logging.ERROR)
+
+
+@contextlib.contextmanager
+def _logging_off() -> Iterator[None]:
+    """No log records while a cluster is torn down after an interrupt or an error: cancelled
+    futures whose connections close under them make Dask's event loop log tracebacks that say
+    nothing the one-line message does not."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+def _close(*things: Any) -> None:
+    for thing in things:
+        if thing is not None:
+            with contextlib.suppress(Exception):
+                thing.close()
+
+
 @contextlib.contextmanager
 def _dask_executor(kind: str, target: int | str) -> Iterator[cf.Executor]:
     distributed = _import_distributed()
@@ -167,10 +195,7 @@ def _dask_executor(kind: str, target: int | str) -> Iterator[cf.Executor]:
     client = None
     try:
         if kind == "local":
-            # loopback only, one single-threaded process per worker, no dashboard, quiet logs
-            cluster = distributed.LocalCluster(n_workers=int(target), threads_per_worker=1, processes=True,
-                                               host="127.0.0.1", dashboard_address=None,
-                                               silence_logs=logging.ERROR)
+            cluster = distributed.LocalCluster(n_workers=int(target), **LOCAL_CLUSTER)
             client = distributed.Client(cluster, set_as_default=False)
         else:
             _probe(str(target))
@@ -187,14 +212,13 @@ def _dask_executor(kind: str, target: int | str) -> Iterator[cf.Executor]:
         try:
             yield executor
         except BaseException:
-            with contextlib.suppress(Exception):
-                executor.shutdown(wait=False)  # cancel what is queued or running for us
+            with _logging_off():
+                with contextlib.suppress(Exception):
+                    executor.shutdown(wait=False)  # cancel what is queued or running for us
+                _close(client, cluster)
             raise
     finally:
-        for thing in (client, cluster):
-            if thing is not None:
-                with contextlib.suppress(Exception):
-                    thing.close()
+        _close(client, cluster)
 
 
 @contextlib.contextmanager

@@ -6,7 +6,6 @@ its absence is a failure here, not a skip."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import socket
@@ -19,6 +18,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from replica.cache import PointCache
+from replica.executors import LOCAL_CLUSTER
 from replica.sweep import load_spec, open_sweep, run_sweep
 from tests.processes import alive, descendants
 
@@ -69,8 +69,7 @@ def run_cli(*args, timeout: float = 600) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def client():
     """A LocalCluster of 2 single-threaded worker processes, loopback only, no dashboard."""
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None, silence_logs=logging.ERROR)
+    cluster = LocalCluster(n_workers=2, **LOCAL_CLUSTER)  # the settings replica uses for local:N
     c = Client(cluster)
     yield c
     c.close()
