@@ -20,9 +20,10 @@ from replica.errors import ParameterError
 from replica.executors import InlineExecutor, Ready, open_executor, resolve_scheduler, run_chains
 from replica.sweep import load_spec, open_sweep, plan_chains, run_sweep, write_dataset
 from replica.sweep.run import prepare
-from tests.processes import alive, children
+from tests import support
+from tests.support import THRESHOLDS_3_OMEGA, alive, children, run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = support.ROOT
 
 RIDGE = """
 model = "ridge"
@@ -42,14 +43,7 @@ chunk = 2
 
 
 def spec_file(tmp_path: Path, text: str = RIDGE, name: str = "spec.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
-def run_cli(*args, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replica", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, **kw)
+    return support.spec_file(tmp_path, text, name)
 
 
 def one_line(res: subprocess.CompletedProcess, name: str) -> str:
@@ -378,18 +372,7 @@ def test_thresholds_kind_equals_thresholds_sweep(tmp_path, attention):
     way: one chain over three omega gives the numbers of thresholds_sweep with one run."""
     from replica.phase import SolverSettings, thresholds_sweep
 
-    text = """
-model = "attention"
-[grid]
-omega = [0.2, 0.3, 0.4]
-[compute]
-kind = "thresholds"
-quadrature = "gh:8"
-tol = 1e-7
-alpha_max = 3.0
-xtol = 1e-3
-"""
-    ds = run_sweep(load_spec(spec_file(tmp_path, text))).dataset()
+    ds = run_sweep(load_spec(spec_file(tmp_path, THRESHOLDS_3_OMEGA))).dataset()
     rs = thresholds_sweep(attention, "omega", [0.2, 0.3, 0.4], settings=SolverSettings(rule="gh:8", tol=1e-7),
                           alpha_max=3.0, xtol=1e-3)
     assert list(ds.alpha_c.values) == [r.alpha_c.value for r in rs]

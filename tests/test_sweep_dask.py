@@ -20,9 +20,7 @@ from distributed import Client, LocalCluster
 from replica.cache import PointCache
 from replica.executors import LOCAL_CLUSTER
 from replica.sweep import load_spec, open_sweep, run_sweep
-from tests.processes import alive, descendants
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT, THRESHOLDS_3_OMEGA, alive, descendants, run_cli, spec_file
 
 RIDGE = """
 model = "ridge"
@@ -40,30 +38,10 @@ axis = "alpha"
 chunk = 5
 """
 
-ATTENTION = """
-model = "attention"
-[grid]
-omega = [0.2, 0.3, 0.4]
-[compute]
-kind = "thresholds"
-quadrature = "gh:8"
-tol = 1e-7
-alpha_max = 3.0
-xtol = 1e-3
+ATTENTION = THRESHOLDS_3_OMEGA + """
 [warm_start]
 chunk = 2
 """
-
-
-def spec_file(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
-def run_cli(*args, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replica", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -205,9 +183,8 @@ def test_unreachable_scheduler_fails_fast_with_one_line(tmp_path, address):
 def test_scheduler_address_from_the_environment(tmp_path):
     spec = spec_file(tmp_path, RIDGE.replace("NUM", "4"))
     address = f"tcp://127.0.0.1:{_closed_port()}"
-    res = subprocess.run([sys.executable, "-m", "replica", "sweep", spec, "--out", tmp_path / "r.nc"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=90,
-                         env=dict(os.environ, DASK_SCHEDULER_ADDRESS=address))
+    res = run_cli("sweep", spec, "--out", tmp_path / "r.nc", timeout=90,
+                  env=dict(os.environ, DASK_SCHEDULER_ADDRESS=address))
     assert res.returncode == 2 and address in res.stderr, res.stderr
 
 

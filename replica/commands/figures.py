@@ -33,11 +33,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--quadrature", default=None, metavar="RULE",
                    help="energetic average, as for 'replica solve' (default gh:12, gh:8 with --quick)")
     p.add_argument("--dpi", type=int, default=None, help="PNG resolution (default 150, 100 with --quick)")
-    add_cache_flags(p)
-    p.set_defaults(jobs=None)
-    for action in p._actions:
-        if action.dest == "jobs":
-            action.help = "worker processes, parallel over omega (default: all CPUs of this machine)"
+    add_cache_flags(p, jobs_help="worker processes, parallel over omega (default: all CPUs of this machine)")
     p.set_defaults(func=run)
     return p
 

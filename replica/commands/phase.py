@@ -15,13 +15,16 @@ from ..registry import load_module
 from .common import add_numeric_flags, add_parameter_flags, check_numeric_args, parameters_from_args, rule_from_args
 
 
-def add_cache_flags(p: argparse.ArgumentParser) -> None:
+def add_cache_flags(p: argparse.ArgumentParser, jobs_help: str | None = None) -> None:
+    """--cache, --no-cache, --jobs, --scheduler, --quiet. ``jobs_help``: --jobs defaults to None
+    (the command picks, e.g. every CPU) and says so; otherwise it defaults to 1."""
     g = p.add_argument_group("cache and progress")
     g.add_argument("--cache", metavar="DIR", default=None,
                    help="cache of solved points (default $REPLICA_CACHE, else the user cache directory: "
                         "$XDG_CACHE_HOME/replica or ~/.cache/replica on Linux)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    g.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    g.add_argument("--jobs", type=int, default=None if jobs_help else 1, metavar="N",
+                   help=jobs_help or "worker processes (default 1)")
     g.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run the work on a Dask cluster instead of local processes: a scheduler address "
                         "(tcp://host:8786; default $DASK_SCHEDULER_ADDRESS) or local:N (a LocalCluster of N "

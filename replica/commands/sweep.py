@@ -51,11 +51,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="FILE", default=None, help="also export a CSV table (one row per point)")
     p.add_argument("--dry-run", action="store_true", help="check the spec and print the plan; compute nothing")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
-    add_cache_flags(p)
-    p.set_defaults(jobs=None)
-    for action in p._actions:
-        if action.dest == "jobs":
-            action.help = "local worker processes (default: all CPUs of this machine; not with --scheduler)"
+    add_cache_flags(p, jobs_help="local worker processes (default: all CPUs of this machine; not with --scheduler)")
     p.set_defaults(func=run)
     return p
 

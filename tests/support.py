@@ -1,9 +1,39 @@
-"""Process checks shared by the interrupt tests (Linux ``/proc`` and ``ps``): is a process still
-running, and which processes did it start."""
+"""Helpers shared by the sweep tests: the command line in a fresh process, spec files, the
+thresholds spec both executors' tests compare on, and process checks for the interrupt tests
+(Linux ``/proc`` and ``ps``)."""
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: alpha_c and alpha_l of the paper's model at three omega (coarse quadrature: a test, not a result)
+THRESHOLDS_3_OMEGA = """
+model = "attention"
+[grid]
+omega = [0.2, 0.3, 0.4]
+[compute]
+kind = "thresholds"
+quadrature = "gh:8"
+tol = 1e-7
+alpha_max = 3.0
+xtol = 1e-3
+"""
+
+
+def run_cli(*args, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    """``python -m replica ARGS`` from the repository root, output captured."""
+    return subprocess.run([sys.executable, "-m", "replica", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def spec_file(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
 
 
 def alive(pid: int) -> bool:
