@@ -10,6 +10,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+def ridge_spec(alpha: str, chunk: int) -> str:
+    """A ridge sweep over alpha (``alpha``: the TOML of the axis) x three lambda on the centered
+    branch, neighbours along alpha warm-starting each other in chains of ``chunk``."""
+    return f"""
+model = "ridge"
+[parameters]
+Delta = 0.25
+[grid]
+alpha = {alpha}
+lam = [0.01, 0.1, 1.0]
+[compute]
+kind = "solve"
+branches = ["centered"]
+quadrature = "gh:8"
+[warm_start]
+axis = "alpha"
+chunk = {chunk}
+"""
+
+
 #: alpha_c and alpha_l of the paper's model at three omega (coarse quadrature: a test, not a result)
 THRESHOLDS_3_OMEGA = """
 model = "attention"

@@ -25,21 +25,7 @@ from tests.support import THRESHOLDS_3_OMEGA, alive, children, run_cli
 
 ROOT = support.ROOT
 
-RIDGE = """
-model = "ridge"
-[parameters]
-Delta = 0.25
-[grid]
-alpha = [0.5, 1.0, 2.0, 4.0]
-lam = [0.01, 0.1, 1.0]
-[compute]
-kind = "solve"
-branches = ["centered"]
-quadrature = "gh:8"
-[warm_start]
-axis = "alpha"
-chunk = 2
-"""
+RIDGE = support.ridge_spec("[0.5, 1.0, 2.0, 4.0]", chunk=2)
 
 
 def spec_file(tmp_path: Path, text: str = RIDGE, name: str = "spec.toml") -> Path:

@@ -20,23 +20,10 @@ from distributed import Client, LocalCluster
 from replica.cache import PointCache
 from replica.executors import LOCAL_CLUSTER
 from replica.sweep import load_spec, open_sweep, run_sweep
-from tests.support import ROOT, THRESHOLDS_3_OMEGA, alive, descendants, run_cli, spec_file
+from tests.support import ROOT, THRESHOLDS_3_OMEGA, alive, descendants, ridge_spec, run_cli, spec_file
 
-RIDGE = """
-model = "ridge"
-[parameters]
-Delta = 0.25
-[grid]
-alpha = {start = 0.3, stop = 5.0, num = NUM}
-lam = [0.01, 0.1, 1.0]
-[compute]
-kind = "solve"
-branches = ["centered"]
-quadrature = "gh:8"
-[warm_start]
-axis = "alpha"
-chunk = 5
-"""
+#: NUM: the number of alpha
+RIDGE = ridge_spec("{start = 0.3, stop = 5.0, num = NUM}", chunk=5)
 
 ATTENTION = THRESHOLDS_3_OMEGA + """
 [warm_start]
