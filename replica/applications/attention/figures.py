@@ -21,6 +21,7 @@ Simulation points (the CSV of ``python -m numerics.simulate sweep``) can be over
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
 import csv
 import math
 import os
@@ -105,8 +106,9 @@ class FigureData:
 
 
 def compute_figures(config: FigureConfig | None = None, *, jobs: int = 1, cache: PointCache | None = None,
-                    progress: Progress | None = None) -> FigureData:
-    """Every phase point the figures need, ``jobs`` processes in parallel over ``omega``.
+                    progress: Progress | None = None, executor: cf.Executor | None = None) -> FigureData:
+    """Every phase point the figures need, in parallel over ``omega`` on ``executor`` (any
+    :class:`concurrent.futures.Executor`, e.g. a Dask cluster's) or else ``jobs`` local processes.
 
     ``omega_fig2`` and ``omegas_loss`` get full curves (both branches over the whole
     range); the other points of the phase diagrams stop the positional continuation
@@ -138,13 +140,13 @@ def compute_figures(config: FigureConfig | None = None, *, jobs: int = 1, cache:
         keys.append(("second", w))
     if progress is not None:
         progress.total = len(tasks)
-    results = phase_points(cfg.model, tasks, jobs=jobs, cache=cache, progress=progress)
+    results = phase_points(cfg.model, tasks, jobs=jobs, cache=cache, progress=progress, executor=executor)
     data = FigureData(cfg, {}, {}, 0.0)
     for (which, w), r in zip(keys, results):
         getattr(data, which)[w] = r
     if cfg.replicon_points:
         data.stability = branch_stability(cfg.model, {w: data.main[w] for w in sorted(full)}, cfg.replicon_points,
-                                          jobs=jobs, progress=progress)
+                                          jobs=jobs, executor=executor, progress=progress)
     data.seconds = time.perf_counter() - t0
     return data
 
@@ -157,19 +159,25 @@ def _curve_stability(model: str, curve, points: int) -> list[tuple[float, float,
 
 
 def branch_stability(model: str, results: Mapping[float, PhaseResult], points: int = 10, *, jobs: int = 1,
-                     progress: Progress | None = None) -> dict[float, dict[str, list[tuple[float, float, bool]]]]:
+                     executor: cf.Executor | None = None, progress: Progress | None = None
+                     ) -> dict[float, dict[str, list[tuple[float, float, bool]]]]:
     """``(alpha, replicon, rs_stable)`` at ``points`` fixed points of every followed branch of
-    each result (:func:`replica.stability.curve_stability`), ``jobs`` processes in parallel."""
-    from ...workers import worker_pool
+    each result (:func:`replica.stability.curve_stability`), one task per curve on ``executor``
+    or else ``jobs`` local processes."""
+    from ...executors import open_executor
 
     tasks = [(w, b, c) for w, r in sorted(results.items()) for b, c in sorted(r.curves.items()) if len(c)]
     if progress is not None:
         progress.note(f"replicon along {len(tasks)} branch curve(s)")
-    if jobs <= 1 or len(tasks) <= 1:
-        values = [_curve_stability(model, c, points) for _, _, c in tasks]
+
+    def run(ex: cf.Executor) -> list:
+        return [f.result() for f in [ex.submit(_curve_stability, model, c, points) for _, _, c in tasks]]
+
+    if executor is not None:
+        values = run(executor)
     else:
-        with worker_pool(min(jobs, len(tasks))) as pool:
-            values = [f.result() for f in [pool.submit(_curve_stability, model, c, points) for _, _, c in tasks]]
+        with open_executor(max(1, min(jobs, len(tasks)))) as ex:
+            values = run(ex)
     out: dict[float, dict[str, list[tuple[float, float, bool]]]] = {}
     for (w, b, _), v in zip(tasks, values):
         out.setdefault(w, {})[b] = v
@@ -623,7 +631,8 @@ def write_figures(data: FigureData, out: str | os.PathLike, sim_rows: Sequence[M
 
 def make_figures(out: str | os.PathLike = "figures", *, quick: bool = False, jobs: int = 1,
                  sim: str | os.PathLike | None = None, cache: PointCache | None = None,
-                 progress: Progress | None = None, config: FigureConfig | None = None) -> tuple[FigureData, list[Path]]:
+                 progress: Progress | None = None, config: FigureConfig | None = None,
+                 executor: cf.Executor | None = None) -> tuple[FigureData, list[Path]]:
     """Compute and draw everything (the ``replica figures`` command).
 
     ``out`` is checked before the computation (it must be, or be creatable as, a writable
@@ -631,5 +640,5 @@ def make_figures(out: str | os.PathLike = "figures", *, quick: bool = False, job
     check_output_dir(out, "out")
     sim_rows = load_simulation(sim) if sim is not None else []
     cfg = config or (quick_config() if quick else FigureConfig())
-    data = compute_figures(cfg, jobs=jobs, cache=cache, progress=progress)
+    data = compute_figures(cfg, jobs=jobs, cache=cache, progress=progress, executor=executor)
     return data, write_figures(data, out, sim_rows)
