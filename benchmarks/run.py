@@ -36,6 +36,11 @@ that run. Sections (``--only`` selects some):
     stability check included, one torch thread each), both started at once in fresh processes
     on the 2 cores; wall time of the pair, each run's CPU time and test accuracy (issue 17:
     both >= 95 % within 5 minutes).
+``gamp``
+    One GAMP iteration of :mod:`numerics.gamp` at d = 4000, n = 8000, L = 2 on CPU (numpy), with
+    the default prox schedule and with every prox start at every iteration
+    (:mod:`benchmarks.gamp_iteration`; issue 16: under 0.5 s). No CUDA row: measure it with
+    ``python -m benchmarks.gamp_iteration --torch`` where a GPU is available.
 ``sweep``
     ``replica sweep`` on a 3x3 (omega, sigma) grid of phase points with 1, 2 and 4 local
     workers and a Dask LocalCluster of 2, each in a fresh process (:mod:`benchmarks.sweeps`).
@@ -66,7 +71,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OMEGA, ALPHA = 0.3, 2.0
 #: the semantic fixed point at (omega, alpha) = (0.3, 2), default quadrature, tol 1e-12
 X_SEMANTIC = np.array([0.1148165193, 12.66950154, 0.0, 0.1581531493])
-SECTIONS = ("iteration", "point", "phase", "six", "simulator", "histogram", "sweep")
+SECTIONS = ("iteration", "point", "phase", "six", "simulator", "histogram", "sweep", "gamp")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -451,6 +456,22 @@ def bench_histogram(quick: bool) -> tuple[list[dict], dict]:
         rows.append(row("histogram", "both minima, concurrent fresh processes (wall)", wall, "s",
                         note="stability check included; target <= 300 s with both accuracies >= 0.95"))
     data["wall_seconds"] = wall
+    return rows, data
+
+
+def bench_gamp(quick: bool) -> tuple[list[dict], dict]:
+    """Seconds per GAMP iteration (median of the timed iterations after warm-up)."""
+    from benchmarks.gamp_iteration import measure
+
+    d = 1000 if quick else 4000
+    rows, data = [], {}
+    for every in (10, 1):
+        r = measure(d, ALPHA, iterations=3 if quick else 10, warmup=1 if quick else 3, multistart_every=every)
+        rows.append(row("gamp", f"one iteration, d = {d}, n = {r['n']}, L = {r['L']}, numpy, every prox start "
+                        + ("at every iteration" if every == 1 else f"each {every}th iteration"),
+                        r["iteration_median_s"], "s",
+                        note=f"output channel {r['channel_median_s']:.3g} s; target < 0.5 s at d = 4000"))
+        data[f"multistart_every_{every}"] = r
     return rows, data
 
 

@@ -33,6 +33,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--quadrature", default=None, metavar="RULE",
                    help="energetic average, as for 'replica solve' (default gh:12, gh:8 with --quick)")
     p.add_argument("--dpi", type=int, default=None, help="PNG resolution (default 150, 100 with --quick)")
+    p.add_argument("--replicon-points", type=int, default=None, metavar="N",
+                   help="replicon evaluations per followed branch, RS-unstable ranges hatched (default 10, "
+                        "0 with --quick; 0 skips; docs/replicon.md)")
     add_cache_flags(p, jobs_help="worker processes, parallel over omega (default: all CPUs of this machine)")
     p.set_defaults(func=run)
     return p
@@ -55,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
         if args.dpi < 20 or args.dpi > 1200:
             raise ParameterError("dpi", f"must be in [20, 1200], got {args.dpi}")
         cfg = replace(cfg, dpi=args.dpi)
+    if args.replicon_points is not None:
+        if args.replicon_points < 0:
+            raise ParameterError("replicon-points", f"must be >= 0, got {args.replicon_points}")
+        cfg = replace(cfg, replicon_points=args.replicon_points)
     check_output_dir(args.out, "out")  # before minutes of work, not after
     progress = Progress(label="replica figures: phase points", enabled=not args.quiet)
     try:

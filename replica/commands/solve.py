@@ -28,6 +28,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_parameter_flags(p)
     add_numeric_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-replicon", dest="replicon", action="store_false",
+                   help="skip the replicon (RS stability of the fixed point, a few seconds; "
+                        "docs/replicon.md): no 'replicon'/'rs_stable' in the output")
     p.set_defaults(func=run)
     return p
 
@@ -59,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
     # Cold CLI solves try a few generic starts: a branch can have several solutions at one alpha.
     fp = solver.solve_best(args.alpha)
     res = result_dict(module, fp)
+    if args.replicon:
+        from ..stability import replicon_summary
+
+        res.update(replicon_summary(module, fp))
     if args.json:
         jsonio.dump(res, sys.stdout, REASONS)
         print()
@@ -81,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
     qres = fp.quadrature_residual
     print("  quadrature residual (companion rule) = "
           + (f"{qres:.1e}" if math.isfinite(qres) else REASONS["quadrature_residual"]))
-    for note in fp.notes:
+    if args.replicon:
+        print(f"  {'replicon':<{w}} = " + (f"{res['replicon']:.4g}  (quadrature error ~ {res['replicon_error']:.1e}); "
+                                           f"RS stable: {'yes' if res['rs_stable'] else 'no'}"
+                                           if res["replicon"] is not None else res["replicon_reason"]))
+    for note in fp.notes + res.get("replicon_notes", []):
         print(f"\nnote: {note}")
     return 0

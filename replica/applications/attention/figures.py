@@ -12,7 +12,11 @@ finding, in parallel processes over ``omega``) and :func:`write_figures` draws
 * ``fig3_right_phase_diagram``: ``alpha_c(omega)``, ``alpha_l(omega)`` for ``omega`` in [0, 0.45];
 * ``fig9_phase_diagram``: the same for ``A = [[0.3, 0.7], [0.8, 0.2]]``;
 
-each as PNG plus the CSV of what is plotted, and ``summary.json`` with every result.
+each as PNG plus the CSV of what is plotted, and ``summary.json`` with every result. Where
+the branches were followed (``omega_fig2``, ``omegas_loss``), the replicon
+(:mod:`replica.stability`) is evaluated along each branch; the ``alpha`` where the RS fixed
+point is unstable are hatched on Fig. 2 (per branch) and, for the global minimum, on the phase
+diagram (``rs_stability.csv``).
 Simulation points (the CSV of ``python -m numerics.simulate sweep``) can be overlaid.
 """
 from __future__ import annotations
@@ -72,13 +76,15 @@ class FigureConfig:
     #: phase-diagram points without full curves by the fast thresholds path (replica.thresholds);
     #: their semantic spinodal is then not located (the dotted line joins the known ones)
     thresholds_only: bool = True
+    #: replicon evaluations per followed branch (RS-unstable ranges hatched); 0: none
+    replicon_points: int = 10
 
 
 def quick_config(**overrides) -> FigureConfig:
     """Coarse grids for tests and CI (a minute or so on one core)."""
     base = FigureConfig(omegas=(0.1, 0.3), omegas_loss=(0.3,), omegas_second=(0.3,), alpha_max=3.0,
                         settings=SolverSettings(rule="gh:8", tol=1e-7), steps=StepControl(max=0.5),
-                        fig2_max_step=0.5, xtol=1e-3, dpi=100)
+                        fig2_max_step=0.5, xtol=1e-3, dpi=100, replicon_points=0)
     return replace(base, **overrides)
 
 
@@ -90,6 +96,8 @@ class FigureData:
     main: dict[float, PhaseResult]
     second: dict[float, PhaseResult]
     seconds: float = 0.0
+    #: ``stability[omega][branch]``: ``(alpha, replicon, rs_stable)`` along the followed branches (main ``A``)
+    stability: dict[float, dict[str, list[tuple[float, float, bool]]]] = field(default_factory=dict)
 
     @property
     def fig2(self) -> PhaseResult:
@@ -136,8 +144,53 @@ def compute_figures(config: FigureConfig | None = None, *, jobs: int = 1, cache:
     data = FigureData(cfg, {}, {}, 0.0)
     for (which, w), r in zip(keys, results):
         getattr(data, which)[w] = r
+    if cfg.replicon_points:
+        data.stability = branch_stability(cfg.model, {w: data.main[w] for w in sorted(full)}, cfg.replicon_points,
+                                          jobs=jobs, executor=executor, progress=progress)
     data.seconds = time.perf_counter() - t0
     return data
+
+
+def _curve_stability(model: str, curve, points: int) -> list[tuple[float, float, bool]]:
+    from ...registry import load_module
+    from ...stability import curve_stability
+
+    return curve_stability(load_module(model), curve, points)
+
+
+def branch_stability(model: str, results: Mapping[float, PhaseResult], points: int = 10, *, jobs: int = 1,
+                     executor: cf.Executor | None = None, progress: Progress | None = None
+                     ) -> dict[float, dict[str, list[tuple[float, float, bool]]]]:
+    """``(alpha, replicon, rs_stable)`` at ``points`` fixed points of every followed branch of
+    each result (:func:`replica.stability.curve_stability`), one task per curve on ``executor``
+    or else ``jobs`` local processes."""
+    from ...executors import open_executor
+
+    tasks = [(w, b, c) for w, r in sorted(results.items()) for b, c in sorted(r.curves.items()) if len(c)]
+    if progress is not None:
+        progress.note(f"replicon along {len(tasks)} branch curve(s)")
+
+    def run(ex: cf.Executor) -> list:
+        return [f.result() for f in [ex.submit(_curve_stability, model, c, points) for _, _, c in tasks]]
+
+    if executor is not None:
+        values = run(executor)
+    else:
+        with open_executor(max(1, min(jobs, len(tasks)))) as ex:
+            values = run(ex)
+    out: dict[float, dict[str, list[tuple[float, float, bool]]]] = {}
+    for (w, b, _), v in zip(tasks, values):
+        out.setdefault(w, {})[b] = v
+    return out
+
+
+def global_unstable_intervals(r: PhaseResult, stability: Mapping[str, Sequence[tuple[float, float, bool]]]
+                              ) -> list[tuple[float, float]]:
+    """``alpha`` intervals where the global minimum's RS fixed point is unstable (samples of
+    each branch kept where that branch is the global minimum)."""
+    from ...stability import unstable_intervals
+
+    return unstable_intervals([s for b, ss in stability.items() for s in ss if r.global_branch(s[0]) == b])
 
 
 # --------------------------------------------------------------------------- simulation
@@ -233,6 +286,25 @@ def _mark_ends(ax, r: PhaseResult, fams: Mapping[str, Sequence[str]], scale: flo
                 first = False
 
 
+#: how RS-unstable ranges are drawn (docs/replicon.md)
+RS_HATCH = dict(hatch="////", facecolor="none", lw=0.0)
+RS_LABEL = "RS unstable (replicon)"
+
+
+def _hatch_unstable(ax, stability: Mapping[str, Sequence[tuple[float, float, bool]]] | None) -> bool:
+    """Hatched strips along the bottom of the axes over each branch's RS-unstable ``alpha``."""
+    from ...stability import unstable_intervals
+
+    drawn = False
+    trans = ax.get_xaxis_transform()
+    for k, (branch, samples) in enumerate(sorted((stability or {}).items())):
+        for lo, hi in unstable_intervals(samples):
+            ax.fill_between([lo, hi], 0.045 * k, 0.045 * (k + 1), transform=trans, edgecolor=COLORS.get(branch, "0.3"),
+                            zorder=1, **RS_HATCH)
+            drawn = True
+    return drawn
+
+
 def _fmt(v: float | None, digits: int = 4) -> str:
     return "n/a" if v is None else f"{v:.{digits}g}"
 
@@ -255,8 +327,10 @@ def _save(fig, path: Path, dpi: int) -> None:
 
 
 # --------------------------------------------------------------------------- the figures
-def plot_fig2_summary(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), dpi: int = 150) -> None:
-    """Fig. 2 middle: ``q, m, theta`` on both branches; thick solid = global minimum."""
+def plot_fig2_summary(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), dpi: int = 150,
+                      stability: Mapping[str, Sequence[tuple[float, float, bool]]] | None = None) -> None:
+    """Fig. 2 middle: ``q, m, theta`` on both branches; thick solid = global minimum; hatched
+    strips: ``alpha`` where a branch's RS fixed point is unstable (``stability``)."""
     plt = _mpl()
     fig, ax = plt.subplots(figsize=(7.0, 3.9))
     ac = r.alpha_c.value
@@ -290,6 +364,10 @@ def plot_fig2_summary(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), d
     if ac is not None:
         handles.append(plt.Line2D([], [], color=COLORS["alpha_c"], ls=":", lw=1.2,
                                   label=rf"$\alpha_c = {ac:.3f}$"))
+    if _hatch_unstable(ax, stability):
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(edgecolor="0.3", label=RS_LABEL + " (strip colour: branch)", **RS_HATCH))
     if sim:
         for init, marker in (("positional", "s"), ("semantic", "o"), ("random", "^")):
             pts = [s for s in sim if s.get("init") == init]
@@ -316,8 +394,9 @@ def plot_fig2_summary(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), d
 
 
 def plot_fig2_error(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), lin_sim: Sequence[Mapping] = (),
-                    dpi: int = 150) -> None:
-    """Fig. 2 right: ``eps_g`` on both branches, global minimum thick, ``eps_lin``, ``alpha_c``, ``alpha_l``."""
+                    dpi: int = 150, stability: Mapping[str, Sequence[tuple[float, float, bool]]] | None = None) -> None:
+    """Fig. 2 right: ``eps_g`` on both branches, global minimum thick, ``eps_lin``, ``alpha_c``, ``alpha_l``;
+    hatched strips as in :func:`plot_fig2_summary`."""
     plt = _mpl()
     fig, ax = plt.subplots(figsize=(7.0, 3.9))
     ac, al = r.alpha_c.value, r.alpha_l.value
@@ -358,6 +437,8 @@ def plot_fig2_error(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), lin
                     yerr=[k3 * s.get("eps_g_se", 0.0) for s in lin_sim], fmt="D", ms=4, color=COLORS["lin"],
                     mfc="white", capsize=2, lw=0.8, zorder=5, label="linear model, GD")
     _mark_ends(ax, r, {"positional": ("eps_g",), "semantic": ("eps_g",)}, scale=k3, label=True)
+    if _hatch_unstable(ax, stability):
+        ax.fill_between([], [], [], edgecolor="0.3", label=RS_LABEL + " (strip colour: branch)", **RS_HATCH)
     ax.plot([], [], color="0.2", lw=2.4, label="global minimum")
     ax.plot([], [], color="0.2", lw=1.1, ls="--", label="other branch (local)")
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
@@ -429,8 +510,11 @@ def plot_fig3_loss(results: Mapping[float, PhaseResult], omegas: Sequence[float]
 
 
 def plot_phase_diagram(results: Mapping[float, PhaseResult], path: Path, title: str, dpi: int = 150,
-                       note: str | None = None) -> None:
-    """Fig. 3 right / Fig. 9: ``alpha_c(omega)``, ``alpha_l(omega)`` and the semantic spinodal."""
+                       note: str | None = None,
+                       unstable: Mapping[float, Sequence[tuple[float, float]]] | None = None) -> None:
+    """Fig. 3 right / Fig. 9: ``alpha_c(omega)``, ``alpha_l(omega)`` and the semantic spinodal;
+    ``unstable[omega]``: ``alpha`` intervals where the global minimum is RS-unstable, hatched
+    over a column of the ``omega`` grid's width (only the ``omega`` given were evaluated)."""
     plt = _mpl()
     fig, ax = plt.subplots(figsize=(7.0, 3.9))
     ws = sorted(results)
@@ -462,6 +546,16 @@ def plot_phase_diagram(results: Mapping[float, PhaseResult], path: Path, title: 
         known = np.isfinite(sp)  # not located on the fast thresholds path
         ax.plot(np.array(ws)[known], sp[known], ":", marker=".", color=COLORS["semantic"], lw=1.6,
                 label="semantic branch ends")
+    if unstable:
+        from matplotlib.patches import Rectangle
+
+        width = float(np.min(np.diff(ws))) if len(ws) > 1 else 0.05
+        for w, spans in sorted(unstable.items()):
+            for lo, hi in spans:
+                ax.add_patch(Rectangle((w - width / 2, lo), width, min(hi, top) - lo, edgecolor="0.3", zorder=1,
+                                       **RS_HATCH))
+        ax.fill_between([], [], [], edgecolor="0.3", **RS_HATCH,
+                        label=RS_LABEL + r" at $\omega$ = " + ", ".join(f"{w:g}" for w in sorted(unstable)))
     ax.set_xlabel(r"positionality of the target $\omega$")
     ax.set_ylabel(r"sample complexity $\alpha$")
     ax.set_title(title)
@@ -502,12 +596,18 @@ def write_figures(data: FigureData, out: str | os.PathLike, sim_rows: Sequence[M
     A1 = tuple(cfg.parameters.get(k, v) for k, v in zip(("A_11", "A_12", "A_21", "A_22"), PAPER_A))
     paths = [out / "fig2_middle_summary_statistics", out / "fig2_right_test_error", out / "fig3_centre_training_loss",
              out / "fig3_right_phase_diagram", out / "fig9_phase_diagram"]
-    plot_fig2_summary(r2, paths[0], sim2, dpi=cfg.dpi)
-    plot_fig2_error(r2, paths[1], sim2, lin2, dpi=cfg.dpi)
+    st2 = data.stability.get(cfg.omega_fig2)
+    plot_fig2_summary(r2, paths[0], sim2, dpi=cfg.dpi, stability=st2)
+    plot_fig2_error(r2, paths[1], sim2, lin2, dpi=cfg.dpi, stability=st2)
     plot_fig3_loss(data.main, cfg.omegas_loss, paths[2], [s for s in sim_rows if s.get("converged", True)],
                    dpi=cfg.dpi)
+    unstable = {w: global_unstable_intervals(data.main[w], st) for w, st in data.stability.items()}
     plot_phase_diagram({w: data.main[w] for w in data.main if w in {round(x, 10) for x in cfg.omegas}}
-                       or data.main, paths[3], f"Phase diagram, {_A_label(A1)}", dpi=cfg.dpi)
+                       or data.main, paths[3], f"Phase diagram, {_A_label(A1)}", dpi=cfg.dpi, unstable=unstable)
+    if data.stability:
+        _write_csv(out / "rs_stability.csv", ["omega", "branch", "alpha", "replicon", "rs_stable", "global_minimum"],
+                   [[w, b, a, v, ok, data.main[w].global_branch(a) == b]
+                    for w, st in sorted(data.stability.items()) for b, ss in sorted(st.items()) for a, v, ok in ss])
     plot_phase_diagram(data.second, paths[4], f"Phase diagram, {_A_label(cfg.second_A)}", dpi=cfg.dpi,
                        note="Tied attention cannot express this\nanti-diagonal $A$: the positional branch\n"
                             "is weak or merges into the agnostic one,\nand $\\alpha_c$ sits where the (weak)\n"
@@ -521,7 +621,10 @@ def write_figures(data: FigureData, out: str | os.PathLike, sim_rows: Sequence[M
         + [dict(A=list(cfg.second_A), omega=w, alpha_c=r.alpha_c.value, alpha_l=r.alpha_l.value, eps_lin=r.eps_lin,
                 spinodals=r.spinodals, alpha_c_reason=r.alpha_c.reason, alpha_l_reason=r.alpha_l.reason)
            for w, r in sorted(data.second.items())],
-        fig2=r2.to_dict(), simulation_rows_used=len(sim2) + len(lin2))
+        fig2=r2.to_dict(), simulation_rows_used=len(sim2) + len(lin2),
+        rs_stability={str(w): {b: [dict(alpha=a, replicon=v, rs_stable=ok) for a, v, ok in ss] for b, ss in st.items()}
+                      for w, st in sorted(data.stability.items())},
+        rs_unstable_global={str(w): [list(iv) for iv in ivs] for w, ivs in sorted(unstable.items())})
     jsonio.write(out / "summary.json", summary, indent=1)
     return [p.with_suffix(".png") for p in paths]
 
