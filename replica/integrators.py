@@ -49,8 +49,9 @@ class QuadratureIntegrator:
     """
 
     def __init__(self, rule: QuadratureRule, symmetries: Sequence[Sequence[int]] = (),
-                 backend: str = "auto", chunk: int = 4096, warm_starts: int = 1):
+                 backend: str = "auto", chunk: int = 4096, warm_starts: int = 1, extra_starts: int = 0):
         self.rule = rule
+        self.extra_starts = int(extra_starts)
         self.dim = rule.dim
         self.symmetries = tuple(tuple(int(i) for i in s) for s in symmetries)
         self.backend = backend
@@ -67,6 +68,12 @@ class QuadratureIntegrator:
         """``Ψ_y`` and its gradient by the batched multistart prox on every (folded) node of the rule."""
         if warm is not None and np.shape(warm) != (module.PROX_DIM, self.size):
             warm = None
+        avg = self._average(module, x, p, warm, multistart, prox_tol)
+        if self.extra_starts and multistart:
+            avg = self._more_starts(module, np.asarray(x, dtype=float), np.asarray(p, dtype=float), avg, prox_tol)
+        return avg
+
+    def _average(self, module, x, p, warm, multistart, prox_tol) -> EnergeticAverage:
         if resolve_backend(module, self.backend) == "numba":
             return self._average_compiled(module, x, p, warm, multistart, prox_tol)
         nodes, weights = self.nodes, self.weights
@@ -89,7 +96,7 @@ class QuadratureIntegrator:
                 n_fail += res.n_failed
         return EnergeticAverage(-grad, -psi, h_all, n_dis, n_fail)
 
-    def _average_compiled(self, module, x, p, warm, multistart, prox_tol) -> EnergeticAverage:
+    def _average_compiled(self, module, x, p, warm, multistart, prox_tol, n_starts=None) -> EnergeticAverage:
         k = compiled(module)
         nodes, weights = self.nodes, self.weights
         N, D = self.size, module.PROX_DIM
@@ -98,7 +105,8 @@ class QuadratureIntegrator:
         use_warm = warm is not None
         # Same starts as the numpy path: every start of the module (plus the warm one), or,
         # with multistart=False and a warm start, the warm start and warm_starts more.
-        n_starts = module.N_STARTS if (multistart or not use_warm) else self.warm_starts
+        if n_starts is None:
+            n_starts = module.N_STARTS if (multistart or not use_warm) else self.warm_starts
         w_arr = np.ascontiguousarray(warm, dtype=float) if use_warm else np.zeros((D, 1))
         h_out = np.empty((D, N))
         failed = np.zeros(N, dtype=np.bool_)
@@ -119,6 +127,44 @@ class QuadratureIntegrator:
             n_fail = res.n_failed
         return EnergeticAverage(-grad, -float(psi), h_out, int(n_dis), int(n_fail))
 
+    def _more_starts(self, module, x, p, avg: EnergeticAverage, prox_tol: float) -> EnergeticAverage:
+        """``avg`` with the inner minimum also sought from :func:`extra_starts` at every node;
+        nodes where one reaches a lower bracket take it (and the average is recomputed).
+        Unchanged (the same object) when no node improves: the map, hence the fixed point, is
+        then exactly the one of the module's starts."""
+        nodes, weights = self.nodes, self.weights
+        h = np.array(avg.state, dtype=float)
+        compiled_path = resolve_backend(module, self.backend) == "numba"
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            F = np.asarray(module.bracket(h, nodes, x, p), dtype=float)
+            base = np.asarray(module.prox_starts(nodes, x, p), dtype=float).reshape(module.N_STARTS, *h.shape)
+            n_better = 0
+            for start in extra_starts(base, h, self.extra_starts):
+                if compiled_path:  # the compiled Newton from this start alone (n_starts = 0)
+                    hk = self._average_compiled(module, x, p, start, False, prox_tol, n_starts=0).state
+                else:
+                    hk = prox(module, nodes, x, p, warm=start, tol=prox_tol, n_starts=0).h
+                Fk = np.asarray(module.bracket(hk, nodes, x, p), dtype=float)
+                better = np.isfinite(Fk) & (Fk < F - 1e-12 * (1.0 + np.abs(F)))
+                if better.any():
+                    h[:, better], F[better] = hk[:, better], Fk[better]
+                    n_better += int(better.sum())
+            self.last_improved = n_better
+            if not n_better:
+                return avg
+            G = module.bracket_parameter_gradient(h, nodes, x, p)
+        return EnergeticAverage(-(G @ weights), -float(F @ weights), h, avg.n_disagree + n_better, avg.n_failed)
+
+    def with_extra_starts(self, level: int) -> "QuadratureIntegrator":
+        """The same rule with the inner minimum also sought from :func:`extra_starts` of ``level``."""
+        return QuadratureIntegrator(self.rule, self.symmetries, self.backend, self.chunk, self.warm_starts,
+                                    extra_starts=level)
+
+    def refined(self) -> "QuadratureIntegrator":
+        """The same integrator on the rule's refinement (:meth:`QuadratureRule.refined`)."""
+        return QuadratureIntegrator(self.rule.refined(), self.symmetries, self.backend, self.chunk,
+                                    self.warm_starts, self.extra_starts)
+
     def companion(self) -> "QuadratureIntegrator":
         """The same integrator on the rule's companion (a lower order), for error estimates."""
         if getattr(self, "_companion", None) is None:
@@ -131,7 +177,31 @@ class QuadratureIntegrator:
         d = self.rule.describe()
         if self.size != self.rule.size:
             d += f" folded by symmetry to {self.size} nodes"
+        if self.extra_starts:
+            d += f", extra prox starts level {self.extra_starts}"
         return d
+
+
+#: scale factors applied to the module's starts, two more per level of :func:`extra_starts`
+_START_SCALES = (0.5, 2.0, -1.0, 1.5, 0.25, 3.0, -0.5, -2.0, 4.0, 0.75)
+
+
+def extra_starts(base: np.ndarray, h: np.ndarray, level: int) -> list[np.ndarray]:
+    """More starting points for the inner minimum at every node (``level >= 1``), generic in the
+    model: the module's starts ``base`` ``(S, D, N)`` scaled by ``2 level`` factors, the midpoints
+    of every pair of them, and ``level`` seeded Gaussian perturbations of the current minimiser
+    ``h`` ``(D, N)`` on the scale of the starts. A missed global minimum can only lower ``Psi_y``'s
+    minimum, so these starts can only find lower brackets, never worse ones."""
+    if level <= 0:
+        return []
+    out = [c * b for c in _START_SCALES[:min(2 * level, len(_START_SCALES))] for b in base
+           if np.any(b != 0)]
+    S = base.shape[0]
+    out += [0.5 * (base[i] + base[j]) for i in range(S) for j in range(i + 1, S)]
+    scale = np.max(np.abs(base), axis=(0, 1)) + np.max(np.abs(h), axis=0) + 1e-3
+    rng = np.random.default_rng(level)
+    out += [h + scale * rng.standard_normal(h.shape) for _ in range(level)]
+    return [np.ascontiguousarray(s, dtype=float) for s in out]
 
 
 _FOLDED: "OrderedDict[tuple, tuple]" = OrderedDict()
