@@ -13,17 +13,19 @@ from collections import OrderedDict
 from types import ModuleType
 from typing import Sequence
 
+import math
+
 import numpy as np
 
 from .compiled import compiled, resolve_backend
 from .energetic import EnergeticAverage, EnergeticIntegrator
 from .errors import ParameterError
-from .preintegration import make_integrator
+from .preintegration import CUT, householder, make_integrator, truncated_normal_rule
 from .prox import prox
-from .quadrature import QuadratureRule, parse_rule
+from .quadrature import QuadratureRule, gauss_hermite, parse_rule
 
-__all__ = ["EnergeticAverage", "EnergeticIntegrator", "QuadratureIntegrator", "fold_nodes", "from_spec",
-           "default_spec"]
+__all__ = ["EnergeticAverage", "EnergeticIntegrator", "QuadratureIntegrator", "AlignedEntropicRule", "fold_nodes",
+           "from_spec", "default_spec"]
 
 
 class QuadratureIntegrator:
@@ -202,6 +204,109 @@ def extra_starts(base: np.ndarray, h: np.ndarray, level: int) -> list[np.ndarray
     rng = np.random.default_rng(level)
     out += [h + scale * rng.standard_normal(h.shape) for _ in range(level)]
     return [np.ascontiguousarray(s, dtype=float) for s in out]
+
+
+#: tensor Gauss-Hermite orders per axis of an entropic average (by dimension ``r + r_t``) where no
+#: aligned rule applies, and the fallback of :class:`AlignedEntropicRule`
+TENSOR_ENTROPIC_ORDERS = {1: 400, 2: 120, 3: 30}
+
+
+class AlignedEntropicRule:
+    """The entropic average of a scalar (``r = 1``) separable regularizer, aligned with its kinks.
+
+    The entropic bracket ``B(w; nu) = r(w) + 1/2 Vhat w^2 - w b(nu)`` depends on the Gaussians
+    ``nu = (xi, tau)`` through one affine combination ``b = b_0 + c . nu`` (THEORY §3). In the
+    rotated coordinates ``u = c . nu / |c|`` (first axis) and the orthogonal complement
+    (Householder), the minimiser depends on ``u`` alone and every integrand (``B``, ``dB/dxhat``,
+    entropic observables) is a polynomial of degree <= 2 in the transverse coordinates:
+    Gauss-Hermite of order ``transverse`` (3: exact to degree 5) there. Along ``u`` the integrand
+    is piecewise smooth, with kinks where the minimiser enters or leaves a flat piece (``w = 0``
+    for l1): they are located (flat runs of the minimiser on a ``detect``-point grid, then
+    bisection to round-off) and each piece gets an ``order``-point truncated-normal Gauss rule
+    (:func:`replica.preintegration.truncated_normal_rule`), so the average converges
+    exponentially in ``order`` instead of algebraically as a tensor rule across the kinks does
+    (soft thresholding: 2e-5 relative on ``V`` at 1368^2 tensor nodes, issue 14).
+
+    :meth:`nodes_weights` returns None where the assumptions fail (``b`` not affine in ``nu``,
+    ``c = 0``): the solver then uses the tensor rule ``fallback``.
+    """
+
+    kind = "aligned"
+
+    def __init__(self, dim: int, order: int = 40, transverse: int = 3, detect: int = 801,
+                 fallback: QuadratureRule | None = None):
+        if dim < 1 or order < 2 or transverse < 1 or detect < 3:
+            raise ParameterError("entropic_rule", f"need dim >= 1, order >= 2, transverse >= 1, detect >= 3; "
+                                                  f"got {dim}, {order}, {transverse}, {detect}")
+        self.dim, self.order, self.transverse, self.detect = int(dim), int(order), int(transverse), int(detect)
+        self.fallback = fallback or gauss_hermite(dim, TENSOR_ENTROPIC_ORDERS.get(dim, 12))
+        self.last_used_fallback = False
+
+    def refined(self, factor: float | None = None) -> "AlignedEntropicRule":
+        """More points per piece (x ``factor``, default 1.5), a finer detection grid and fallback."""
+        f = 1.5 if factor is None else factor
+        return AlignedEntropicRule(self.dim, max(self.order + 1, math.ceil(f * self.order)), self.transverse + 1,
+                                   2 * self.detect - 1, self.fallback.refined(f))
+
+    def describe(self) -> str:
+        return (f"aligned(dim={self.dim}, order={self.order} per piece, transverse=gh{self.transverse}, "
+                f"detect={self.detect}; fallback {self.fallback.describe()})")
+
+    def nodes_weights(self, bracket, argmin, xhat, p):
+        """Nodes ``(dim, N)`` and weights of the rule at conjugates ``xhat`` (None: use the fallback).
+        ``bracket(w, nodes, xhat, p)`` and ``argmin(nodes)`` are the module's."""
+        d = self.dim
+        one = np.ones((1, 1))
+        with np.errstate(all="ignore"):
+            b0 = -float(np.asarray(bracket(one, np.zeros((d, 1)), xhat, p)).ravel()[0])
+
+            c = np.array([-float(np.asarray(bracket(one, np.eye(d)[:, [j]], xhat, p)).ravel()[0]) - b0
+                          for j in range(d)])
+            check = -float(np.asarray(bracket(one, np.ones((d, 1)) * 0.7, xhat, p)).ravel()[0]) - b0
+        norm = float(np.linalg.norm(c))
+        if not (np.all(np.isfinite(c)) and norm > 0 and abs(check - 0.7 * c.sum()) <= 1e-9 * (1 + abs(check))):
+            self.last_used_fallback = True
+            return None
+
+        Q = householder(c / norm)
+        ax = Q[:, 0]
+
+        def w_of(u):
+            return np.asarray(argmin(ax[:, None] * np.atleast_1d(u)[None, :]), dtype=float)[0]
+
+        grid = np.linspace(-CUT, CUT, self.detect)
+        wg = w_of(grid)
+        flat = np.abs(np.diff(wg)) <= 1e-13 * (1.0 + np.abs(wg[1:]))
+        breaks = []
+        for i in np.flatnonzero(np.diff(flat.astype(int)) != 0):
+            # flat[i] != flat[i+1]: a kink in [grid[i], grid[i + 2]] where w leaves its flat value
+            if flat[i]:
+                lo, hi, wflat = grid[i + 1], grid[i + 2], wg[i + 1]
+            else:
+                lo, hi, wflat = grid[i], grid[i + 1], wg[i + 1]
+            inside_lo = abs(w_of(lo)[0] - wflat) <= 1e-13 * (1 + abs(wflat))
+            for _ in range(60):
+                mid = 0.5 * (lo + hi)
+                if (abs(w_of(mid)[0] - wflat) <= 1e-13 * (1 + abs(wflat))) == inside_lo:
+                    lo = mid
+                else:
+                    hi = mid
+            breaks.append(0.5 * (lo + hi))
+        edges = np.array([-CUT] + sorted(breaks) + [CUT])
+        un, uw = truncated_normal_rule(edges[:-1], edges[1:], self.order)
+        un, uw = un.ravel(), uw.ravel()
+        keep = uw > 0
+        un, uw = un[keep], uw[keep]
+        uw = uw / uw.sum()
+        if d == 1:
+            nodes = ax[:, None] * un[None, :]
+            self.last_used_fallback = False
+            return nodes, uw
+        t = gauss_hermite(d - 1, self.transverse)
+        U = np.vstack([np.repeat(un, t.size), np.tile(t.nodes, (1, un.size))])
+        W = np.repeat(uw, t.size) * np.tile(t.weights, un.size)
+        self.last_used_fallback = False
+        return Q @ U, W
 
 
 _FOLDED: "OrderedDict[tuple, tuple]" = OrderedDict()

@@ -34,7 +34,8 @@ from .compiled import compiled, resolve_backend
 from . import validation
 from .convergence import explained_failures, is_converged
 from .errors import ConvergenceError, InvalidStateError, ParameterError
-from .integrators import EnergeticAverage, EnergeticIntegrator, QuadratureIntegrator, fold_nodes
+from .integrators import (TENSOR_ENTROPIC_ORDERS, AlignedEntropicRule, EnergeticAverage, EnergeticIntegrator,
+                          QuadratureIntegrator, fold_nodes)
 from .labels import labelled
 from .parameters import parameter_vector
 from .prox import prox
@@ -50,10 +51,19 @@ MAX_EXTRA_STARTS = 5
 ENTROPIC_REFINEMENT = 1.5
 
 
-def default_entropic_order(dim: int) -> int:
-    """Gauss-Hermite order per axis of the entropic average of a non-quadratic regularizer
-    (``dim = r + r_t`` Gaussians) when none is given."""
-    return {1: 400, 2: 120, 3: 30}.get(dim, 12)
+#: points per smooth piece of the default :class:`AlignedEntropicRule` (soft thresholding: 1e-14
+#: relative from 10 on; 20 leaves room for regularizers with curved pieces)
+ALIGNED_ORDER = 20
+
+
+def default_entropic_rule(module: ModuleType) -> "AlignedEntropicRule | QuadratureRule":
+    """The entropic rule of a non-quadratic regularizer when none is given: aligned with the kinks
+    of a scalar (``r = 1``) prox (:class:`~replica.integrators.AlignedEntropicRule`; tensor
+    Gauss-Hermite wherever its assumptions fail at a state), tensor Gauss-Hermite for ``r > 1``."""
+    dim = len(module.ENTROPIC_GAUSSIANS)
+    if getattr(module, "ENTROPIC_DIM", 0) == 1:
+        return AlignedEntropicRule(dim, ALIGNED_ORDER)
+    return gauss_hermite(dim, TENSOR_ENTROPIC_ORDERS.get(dim, 12))
 
 
 @dataclass
@@ -253,9 +263,10 @@ class Solver:
         self.entropic_rule = None
         if getattr(module, "ENTROPIC", "closed") == "envelope":
             dim_w = len(module.ENTROPIC_GAUSSIANS)
-            if entropic_rule is None or isinstance(entropic_rule, (int, np.integer)):
-                order = default_entropic_order(dim_w) if entropic_rule is None else int(entropic_rule)
-                entropic_rule = gauss_hermite(dim_w, order)
+            if entropic_rule is None:
+                entropic_rule = default_entropic_rule(module)
+            elif isinstance(entropic_rule, (int, np.integer)):
+                entropic_rule = gauss_hermite(dim_w, int(entropic_rule))
             if entropic_rule.dim != dim_w:
                 raise ParameterError("entropic_rule", f"quadrature dimension must be {dim_w} "
                                                       f"(the entropic Gaussians of {module.MODEL})")
@@ -445,12 +456,18 @@ class Solver:
             i = int(np.flatnonzero(bad)[0])
             raise InvalidStateError(mod.ENTROPIC_VALIDITY[i], f"must be positive, got {vals[i]:.3e}",
                                     dict(zip(self.conj_names, xhat.tolist())))
-        nodes, weights = self.entropic_rule.nodes, self.entropic_rule.weights
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        def argmin(nodes: np.ndarray) -> np.ndarray:
             if mod.ENTROPIC_ARGMIN:
-                w = mod.entropic_argmin(nodes, xhat, self.p)
-            else:
-                w = prox(_EntropicView(mod), nodes, xhat, self.p, tol=self.prox_tol).h
+                return mod.entropic_argmin(nodes, xhat, self.p)
+            return prox(_EntropicView(mod), nodes, xhat, self.p, tol=self.prox_tol).h
+
+        rule = self.entropic_rule
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            if isinstance(rule, AlignedEntropicRule):
+                nw = rule.nodes_weights(mod.entropic_bracket, argmin, xhat, self.p)
+                rule = rule.fallback if nw is None else None
+            nodes, weights = (rule.nodes, rule.weights) if rule is not None else nw
+            w = argmin(nodes)
             value = mod.entropic_bracket(w, nodes, xhat, self.p)
             G = mod.entropic_parameter_gradient(w, nodes, xhat, self.p)
             obs = None

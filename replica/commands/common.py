@@ -39,8 +39,9 @@ def add_numeric_flags(p: argparse.ArgumentParser) -> None:
                         "where the branch has a mirror symmetry, e.g. attention's semantic branch; "
                         "pre-integration elsewhere)")
     g.add_argument("--entropic-quadrature", default=None, metavar="RULE",
-                   help="entropic average of a non-quadratic regularizer (l1, elastic net): gh:N, Gauss-Hermite "
-                        "of order N per axis (default 400 in 1-D, 120 in 2-D, 30 in 3-D)")
+                   help="entropic average of a non-quadratic regularizer (l1, elastic net): aligned:N (N points "
+                        "per smooth piece of a rule aligned with the prox's kinks; the default, N = 20, for a "
+                        "scalar prox) or gh:N (tensor Gauss-Hermite, N per axis)")
     g.add_argument("--accuracy", type=float, default=None, metavar="TOL",
                    help="refine the rules and prox starts until every error bar is below TOL relative, or stop "
                         "and say what could not be resolved (default: one refinement, checked against 1e-3)")
@@ -115,13 +116,26 @@ def entropic_rule_from_args(module: ModuleType, args: argparse.Namespace):
     if getattr(module, "ENTROPIC", "closed") != "envelope":
         raise ParameterError("entropic-quadrature", f"{module.MODEL} has a quadratic regularizer: its entropic "
                                                     "average is in closed form, there is no rule to set")
+    from ..integrators import AlignedEntropicRule
     from ..quadrature import parse_rule
 
-    if not spec.startswith(("gh:", "gauss-hermite:")):
-        raise ParameterError("entropic-quadrature", f"expected gh:N, got {spec!r}")
+    dim = len(module.ENTROPIC_GAUSSIANS)
+    kind, _, n = spec.partition(":")
+    if kind not in ("aligned", "gh", "gauss-hermite"):
+        raise ParameterError("entropic-quadrature", f"expected aligned:N or gh:N, got {spec!r}")
     try:
-        return parse_rule(spec, len(module.ENTROPIC_GAUSSIANS))
+        if kind == "aligned":
+            if module.ENTROPIC_DIM != 1:
+                raise ParameterError("entropic-quadrature", f"aligned rules need a scalar prox (r = 1); "
+                                                            f"{module.MODEL} has r = {module.ENTROPIC_DIM}: use gh:N")
+            try:
+                return AlignedEntropicRule(dim, int(n))
+            except ValueError:
+                raise ParameterError("entropic-quadrature", f"bad order in {spec!r} (expected an integer)") from None
+        return parse_rule(spec, dim)
     except ParameterError as exc:
+        if exc.name == "entropic-quadrature":
+            raise
         raise ParameterError("entropic-quadrature", str(exc)) from None
 
 
