@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import ParameterError
+from .errors import ConvergenceError, InvalidStateError, ParameterError
 from .solver import BRANCH_NOT_FOUND, FixedPoint, Solver
 
 #: relative accuracy a result is checked against when none is requested
@@ -166,6 +166,12 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
     refine = {"energetic": True, "entropic": solver.entropic_rule is not None}
     why = None
     best, errors = fp, bars(fp)
+    # one level coarser than the working rule: the convergence check of the first refinement
+    try:
+        prev = solver.coarsened().solve(alpha, x0=fp.x, jacobian=solver.last_jacobian)
+    except (ParameterError, ConvergenceError, InvalidStateError):
+        prev = None
+    erratic: list[str] = []
     for level in range(1, max_levels + 1):
         try:
             ref_solver = work_solver.refined(starts=False, **refine)
@@ -178,6 +184,8 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
         corrected = (st_solver if st is not None else ref_solver).newton_corrected(alpha)
         errors = (bars(finest, work, corrected=corrected) if st is None
                   else _add(bars(finest, ref, corrected=corrected), bars(ref, work)))
+        if prev is not None:
+            errors, erratic = _convergence_guard(errors, finest, work, prev, accuracy)
         best = finest
         best.notes = [n for n in work.notes if not n.startswith(BRANCH_NOT_FOUND) and n not in best.notes] + best.notes
         if progress is not None:
@@ -195,8 +203,31 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
                 why = ("stopped: refining the averages no longer moves the fixed point; the bars come "
                        "from the prox starts or the iteration")
                 break
+        prev = work
         work_solver, work = (st_solver if st is not None else ref_solver), best
+    if erratic:
+        best.notes.append("the rules are not in their asymptotic regime on " + ", ".join(erratic[:6])
+                          + " (a refinement did not halve the previous difference): their bars are the larger "
+                            "of the last two differences")
     return _finish(best, errors, accuracy, why)
+
+
+def _convergence_guard(errors: dict[str, float], finest: FixedPoint, work: FixedPoint, prev: FixedPoint,
+                       accuracy: float) -> tuple[dict[str, float], list[str]]:
+    """Widen each bar to the previous refinement's difference where the last refinement did not
+    at least halve it: ``|finest - work|`` bounds the finest value's error only when the
+    refinements converge geometrically (Gauss-Hermite across the prox's jumps scatters instead,
+    docs/quadrature.md). Returns the bars and the names that mattered at ``accuracy``."""
+    vf, vw, vp = values(finest), values(work), values(prev)
+    out, erratic = dict(errors), []
+    for k, e in errors.items():
+        d2, d1 = abs(vf[k] - vw.get(k, math.nan)), abs(vw.get(k, math.nan) - vp.get(k, math.nan))
+        if not (math.isfinite(d1) and math.isfinite(d2)) or d2 <= 0.5 * d1:
+            continue
+        out[k] = e - d2 + max(d1, d2)
+        if max(d1, d2) > 0.1 * accuracy * abs(vf[k]):
+            erratic.append(k)
+    return out, erratic
 
 
 def _add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:

@@ -346,6 +346,17 @@ class Solver:
         out.extra_starts = extra
         return out
 
+    def coarsened(self) -> "Solver":
+        """The same problem on the energetic integrator's companion (a lower order), the other
+        rules unchanged: the coarse end of an error bar's convergence check (:mod:`replica.accuracy`)."""
+        integ = self.integrator.companion()
+        if hasattr(integ, "with_extra_starts") and self.extra_starts:
+            integ = integ.with_extra_starts(self.extra_starts)
+        out = Solver(self.module, rule=integ, test_rule=self.test_rule, entropic_rule=self.entropic_rule,
+                     **self._init)
+        out.extra_starts = self.extra_starts
+        return out
+
     @property
     def parameter_dict(self) -> dict[str, float]:
         """The model parameters this solver uses, by name (defaults merged with overrides)."""
