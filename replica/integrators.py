@@ -13,6 +13,7 @@ from collections import OrderedDict
 from types import ModuleType
 from typing import Sequence
 
+import itertools
 import math
 
 import numpy as np
@@ -190,20 +191,27 @@ _START_SCALES = (0.5, 2.0, -1.0, 1.5, 0.25, 3.0, -0.5, -2.0, 4.0, 0.75)
 
 def extra_starts(base: np.ndarray, h: np.ndarray, level: int) -> list[np.ndarray]:
     """More starting points for the inner minimum at every node (``level >= 1``), generic in the
-    model: the module's starts ``base`` ``(S, D, N)`` scaled by ``2 level`` factors, the midpoints
-    of every pair of them, and ``level`` seeded Gaussian perturbations of the current minimiser
-    ``h`` ``(D, N)`` on the scale of the starts. A missed global minimum can only lower ``Psi_y``'s
-    minimum, so these starts can only find lower brackets, never worse ones."""
+    model: a ``3^D - 1`` grid around 0 on the node's scale of the starts (``D <= 3``; it breaks the
+    invariant lines such as ``h_1 = h_2`` on which the module's starts sit at symmetric nodes), the
+    midpoints of every pair of module starts ``base`` ``(S, D, N)``, ``level`` seeded Gaussian
+    perturbations of the current minimiser ``h`` ``(D, N)``, and from level 2 on the module's
+    starts scaled by ``2 (level - 1)`` factors. A start can only find a lower bracket (the
+    caller keeps the lower one), never a worse one."""
     if level <= 0:
         return []
-    out = [c * b for c in _START_SCALES[:min(2 * level, len(_START_SCALES))] for b in base
-           if np.any(b != 0)]
-    S = base.shape[0]
-    out += [0.5 * (base[i] + base[j]) for i in range(S) for j in range(i + 1, S)]
+    S, D = base.shape[0], base.shape[1]
     scale = np.max(np.abs(base), axis=(0, 1)) + np.max(np.abs(h), axis=0) + 1e-3
+    out: list[np.ndarray] = []
+    if D <= 3:
+        for offset in itertools.product((-1.0, 0.0, 1.0), repeat=D):
+            if any(offset):
+                out.append(0.5 * np.asarray(offset)[:, None] * scale[None, :])
+    out += [0.5 * (base[i] + base[j]) for i in range(S) for j in range(i + 1, S)]
     rng = np.random.default_rng(level)
     out += [h + scale * rng.standard_normal(h.shape) for _ in range(level)]
-    return [np.ascontiguousarray(s, dtype=float) for s in out]
+    out += [c * b for c in _START_SCALES[:min(2 * (level - 1), len(_START_SCALES))] for b in base
+            if np.any(b != 0)]
+    return [np.ascontiguousarray(np.broadcast_to(s, h.shape), dtype=float) for s in out]
 
 
 #: tensor Gauss-Hermite orders per axis of an entropic average (by dimension ``r + r_t``) where no
