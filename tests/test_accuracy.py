@@ -159,3 +159,27 @@ def test_lasso_without_its_fixture_bars_are_finite(lasso):
     solver = Solver(lasso, {"lam1": 0.1, "Delta": 0.0}, "centered", error_estimate=False)
     fp = with_error_bars(solver, solver.solve(1.0), 1.0)
     assert all(math.isfinite(v) for v in fp.errors.values())
+
+
+@pytest.mark.slow
+def test_branch_request_landing_elsewhere_is_flagged():
+    """Issue 14 item 4: the semantic branch at alpha = 0.68 is not found from the starts tried (the
+    solve lands on theta ~ 0, the agnostic solution): branch_found false, a note and a WARNING."""
+    out = _cli("solve", "attention", "--branch", "semantic", "--alpha", "0.68", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert res["branch_found"] is False and res["accuracy_met"] is False
+    assert any(n.startswith("branch not found") for n in res["notes"])
+    text = _cli("solve", "attention", "--branch", "semantic", "--alpha", "0.68")
+    assert "WARNING: no semantic fixed point found" in text.stdout
+
+
+@pytest.mark.slow
+def test_phase_accuracy_reports_threshold_bars():
+    out = _cli("phase", "attention", "--omega", "0.3", "--thresholds-only", "--accuracy", "0.05", "--quadrature",
+               "fast", "--no-cache", "--quiet", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    for k in ("alpha_c", "alpha_l"):
+        assert res["errors"][k] is not None and 0 <= res["errors"][k] < 0.05 * res[k]
+    assert res["accuracy_met"] is True and res["accuracy"] == 0.05
