@@ -10,10 +10,11 @@ state under a second rule: the saddle point is re-solved with every average refi
 * the test-point average (``eps_g`` and the declared test observables),
 
 warm-started from the working fixed point with its Newton Jacobian (a few map evaluations).
-Then the inner minimum is sought from more starts (:func:`replica.integrators.extra_starts`)
-at the refined fixed point: one map evaluation; if no node finds a lower bracket, the map --
-hence the fixed point -- is exactly unchanged and that part of the bar is 0; otherwise the
-point is re-solved with the extra starts as well.
+Before it, the inner minimum is sought from more starts (:func:`replica.integrators.extra_starts`)
+at the working fixed point: one map evaluation; if no node finds a lower bracket, the map --
+hence the fixed point -- is exactly unchanged and that part of the bar is 0; otherwise the point
+is re-solved with the extra starts (the shift is added to the bar) and refined from there.
+A re-solve one level coarser checks that the refinements converge (:func:`_convergence_guard`).
 
 The reported values are those of the finest solve; each bar is ``|finest - working|`` (plus
 what the iteration left, :attr:`FixedPoint.iteration_error`). That bounds the error of the
@@ -113,7 +114,8 @@ def unresolved(fp: FixedPoint, errors: dict[str, float], accuracy: float) -> lis
 
 def _more_starts(solver: Solver, fp: FixedPoint, alpha: float) -> tuple[Solver, FixedPoint | None]:
     """The solver with one more level of prox starts, and its fixed point if the extra starts
-    change the map at ``fp`` (else None: the fixed point is exactly ``fp``'s)."""
+    change the map at ``fp`` (else None: the map at ``fp``, hence the fixed point, is exactly
+    ``fp``'s)."""
     try:
         more = solver.refined(energetic=False, entropic=False, test=False, starts=True)
     except ParameterError:
@@ -173,19 +175,23 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
         prev = None
     erratic: list[str] = []
     for level in range(1, max_levels + 1):
+        # more prox starts at the working fixed point (one map evaluation on the working rule; a
+        # re-solve only where some node finds a lower bracket), then the refined rules from there
+        st_solver, st = _more_starts(work_solver, work, alpha)
+        base_solver, base = (st_solver, st) if st is not None else (work_solver, work)
         try:
-            ref_solver = work_solver.refined(starts=False, **refine)
+            ref_solver = base_solver.refined(starts=False, **refine)
         except ParameterError as exc:
             why = f"stopped: {exc}"
             break
-        ref = ref_solver.solve(alpha, x0=work.x, jacobian=work_solver.last_jacobian)
-        st_solver, st = _more_starts(ref_solver, ref, alpha)
-        finest = st if st is not None else ref
-        corrected = (st_solver if st is not None else ref_solver).newton_corrected(alpha)
-        errors = (bars(finest, work, corrected=corrected) if st is None
-                  else _add(bars(finest, ref, corrected=corrected), bars(ref, work)))
+        ref = ref_solver.solve(alpha, x0=base.x, jacobian=base_solver.last_jacobian)
+        finest = ref
+        corrected = ref_solver.newton_corrected(alpha)
+        errors = bars(finest, base, corrected=corrected)
+        if st is not None:
+            errors = _add(errors, bars(st, work))
         if prev is not None:
-            errors, erratic = _convergence_guard(errors, finest, work, prev, accuracy)
+            errors, erratic = _convergence_guard(errors, finest, base, prev, accuracy)
         best = finest
         best.notes = [n for n in work.notes if not n.startswith(BRANCH_NOT_FOUND) and n not in best.notes] + best.notes
         if progress is not None:
@@ -203,8 +209,8 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
                 why = ("stopped: refining the averages no longer moves the fixed point; the bars come "
                        "from the prox starts or the iteration")
                 break
-        prev = work
-        work_solver, work = (st_solver if st is not None else ref_solver), best
+        prev = base
+        work_solver, work = ref_solver, best
     if erratic:
         best.notes.append("the rules are not in their asymptotic regime on " + ", ".join(erratic[:6])
                           + " (a refinement did not halve the previous difference): their bars are the larger "
