@@ -27,6 +27,11 @@ that run. Sections (``--only`` selects some):
 ``six``
     One point of the untied and rank-2 models (6-dimensional averages): time and peak
     memory (each in a fresh process; ``ru_maxrss``).
+``accuracy``
+    Issue 14: the command users run, in a fresh process (interpreter start included),
+    ``replica solve attention --omega 0.3 --alpha 2 --branch semantic --json`` with its error bars
+    (target <= 2 s on 2 cores) and with ``--accuracy 1e-4`` (target <= 30 s), against the warm API
+    solve of the same point measured in the same run (the baseline).
 ``simulator``
     Full-batch GD steps per second of :mod:`numerics` at d = 1000, 2000, 4000, 8000 (n = 2d) on
     CPU (1 thread) and on CUDA when available (with the speed-up per d).
@@ -71,7 +76,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OMEGA, ALPHA = 0.3, 2.0
 #: the semantic fixed point at (omega, alpha) = (0.3, 2), default quadrature, tol 1e-12
 X_SEMANTIC = np.array([0.1148165193, 12.66950154, 0.0, 0.1581531493])
-SECTIONS = ("iteration", "point", "phase", "six", "simulator", "histogram", "sweep", "gamp")
+SECTIONS = ("iteration", "point", "phase", "six", "accuracy", "simulator", "histogram", "sweep", "gamp")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -242,6 +247,37 @@ k.node_prox_average(z, np.ones(1), np.zeros((1, 1)), False, m.N_STARTS, x, p, 1e
 k.node_test_average(z, np.ones(1), x, p, np.zeros(m.N_OBSERVABLES))
 print(time.perf_counter() - t)
 """
+
+
+#: issue 14's commands (fresh process) and their targets on 2 cores
+ACCURACY_COMMANDS = (("solve with error bars", (), 2.0), ("solve --accuracy 1e-4", ("--accuracy", "1e-4"), 30.0))
+
+
+def bench_accuracy(quick: bool) -> tuple[list[dict], dict]:
+    from replica.solver import Solver
+
+    s = Solver(tied(), {"omega": OMEGA}, "semantic")
+    fp = s.solve(ALPHA)
+    base, _, _ = timed(lambda: s.solve(ALPHA, x0=fp.x), repeat=1 if quick else 3)
+    rows = [row("accuracy", "warm API solve (Solver.solve from the fixed point's neighbourhood)", base, "s")]
+    data: dict = {"warm_api": base}
+    cmd = [sys.executable, "-m", "replica", "solve", "attention", "--omega", str(OMEGA), "--alpha", str(ALPHA),
+           "--branch", "semantic", "--json"]
+    for name, extra, target in ACCURACY_COMMANDS:
+        t = time.perf_counter()
+        out = subprocess.run(cmd + list(extra), cwd=ROOT, capture_output=True, text=True, timeout=900)
+        wall = time.perf_counter() - t
+        if out.returncode != 0:
+            rows.append(row("accuracy", name, float("nan"), "s", note="failed: " + out.stderr[-200:]))
+            continue
+        res = json.loads(out.stdout)
+        worst = max((e / abs(res[k]) for k, e in res["errors"].items()
+                     if isinstance(e, float) and isinstance(res.get(k), float) and res[k]), default=float("nan"))
+        rows.append(row("accuracy", f"replica {' '.join(cmd[3:] + list(extra))} (fresh process)", wall, "s",
+                        baseline=base, note=f"target <= {target:g} s on 2 cores; accuracy_met={res['accuracy_met']}, "
+                                            f"largest relative bar {worst:.1e}"))
+        data[name] = dict(seconds=wall, accuracy_met=res["accuracy_met"], worst_relative_bar=worst)
+    return rows, data
 
 
 def bench_phase(quick: bool, jobs: int, continuation: bool = True) -> tuple[list[dict], dict]:

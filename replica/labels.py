@@ -57,6 +57,10 @@ class LabelledRule(QuadratureRule):
         """The Gaussian rule's companion times the same label configurations."""
         return with_labels(self.base.companion(), self.values, self.probabilities)
 
+    def refined(self, factor: float | None = None) -> "LabelledRule":
+        """The Gaussian rule's refinement times the same label configurations."""
+        return with_labels(self.base.refined(factor), self.values, self.probabilities)
+
     def describe(self) -> str:
         """The Gaussian rule's description and the number of label configurations."""
         return f"{self.base.describe()} x {self.probabilities.size} label configurations"

@@ -394,6 +394,17 @@ class PreintegrationIntegrator:
             break_width=self.break_width, pilot_orders=self.pilot_orders, backend=self.backend)
         return self._companion
 
+    def refined(self) -> "PreintegrationIntegrator":
+        """A finer integrator of the same family and direction (the inverse of :meth:`companion`,
+        with multistart on the treated segments): the second solve of an error bar."""
+        hi = [k + max(2, k // 3) for k in self.line_orders]
+        return PreintegrationIntegrator(
+            self.dim, hi, self.u_order + 2, self.segment_order + 2,
+            direction="auto" if self._basis is None else self._basis, smooth_tol=0.5 * self.smooth_tol,
+            sentinel=self.sentinel, max_rounds=self.max_rounds, max_depth=self.max_depth,
+            break_width=self.break_width, pilot_orders=self.pilot_orders, segment_multistart=True,
+            backend=self.backend)
+
     def average(self, module: ModuleType, x: np.ndarray, p: np.ndarray, warm: Any = None,
                 multistart: bool = True, prox_tol: float = 1e-12) -> EnergeticAverage:
         """``dPsi_y/dx``, ``Psi_y``, the minimisers at the line points and prox diagnostics."""

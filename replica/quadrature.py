@@ -57,6 +57,25 @@ class QuadratureRule:
             return sobol_rqmc(self.dim, max(0, self.order - 1), seed=1)
         raise ValueError(self.kind)
 
+    def refined(self, factor: float | None = None) -> "QuadratureRule":
+        """A higher-order rule of the same family: the second rule of an error bar
+        (:mod:`replica.accuracy`). Gauss-Hermite: ``order + max(2, order // 3)`` per axis (the
+        inverse of :meth:`companion`), or ``ceil(factor * order)``; Smolyak: one level more;
+        Sobol: twice the points. Raises :class:`ParameterError` (``quadrature``) over the node
+        budget (:func:`replica.validation.check_rule_size`)."""
+        try:
+            if self.kind == "gauss-hermite":
+                order = (self.order + max(2, self.order // 3) if factor is None
+                         else max(self.order + 1, math.ceil(factor * self.order)))
+                return gauss_hermite(self.dim, order)
+            if self.kind == "smolyak":
+                return smolyak(self.dim, self.order + 1)
+            if self.kind == "sobol":
+                return sobol_rqmc(self.dim, self.order + 1)
+        except ParameterError as exc:
+            raise ParameterError("quadrature", f"cannot refine {self.describe()}: {exc}") from None
+        raise ValueError(self.kind)
+
     def describe(self) -> str:
         """A one-line description, e.g. ``gauss-hermite(dim=4, order=14, nodes=38416)``."""
         return f"{self.kind}(dim={self.dim}, order={self.order}, nodes={self.size})"

@@ -34,11 +34,36 @@ from .compiled import compiled, resolve_backend
 from . import validation
 from .convergence import explained_failures, is_converged
 from .errors import ConvergenceError, InvalidStateError, ParameterError
-from .integrators import EnergeticAverage, EnergeticIntegrator, QuadratureIntegrator, fold_nodes
+from .integrators import (TENSOR_ENTROPIC_ORDERS, AlignedEntropicRule, EnergeticAverage, EnergeticIntegrator,
+                          QuadratureIntegrator, fold_nodes)
 from .labels import labelled
 from .parameters import parameter_vector
 from .prox import prox
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
+
+#: prefix of the note that a branch's solve landed on another branch's solution
+BRANCH_NOT_FOUND = "branch not found"
+#: the most levels of extra prox starts (:func:`replica.integrators.extra_starts`)
+MAX_EXTRA_STARTS = 5
+#: growth of the entropic rule's order per refinement (its integrand is kinked wherever the
+#: regularizer is, e.g. soft thresholding: algebraic convergence, so a larger step than the
+#: energetic rule's ``+ order // 3``; a 1-2-D rule stays cheap)
+ENTROPIC_REFINEMENT = 1.5
+
+
+#: points per smooth piece of the default :class:`AlignedEntropicRule` (soft thresholding: 1e-14
+#: relative from 10 on; 20 leaves room for regularizers with curved pieces)
+ALIGNED_ORDER = 20
+
+
+def default_entropic_rule(module: ModuleType) -> "AlignedEntropicRule | QuadratureRule":
+    """The entropic rule of a non-quadratic regularizer when none is given: aligned with the kinks
+    of a scalar (``r = 1``) prox (:class:`~replica.integrators.AlignedEntropicRule`; tensor
+    Gauss-Hermite wherever its assumptions fail at a state), tensor Gauss-Hermite for ``r > 1``."""
+    dim = len(module.ENTROPIC_GAUSSIANS)
+    if getattr(module, "ENTROPIC_DIM", 0) == 1:
+        return AlignedEntropicRule(dim, ALIGNED_ORDER)
+    return gauss_hermite(dim, TENSOR_ENTROPIC_ORDERS.get(dim, 12))
 
 
 @dataclass
@@ -84,6 +109,20 @@ class FixedPoint:
     observables: dict[str, float] = field(default_factory=dict)
     observable_errors: dict[str, float] = field(default_factory=dict)
     admissible: bool = True
+    #: error bars (:mod:`replica.accuracy`): absolute, by value name (order parameters,
+    #: conjugates, observables, ``phi``, ``psi_t``, ``psi_w``, ``psi_y``, ``train_loss``);
+    #: empty when none was computed
+    errors: dict[str, float] = field(default_factory=dict)
+    #: the relative accuracy the bars are checked against, and whether every bar meets it
+    #: (``None``: no bars)
+    accuracy: float = float("nan")
+    accuracy_met: bool | None = None
+    #: the rules of the reported values (``energetic``, ``entropic``, ``test``, ``prox_starts``)
+    rules: dict[str, str] = field(default_factory=dict)
+    #: ``|J^{-1} g|`` at the last iterate, by order parameter: what the iteration left
+    iteration_error: dict[str, float] = field(default_factory=dict)
+    #: False when a branch's free family vanished (the solve landed on a smaller branch)
+    branch_found: bool = True
 
     def __post_init__(self):
         if not self.observables:  # a FixedPoint built by hand: the test loss at least
@@ -194,7 +233,8 @@ class Solver:
                  test_rule: QuadratureRule | None = None, tol: float = 1e-8, max_iter: int = 500,
                  damping: float = 0.8, anderson: int = 6, prox_tol: float = 1e-12,
                  verbose: bool = False, error_estimate: bool = True, backend: str = "auto",
-                 newton: bool = True):
+                 newton: bool = True, entropic_rule: QuadratureRule | int | None = None,
+                 extra_starts: int = 0):
         self.module = module
         self.names = list(module.ORDER_PARAMETERS)
         self.conj_names = list(module.CONJUGATES)
@@ -223,7 +263,24 @@ class Solver:
         self.entropic_rule = None
         if getattr(module, "ENTROPIC", "closed") == "envelope":
             dim_w = len(module.ENTROPIC_GAUSSIANS)
-            self.entropic_rule = gauss_hermite(dim_w, {1: 400, 2: 120, 3: 30}.get(dim_w, 12))
+            if entropic_rule is None:
+                entropic_rule = default_entropic_rule(module)
+            elif isinstance(entropic_rule, (int, np.integer)):
+                entropic_rule = gauss_hermite(dim_w, int(entropic_rule))
+            if entropic_rule.dim != dim_w:
+                raise ParameterError("entropic_rule", f"quadrature dimension must be {dim_w} "
+                                                      f"(the entropic Gaussians of {module.MODEL})")
+            validation.check_rule(entropic_rule, "entropic_rule")
+            self.entropic_rule = entropic_rule
+        self.extra_starts = validation.integer(extra_starts, "extra_starts", low=0, high=MAX_EXTRA_STARTS)
+        if self.extra_starts:
+            if not hasattr(self.integrator, "with_extra_starts"):
+                raise ParameterError("extra_starts", f"the integrator {self.integrator.describe()} takes no extra "
+                                                     "prox starts")
+            self.integrator = self.integrator.with_extra_starts(self.extra_starts)
+        self._init = dict(parameters=self.parameter_dict_from(module, self.p), branch=branch,
+                          tol=tol, max_iter=max_iter, damping=damping, anderson=anderson, prox_tol=prox_tol,
+                          verbose=verbose, error_estimate=error_estimate, backend=backend, newton=newton)
         self.newton = bool(newton)
         self.newton_switch = 1e-2
         if self.integrator.dim != dim or self.test_rule.dim != dim:
@@ -235,6 +292,7 @@ class Solver:
         self.tol, self.max_iter, self.damping = tol, max_iter, damping
         self.anderson, self.prox_tol, self.verbose = anderson, prox_tol, verbose
         self._warm: np.ndarray | None = None
+        self.last_jacobian: np.ndarray | None = None
 
     # ------------------------------------------------------------ parameters
     def _branch_symmetries(self) -> tuple[tuple[int, ...], ...]:
@@ -247,6 +305,57 @@ class Solver:
             if all(f in own or f not in mod.FAMILIES for f in fams):
                 out.append(tuple(idx))
         return tuple(out)
+
+    @staticmethod
+    def parameter_dict_from(module: ModuleType, p: np.ndarray) -> dict[str, float]:
+        return dict(zip(module.PARAMETERS, np.asarray(p, dtype=float).tolist()))
+
+    # ------------------------------------------------------------ rules
+    def rules(self) -> dict[str, str]:
+        """What each average uses: ``energetic``, ``entropic`` (``closed form`` for a quadratic
+        regularizer), ``test`` and ``prox_starts`` (the module's starts plus extra ones)."""
+        starts = getattr(self.module, "N_STARTS", 0)
+        return {"energetic": self.integrator.describe(),
+                "entropic": "closed form" if self.entropic_rule is None else self.entropic_rule.describe(),
+                "test": self.test_rule.describe(),
+                "prox_starts": f"{starts} module starts"
+                               + (f" + extra level {self.extra_starts}" if self.extra_starts else "")}
+
+    def refined(self, energetic: bool = True, entropic: bool = True, test: bool = True,
+                starts: bool = True, **overrides) -> "Solver":
+        """The same problem on finer rules (:meth:`QuadratureRule.refined`, the integrator's
+        ``refined()``) and with more prox starts (``extra_starts + 1``): the second solve of an
+        error bar (:mod:`replica.accuracy`). The flags choose which averages are refined; raises
+        :class:`ParameterError` (naming the rule) when a refinement exceeds the node budget or
+        the integrator has no finer level."""
+        integ = self.integrator
+        if energetic:
+            if not hasattr(integ, "refined"):
+                raise ParameterError("quadrature", f"{integ.describe()} has no refined level")
+            integ = integ.refined()
+        kw = dict(self._init)
+        kw.update(overrides)
+        ent = self.entropic_rule
+        if entropic and ent is not None:
+            ent = ent.refined(factor=ENTROPIC_REFINEMENT)
+        extra = self.extra_starts + 1 if starts and hasattr(integ, "with_extra_starts") else self.extra_starts
+        if extra != self.extra_starts:
+            integ = integ.with_extra_starts(extra)
+        out = Solver(self.module, rule=integ, test_rule=self.test_rule.refined(factor=1.1) if test else self.test_rule,
+                     entropic_rule=ent, **kw)
+        out.extra_starts = extra
+        return out
+
+    def coarsened(self) -> "Solver":
+        """The same problem on the energetic integrator's companion (a lower order), the other
+        rules unchanged: the coarse end of an error bar's convergence check (:mod:`replica.accuracy`)."""
+        integ = self.integrator.companion()
+        if hasattr(integ, "with_extra_starts") and self.extra_starts:
+            integ = integ.with_extra_starts(self.extra_starts)
+        out = Solver(self.module, rule=integ, test_rule=self.test_rule, entropic_rule=self.entropic_rule,
+                     **self._init)
+        out.extra_starts = self.extra_starts
+        return out
 
     @property
     def parameter_dict(self) -> dict[str, float]:
@@ -358,12 +467,18 @@ class Solver:
             i = int(np.flatnonzero(bad)[0])
             raise InvalidStateError(mod.ENTROPIC_VALIDITY[i], f"must be positive, got {vals[i]:.3e}",
                                     dict(zip(self.conj_names, xhat.tolist())))
-        nodes, weights = self.entropic_rule.nodes, self.entropic_rule.weights
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        def argmin(nodes: np.ndarray) -> np.ndarray:
             if mod.ENTROPIC_ARGMIN:
-                w = mod.entropic_argmin(nodes, xhat, self.p)
-            else:
-                w = prox(_EntropicView(mod), nodes, xhat, self.p, tol=self.prox_tol).h
+                return mod.entropic_argmin(nodes, xhat, self.p)
+            return prox(_EntropicView(mod), nodes, xhat, self.p, tol=self.prox_tol).h
+
+        rule = self.entropic_rule
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            if isinstance(rule, AlignedEntropicRule):
+                nw = rule.nodes_weights(mod.entropic_bracket, argmin, xhat, self.p)
+                rule = rule.fallback if nw is None else None
+            nodes, weights = (rule.nodes, rule.weights) if rule is not None else nw
+            w = argmin(nodes)
             value = mod.entropic_bracket(w, nodes, xhat, self.p)
             G = mod.entropic_parameter_gradient(w, nodes, xhat, self.p)
             obs = None
@@ -374,8 +489,12 @@ class Solver:
 
     # ------------------------------------------------------------ iteration
     @explained_failures
-    def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None) -> FixedPoint:
+    def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None,
+              jacobian: np.ndarray | None = None) -> FixedPoint:
         """Iterate to the fixed point at sample complexity ``alpha`` (from ``x0`` if given).
+
+        ``jacobian``: the Newton Jacobian of a nearby solve (:attr:`last_jacobian`, e.g. the same
+        point on another rule) to start Newton from without finite differences (with ``x0``).
 
         Returns a converged :class:`FixedPoint` or raises :class:`ConvergenceError` /
         :class:`InvalidStateError` naming the point, the iterations and the residual.
@@ -399,6 +518,10 @@ class Solver:
         res = self.evaluate_map(x, alpha, multistart=full)
         sticky = False   # every start at every iteration (warm starts keep missing global minima)
         J: np.ndarray | None = None          # Jacobian of map(x) - x (free entries), Newton mode
+        nf = int(free.sum())
+        if x0 is not None and jacobian is not None and np.shape(jacobian) == (nf, nf) \
+                and np.all(np.isfinite(jacobian)):
+            J = np.array(jacobian, dtype=float)
         prev: tuple[np.ndarray, np.ndarray, float, bool] | None = None  # x, g, r, newton step?
         newton_failures = 0
         misses = 0       # evaluations from every start that found minima the warm starts missed
@@ -480,11 +603,53 @@ class Solver:
                                    residuals, self.max_iter, dict(zip(self.names, x.tolist())))
         fp = self._observables(x, res, alpha, residuals, it)
         fp.seconds = time.perf_counter() - t0
-        fp.notes += self._branch_notes(fp)
+        notes = self._branch_notes(fp)
+        fp.notes += notes
+        fp.branch_found = not notes
+        self.last_jacobian = J
+        fp.iteration_error = self._iteration_error(J, (res.x_new - x)[free], x, residuals[-1])
+        fp.rules = self.rules()
         return fp
 
+    def _iteration_error(self, J, g, x, r) -> dict[str, float]:
+        """What the iteration left on each order parameter: the Newton correction ``|J^{-1} g|``
+        (free entries; 0 on pinned ones), or ``r |x|`` on every free entry without a Jacobian."""
+        err = np.zeros(len(self.names))
+        corr = None
+        self._last_x, self._last_step = x.copy(), None
+        if J is not None:
+            try:
+                step = -np.linalg.solve(J, g)
+                if np.all(np.isfinite(step)):
+                    self._last_step = step
+                    corr = np.abs(step)
+            except np.linalg.LinAlgError:
+                corr = None
+        if corr is None:
+            corr = np.full(int(self.free.sum()), r * float(np.linalg.norm(x[self.free])))
+        err[self.free] = corr
+        return dict(zip(self.names, err.tolist()))
+
+    def newton_corrected(self, alpha: float) -> FixedPoint | None:
+        """The last solve's state moved by its Newton correction ``-J^{-1} g`` and its numbers
+        there (one map evaluation): how much what the iteration left moves every derived number.
+        None without a Jacobian or where the corrected state is not admissible."""
+        step = getattr(self, "_last_step", None)
+        if step is None:
+            return None
+        y = self._last_x.copy()
+        y[self.free] += step
+        if not self._admissible(y):
+            return None
+        try:
+            res = self.evaluate_map(y, alpha, use_warm=False)
+        except InvalidStateError:
+            return None
+        return self._observables(y, res, alpha, [0.0], 0)
+
     def solve_best(self, alpha: float, spread: Sequence[tuple[float, float]] = ((1.0, 1.0), (1.0, 0.5),
-                                                                               (0.1, 0.5))) -> FixedPoint:
+                                                                               (0.1, 0.5)),
+                   scout: "Solver | None" = None) -> FixedPoint:
         """Cold solves from several generic starts; the fixed point with the largest ``Phi``.
 
         The saddle-point equations of a branch can have several solutions at one ``alpha``
@@ -494,27 +659,51 @@ class Solver:
         the solution with the largest free entropy -- the lowest training loss, i.e. the
         minimum GD reaches from the branch's own initialisation -- is returned, with a note
         when distinct solutions were found. Raises the last error if no start converged.
+
+        ``scout``: a solver of the same problem on a cheaper rule (e.g. the companion's). The
+        cold solves then run on it, and every distinct fixed point it finds is re-solved on
+        this solver's rule from there (Newton from the scout's Jacobian: a few map
+        evaluations), so the starts cost a fraction of full solves.
         """
         base = self.initial_state()
         qidx = [i for i in self.module.SYMMETRIC_DIAGONAL if self.names[i].startswith("q")]
         mt = [i for f in PINNABLE for i in self.module.FAMILIES.get(f, [])]
         found: list[FixedPoint] = []
         error: Exception | None = None
+        first = scout or self
+        jacobians: list = []
         for qs, ms in spread:
             x0 = base.copy()
             x0[qidx] *= qs
             x0[mt] *= ms
             try:
-                self._warm = None
-                found.append(self.solve(alpha, x0=x0))
+                first._warm = None
+                fp = first.solve(alpha, x0=x0)
             except (ConvergenceError, InvalidStateError) as exc:
                 error = exc
+                continue
+            if scout is not None and any(_same_point(fp, d) for d in found):
+                continue
+            found.append(fp)
+            jacobians.append(first.last_jacobian)
+        if scout is not None:
+            polished = []
+            for fp, J in zip(found, jacobians):
+                try:
+                    self._warm = None
+                    out = self.solve(alpha, x0=fp.x, jacobian=J)
+                except (ConvergenceError, InvalidStateError) as exc:
+                    error = exc
+                    continue
+                out.seconds += fp.seconds
+                polished.append(out)
+            found = polished
         if not found:
             raise error  # type: ignore[misc]
         best = max(found, key=lambda fp: fp.phi)
         distinct = [best]
         for fp in found:
-            if all(np.linalg.norm(fp.x - d.x) > 1e-4 * max(np.linalg.norm(d.x), 1e-12) for d in distinct):
+            if all(not _same_point(fp, d) for d in distinct):
                 distinct.append(fp)
         if len(distinct) > 1:
             best.notes.append(f"{len(distinct)} distinct fixed points on this branch from {len(spread)} starts; "
@@ -541,9 +730,10 @@ class Solver:
             if size < 0.05:
                 target = branch_pinning(mod, own | {fam})
                 where = f"the {target} one" if target else f"on the subspace {fam} = 0"
-                notes.append(f"{fam} is {size:.1e} of sqrt(q): this {self.branch} fixed point is (within "
-                             f"quadrature accuracy) {where}; the {self.branch} branch itself may "
-                             "not exist at this alpha (see 'replica phase' for its end)")
+                notes.append(f"{BRANCH_NOT_FOUND}: {fam} is {size:.1e} of sqrt(q), so this is not a {self.branch} "
+                             f"fixed point but (within quadrature accuracy) {where}; no {self.branch} solution was "
+                             f"found at this alpha from the starts tried (see 'replica phase' for where the "
+                             f"{self.branch} branch ends)")
         return notes
 
     def _update_jacobian(self, J, x, g, r, prev, failures):
@@ -742,6 +932,11 @@ class Solver:
             return out
         with np.errstate(over="ignore", under="ignore"):
             return np.asarray(mod.test_observables(nodes, x, self.p), dtype=float) @ weights
+
+
+def _same_point(a: FixedPoint, b: FixedPoint) -> bool:
+    """Two fixed points within ``1e-4`` relative of each other (one solution, found twice)."""
+    return bool(np.linalg.norm(a.x - b.x) <= 1e-4 * max(np.linalg.norm(b.x), 1e-12))
 
 
 def default_test_rule(dim: int) -> QuadratureRule:

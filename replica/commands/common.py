@@ -38,6 +38,13 @@ def add_numeric_flags(p: argparse.ArgumentParser) -> None:
                         "preint[:fast|default|high] (jump-aware pre-integration); auto (Gauss-Hermite "
                         "where the branch has a mirror symmetry, e.g. attention's semantic branch; "
                         "pre-integration elsewhere)")
+    g.add_argument("--entropic-quadrature", default=None, metavar="RULE",
+                   help="entropic average of a non-quadratic regularizer (l1, elastic net): aligned:N (N points "
+                        "per smooth piece of a rule aligned with the prox's kinks; the default, N = 20, for a "
+                        "scalar prox) or gh:N (tensor Gauss-Hermite, N per axis)")
+    g.add_argument("--accuracy", type=float, default=None, metavar="TOL",
+                   help="refine the rules and prox starts until every error bar is below TOL relative, or stop "
+                        "and say what could not be resolved (default: one refinement, checked against 1e-3)")
     g.add_argument("--tol", type=float, default=1e-8,
                    help=f"relative residual at convergence, in [{validation.MIN_TOL:g}, {validation.MAX_TOL:g}] "
                         "(default 1e-8)")
@@ -46,9 +53,12 @@ def add_numeric_flags(p: argparse.ArgumentParser) -> None:
 
 
 def check_numeric_args(args: argparse.Namespace) -> None:
-    """``--tol`` and ``--max-iter`` (when the command has them), before any work starts."""
+    """``--tol``, ``--max-iter`` and ``--accuracy`` (when the command has them), before any work starts."""
     if getattr(args, "tol", None) is not None:
         validation.tolerance(args.tol, "tol")
+    acc = getattr(args, "accuracy", None)
+    if acc is not None and not (math.isfinite(acc) and 1e-12 <= acc < 1):
+        raise ParameterError("accuracy", f"must be a relative accuracy in [1e-12, 1), got {acc}")
     if getattr(args, "max_iter", None) is not None:
         validation.integer(args.max_iter, "max-iter", low=1, high=MAX_ITER)
 
@@ -96,6 +106,37 @@ def rule_from_args(module: ModuleType, args: argparse.Namespace, branch: str | N
                    default: str | None = None):
     """The rule or integrator of ``--quadrature`` (``default`` when the flag is absent)."""
     return from_spec(getattr(args, "quadrature", None) or default, module, branch)
+
+
+def entropic_rule_from_args(module: ModuleType, args: argparse.Namespace):
+    """The entropic rule of ``--entropic-quadrature gh:N`` (None: the solver's default)."""
+    spec = getattr(args, "entropic_quadrature", None)
+    if spec is None:
+        return None
+    if getattr(module, "ENTROPIC", "closed") != "envelope":
+        raise ParameterError("entropic-quadrature", f"{module.MODEL} has a quadratic regularizer: its entropic "
+                                                    "average is in closed form, there is no rule to set")
+    from ..integrators import AlignedEntropicRule
+    from ..quadrature import parse_rule
+
+    dim = len(module.ENTROPIC_GAUSSIANS)
+    kind, _, n = spec.partition(":")
+    if kind not in ("aligned", "gh", "gauss-hermite"):
+        raise ParameterError("entropic-quadrature", f"expected aligned:N or gh:N, got {spec!r}")
+    try:
+        if kind == "aligned":
+            if module.ENTROPIC_DIM != 1:
+                raise ParameterError("entropic-quadrature", f"aligned rules need a scalar prox (r = 1); "
+                                                            f"{module.MODEL} has r = {module.ENTROPIC_DIM}: use gh:N")
+            try:
+                return AlignedEntropicRule(dim, int(n))
+            except ValueError:
+                raise ParameterError("entropic-quadrature", f"bad order in {spec!r} (expected an integer)") from None
+        return parse_rule(spec, dim)
+    except ParameterError as exc:
+        if exc.name == "entropic-quadrature":
+            raise
+        raise ParameterError("entropic-quadrature", str(exc)) from None
 
 
 def token_one(module: ModuleType, values: dict[str, float]) -> dict[str, object]:

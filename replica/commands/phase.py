@@ -12,7 +12,8 @@ from .. import jsonio, validation
 from ..errors import ParameterError
 from ..progress import Progress
 from ..registry import load_module
-from .common import add_numeric_flags, add_parameter_flags, check_numeric_args, parameters_from_args, rule_from_args
+from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
+                     parameters_from_args, rule_from_args)
 
 
 def add_cache_flags(p: argparse.ArgumentParser, jobs_help: str | None = None) -> None:
@@ -105,6 +106,39 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
+#: the most refinements ``replica phase --accuracy`` tries
+MAX_PHASE_LEVELS = 3
+
+
+def _thresholds(res) -> dict:
+    return {"alpha_c": res.alpha_c.value, "alpha_l": res.alpha_l.value, "eps_lin": res.eps_lin}
+
+
+def refine_thresholds(module, res, settings, run_at, accuracy: float):
+    """Re-run the phase point on refined rules (:meth:`SolverSettings.refined`) until the
+    thresholds move by less than ``accuracy`` relative: the finest result, its error bars
+    (``|finest - previous|`` of ``alpha_c``, ``alpha_l``, ``eps_lin``; None where a threshold does
+    not exist), whether they meet the accuracy, and why not."""
+    prev = res
+    note = None
+    errors: dict = {}
+    for _ in range(MAX_PHASE_LEVELS):
+        try:
+            settings = settings.refined(module, list(module.BRANCHES))
+        except ParameterError as exc:
+            note = f"stopped: {exc}"
+            break
+        fine = run_at(settings)
+        a, b = _thresholds(prev), _thresholds(fine)
+        errors = {k: (None if a[k] is None or b[k] is None else abs(b[k] - a[k])) for k in b}
+        prev = fine
+        bad = [k for k, e in errors.items() if b[k] is not None and (e is None or e > accuracy * abs(b[k]))]
+        if not bad:
+            return fine, errors, True, None
+        note = "error bars above the accuracy on " + ", ".join(f"{k} (±{errors[k]:.1e})" for k in bad)
+    return prev, errors, False, note
+
+
 def _fmt(v) -> str:
     return "null" if v is None else f"{v:.6g}"
 
@@ -135,27 +169,43 @@ def run(args: argparse.Namespace) -> int:
                 raise ParameterError("branches", f"unknown branch {b!r}; {module.MODEL} has {list(module.BRANCHES)}")
     jobs = check_jobs(args)
     scheduler = scheduler_from_args(args)
-    settings = SolverSettings(rule=rule_from_args(module, args), tol=args.tol, max_iter=args.max_iter)
+    settings = SolverSettings(rule=rule_from_args(module, args), tol=args.tol, max_iter=args.max_iter,
+                              entropic_rule=entropic_rule_from_args(module, args))
     progress = Progress(label=f"replica phase {module.MODEL}", enabled=not args.quiet)
     label = " ".join(f"{k}={v:g}" for k, v in params.items())
+
+    def run_at(settings, executor):
+        return phase_point(module, params, pair=pair, alpha_min=args.alpha_min, alpha_max=args.alpha_max,
+                           branches=branches, settings=settings, cache=cache_from_args(args), progress=progress,
+                           jobs=jobs, thresholds_only=args.thresholds_only, label=label, executor=executor)
+
+    errors, met, note = None, None, None
     try:
         with executor_from_args(jobs, scheduler) as executor:
-            res = phase_point(module, params, pair=pair, alpha_min=args.alpha_min, alpha_max=args.alpha_max,
-                              branches=branches, settings=settings, cache=cache_from_args(args),
-                              progress=progress, jobs=jobs, thresholds_only=args.thresholds_only, label=label,
-                              executor=executor)
+            res = run_at(settings, executor)
+            if args.accuracy is not None:
+                res, errors, met, note = refine_thresholds(module, res, settings,
+                                                           lambda s: run_at(s, executor), args.accuracy)
     finally:
         progress.close()
     if args.json:
-        jsonio.dump(res.to_dict(), sys.stdout)
+        out = res.to_dict()
+        if errors is not None:
+            out.update(errors=errors, accuracy=args.accuracy, accuracy_met=met)
+            if note:
+                out["accuracy_note"] = note
+        jsonio.dump(out, sys.stdout)
         print()
         return 0
     print(f"{res.model}  " + "  ".join(f"{k}={v:g}" for k, v in res.parameters.items()))
     print(f"alpha in [{res.alpha_min:g}, {res.alpha_max:g}], {res.quadrature}, {res.solves} solves "
           f"({res.cached} cached), {res.seconds:.1f} s\n")
     print(f"  pair: {res.pair[0]} (wins at large alpha) vs {res.pair[1]}; baseline: {res.baseline or 'none'}")
-    print(f"  alpha_c = {_fmt(res.alpha_c.value):<10}  {res.alpha_c.reason}")
-    print(f"  alpha_l = {_fmt(res.alpha_l.value):<10}  {res.alpha_l.reason}")
+    for name in ("alpha_c", "alpha_l"):
+        bar = "" if not errors or errors.get(name) is None else f" ± {errors[name]:.1e}"
+        print(f"  {name} = {_fmt(getattr(res, name).value) + bar:<18}  {getattr(res, name).reason}")
+    if errors is not None:
+        print(f"  accuracy {args.accuracy:g}: " + ("met" if met else f"NOT MET: {note}"))
     print(f"  eps_lin = {res.eps_lin:.6g}")
     print("\n  global minimum: " + ", ".join(f"{b} on [{a0:.4g}, {a1:.4g}]" for a0, a1, b in res.segments))
     print("\n  branch       solved range        points  ends")

@@ -6,10 +6,12 @@ import math
 import sys
 
 from .. import jsonio, validation
+from ..errors import ParameterError
 from ..registry import load_module
 from ..solver import Solver, observable_dict
-from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, parameters_from_args,
-                     rule_from_args, token_one)
+from ..accuracy import DEFAULT_ACCURACY, solve_to_accuracy
+from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
+                     parameters_from_args, rule_from_args, token_one)
 
 #: why a number of ``replica solve --json`` can be null
 REASONS = {"quadrature_residual": "not computed: the companion rule's map is not defined at this state "
@@ -35,9 +37,27 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
+def error_dict(module, fp) -> dict:
+    """``errors``: the absolute error bar of every number of :func:`result_dict`, under the same
+    keys and in the same shape (token-1 families, observables, potentials, the full
+    ``order_parameters`` / ``conjugate_parameters``)."""
+    err = fp.errors
+    order = {k: err.get(k) for k in fp.order}
+    conj = {k: err.get(k) for k in fp.conjugates}
+    out: dict = {}
+    out.update(token_one(module, order))
+    out.update(token_one(module, conj))
+    out.update({k: err.get(k) for k in fp.observables})
+    out.update({k: err.get(k) for k in ("train_loss", "phi", "psi_t", "psi_w", "psi_y")})
+    out.update(order_parameters=order, conjugate_parameters=conj)
+    return out
+
+
 def result_dict(module, fp) -> dict:
     """The JSON contract: token-1 q, m, theta, V (+ conjugates), every declared observable with its
-    ``<name>_error`` (``eps_g`` first), and the solve's diagnostics."""
+    ``<name>_error`` (``eps_g`` first), the solve's diagnostics, and (issue 14) ``errors`` (the
+    absolute error bar of every number, same keys), ``accuracy`` and ``accuracy_met``,
+    ``branch_found`` and the ``rules`` of the reported values."""
     out: dict = {}
     out.update(token_one(module, fp.order))
     out.update(token_one(module, fp.conjugates))
@@ -48,6 +68,9 @@ def result_dict(module, fp) -> dict:
                quadrature_residual=fp.quadrature_residual, psi_t=fp.psi_t, psi_w=fp.psi_w,
                psi_y=fp.psi_y, parameters=fp.parameters, order_parameters=fp.order,
                conjugate_parameters=fp.conjugates, seconds=fp.seconds, notes=fp.notes)
+    if fp.errors:
+        out.update(errors=error_dict(module, fp), accuracy=fp.accuracy, accuracy_met=fp.accuracy_met)
+    out.update(branch_found=fp.branch_found, rules=fp.rules)
     return out
 
 
@@ -55,12 +78,25 @@ def run(args: argparse.Namespace) -> int:
     validation.sample_complexity(args.alpha, "alpha")
     check_numeric_args(args)
     module = load_module(args.model)
-    solver = Solver(module, parameters_from_args(module, args), branch=args.branch,
+    params = parameters_from_args(module, args)
+    entropic = entropic_rule_from_args(module, args)
+    solver = Solver(module, params, branch=args.branch,
                     rule=rule_from_args(module, args, args.branch, default="auto"), tol=args.tol,
-                    max_iter=args.max_iter,
-                    verbose=args.verbose)
-    # Cold CLI solves try a few generic starts: a branch can have several solutions at one alpha.
-    fp = solver.solve_best(args.alpha)
+                    max_iter=args.max_iter, verbose=args.verbose, error_estimate=False, entropic_rule=entropic)
+    # Cold CLI solves try a few generic starts (a branch can have several solutions at one alpha),
+    # on the companion rule; each distinct one is then re-solved on the working rule.
+    try:
+        scout = Solver(module, params, branch=args.branch, rule=solver.integrator.companion(), tol=args.tol,
+                       max_iter=args.max_iter, error_estimate=False, entropic_rule=entropic)
+    except ParameterError:  # a degenerate companion (gh:4 -> gh:2): the starts on the working rule
+        scout = None
+    fp = solver.solve_best(args.alpha, scout=scout)
+    qres = companion_residual(solver, fp)
+    accuracy = DEFAULT_ACCURACY if args.accuracy is None else args.accuracy
+    progress = None if (args.json and not args.verbose) else (lambda m: print(f"replica solve: {m}", file=sys.stderr))
+    fp = solve_to_accuracy(solver, fp, args.alpha, accuracy, max_levels=1 if args.accuracy is None else 8,
+                           progress=progress if args.accuracy is not None else None)
+    fp.quadrature_residual = qres  # of the working rule (a diagnostic; the bars are in errors)
     res = result_dict(module, fp)
     if args.replicon:
         from ..stability import replicon_summary
@@ -74,17 +110,26 @@ def run(args: argparse.Namespace) -> int:
           + "  ".join(f"{k}={v:g}" for k, v in fp.parameters.items()))
     print(f"converged in {fp.iterations} iterations, residual {fp.residual:.2e}, {fp.seconds:.2f} s, "
           f"{fp.quadrature}")
+    if fp.errors:
+        print(f"error bars: fixed points re-solved on refined rules and with more prox starts; "
+              f"accuracy {fp.accuracy:g} relative " + ("met" if fp.accuracy_met else "NOT MET (see notes)"))
+    if not fp.branch_found:
+        print(f"WARNING: no {fp.branch} fixed point found at this alpha: the solve landed on another branch's "
+              "solution (see the note below)")
     width = max(len(k) for k in list(fp.order) + list(fp.conjugates))
     print(f"\n  {'order parameter':<{width + 17}}   conjugate")
+    def pm(k: str) -> str:
+        e = fp.errors.get(k)
+        return f" ± {e:.1e}" if e is not None and math.isfinite(e) else ""
+
     for (k, v), (kh, vh) in zip(fp.order.items(), fp.conjugates.items()):
-        print(f"  {k:<{width}} = {v:>14.8g}   {kh:<{width}} = {vh:>14.8g}")
+        print(f"  {k:<{width}} = {v:>14.8g}{pm(k):<10}   {kh:<{width}} = {vh:>14.8g}{pm(kh)}")
     w = max(10, *(len(k) for k in fp.observables))
     print()
     for name, v in fp.observables.items():
-        err = fp.observable_errors.get(name, float("nan"))
-        print(f"  {name:<{w}} = {v:.8g}" + (f"  (quadrature error ~ {err:.1e})" if err == err else ""))
-    print(f"  {'train_loss':<{w}} = {fp.train_loss:.8g}")
-    print(f"  {'phi':<{w}} = {fp.phi:.8g}")
+        print(f"  {name:<{w}} = {v:.8g}{pm(name)}")
+    print(f"  {'train_loss':<{w}} = {fp.train_loss:.8g}{pm('train_loss')}")
+    print(f"  {'phi':<{w}} = {fp.phi:.8g}{pm('phi')}")
     qres = fp.quadrature_residual
     print("  quadrature residual (companion rule) = "
           + (f"{qres:.1e}" if math.isfinite(qres) else REASONS["quadrature_residual"]))
@@ -95,3 +140,19 @@ def run(args: argparse.Namespace) -> int:
     for note in fp.notes + res.get("replicon_notes", []):
         print(f"\nnote: {note}")
     return 0
+
+
+def companion_residual(solver: Solver, fp) -> float:
+    """``quadrature_residual`` of ``fp``: its relative fixed-point residual under the companion
+    rule (nan where that map is not defined at this state). A diagnostic; the error bars are
+    :mod:`replica.accuracy`'s."""
+    import numpy as np
+
+    from ..errors import InvalidStateError
+
+    x = fp.x
+    try:
+        comp = solver.evaluate_map(x, fp.alpha, integrator=solver.integrator.companion(), use_warm=False)
+    except InvalidStateError:
+        return float("nan")
+    return float(np.linalg.norm((comp.x_new - x)[solver.free]) / max(np.linalg.norm(x[solver.free]), 1e-12))

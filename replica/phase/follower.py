@@ -62,10 +62,13 @@ class BranchFollower:
     # ---------------------------------------------------------------- cache keys
     def describe(self) -> dict:
         s = self.solver
-        return dict(model=self.module.MODEL, source_hash=getattr(self.module, "SOURCE_HASH", ""),
-                    generator=getattr(self.module, "GENERATOR_VERSION", ""), parameters=self.parameters,
-                    branch=self.branch, quadrature=s.integrator.describe(), test_rule=s.test_rule.describe(),
-                    tol=s.tol)
+        out = dict(model=self.module.MODEL, source_hash=getattr(self.module, "SOURCE_HASH", ""),
+                   generator=getattr(self.module, "GENERATOR_VERSION", ""), parameters=self.parameters,
+                   branch=self.branch, quadrature=s.integrator.describe(), test_rule=s.test_rule.describe(),
+                   tol=s.tol)
+        if s.entropic_rule is not None:  # a non-quadratic regularizer: its rule is part of the point
+            out["entropic_rule"] = s.entropic_rule.describe()
+        return out
 
     def _key(self, alpha: float) -> dict:
         return dict(self.describe(), alpha=float(alpha), kind="point")

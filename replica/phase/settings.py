@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ..errors import ParameterError
 from ..integrators import from_spec
 from ..quadrature import QuadratureRule
-from ..solver import Solver
+from ..solver import ENTROPIC_REFINEMENT, Solver
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,21 @@ class SolverSettings:
     tol: float = 1e-8
     max_iter: int = 200
     error_estimate: bool = False
+    entropic_rule: QuadratureRule | None = None
+
+    def refined(self, module: ModuleType, branches) -> "SolverSettings":
+        """These settings with every rule refined once (the energetic integrator of each of
+        ``branches``, the test rule, the entropic rule): the second pass of an error bar."""
+        from dataclasses import replace
+
+        rules = {}
+        for b in branches:
+            r = Solver(module, None, b, rule=self.rule_for(module, b), error_estimate=False)
+            rules[b] = r.integrator.refined()
+            test = r.test_rule.refined(factor=1.1)
+            ent = r.entropic_rule
+        return replace(self, rule=rules, test_rule=test,
+                       entropic_rule=None if ent is None else ent.refined(factor=ENTROPIC_REFINEMENT))
 
     def rule_for(self, module: ModuleType, branch: str) -> Any:
         """The rule / integrator object for ``branch`` (resolving per-branch maps and specs)."""
@@ -43,7 +58,8 @@ class SolverSettings:
                     branch: str) -> Solver:
         """A :class:`~replica.solver.Solver` of ``branch`` with these settings."""
         return Solver(module, parameters, branch, rule=self.rule_for(module, branch), test_rule=self.test_rule,
-                      tol=self.tol, max_iter=self.max_iter, error_estimate=self.error_estimate)
+                      tol=self.tol, max_iter=self.max_iter, error_estimate=self.error_estimate,
+                      entropic_rule=self.entropic_rule)
 
 
 @dataclass(frozen=True)
