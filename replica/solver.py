@@ -456,6 +456,17 @@ class Solver:
         x, psi_w, _ = self._entropic(xhat)
         return x, psi_w
 
+    def entropic_nodes_weights(self, xhat: np.ndarray, argmin) -> tuple[np.ndarray, np.ndarray]:
+        """Nodes and weights of the entropic rule at conjugates ``xhat``: the aligned rule places
+        them on the prox's smooth pieces (``argmin(nodes)`` is the prox), else its tensor fallback."""
+        rule = self.entropic_rule
+        if isinstance(rule, AlignedEntropicRule):
+            nw = rule.nodes_weights(self.module.entropic_bracket, argmin, xhat, self.p)
+            if nw is not None:
+                return nw
+            rule = rule.fallback
+        return rule.nodes, rule.weights
+
     def _entropic(self, xhat: np.ndarray) -> tuple[np.ndarray, float, np.ndarray | None]:
         """:meth:`entropic` and the entropic observables at the entropic minimiser (None without)."""
         mod = self.module
@@ -472,12 +483,8 @@ class Solver:
                 return mod.entropic_argmin(nodes, xhat, self.p)
             return prox(_EntropicView(mod), nodes, xhat, self.p, tol=self.prox_tol).h
 
-        rule = self.entropic_rule
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            if isinstance(rule, AlignedEntropicRule):
-                nw = rule.nodes_weights(mod.entropic_bracket, argmin, xhat, self.p)
-                rule = rule.fallback if nw is None else None
-            nodes, weights = (rule.nodes, rule.weights) if rule is not None else nw
+            nodes, weights = self.entropic_nodes_weights(xhat, argmin)
             w = argmin(nodes)
             value = mod.entropic_bracket(w, nodes, xhat, self.p)
             G = mod.entropic_parameter_gradient(w, nodes, xhat, self.p)

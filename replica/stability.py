@@ -198,16 +198,21 @@ def _entropic_factor(solver: Solver, x: np.ndarray, alpha: float) -> tuple[np.nd
     # Separable, R = 1: J = dw/dB and w depends on xi through B = b + sqrt(BB) xi, so with
     # w_xi = dw/dxi: E[J] = V / gamma and E[J^2] = E[w_xi^2] / BB = (V/gamma)^2 E[w_xi^2] / E[w_xi]^2.
     xhat = solver.evaluate_map(x, alpha).xhat
-    nodes, weights = solver.entropic_rule.nodes, solver.entropic_rule.weights
     xi_rows = [k for k, g in enumerate(mod.ENTROPIC_GAUSSIANS) if g.startswith("xiw")]
     eps = 1e-6
 
-    def argmin(zw):
+    def argmins(zw):
         if mod.ENTROPIC_ARGMIN:
-            return np.asarray(mod.entropic_argmin(zw, xhat, solver.p))[0]
+            return np.asarray(mod.entropic_argmin(zw, xhat, solver.p))
         from .solver import _EntropicView
 
-        return prox(_EntropicView(mod), zw, xhat, solver.p, tol=1e-13).h[0]
+        return prox(_EntropicView(mod), zw, xhat, solver.p, tol=1e-13).h
+
+    def argmin(zw):
+        return argmins(zw)[0]
+
+    with np.errstate(all="ignore"):
+        nodes, weights = solver.entropic_nodes_weights(xhat, argmins)
 
     zp, zm = nodes.copy(), nodes.copy()
     zp[xi_rows] += eps

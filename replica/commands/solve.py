@@ -102,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         from ..stability import replicon_summary
 
         res.update(replicon_summary(module, fp))
+        if "errors" in res:  # the replicon's bar is its quadrature error (docs/replicon.md)
+            res["errors"]["replicon"] = res.get("replicon_error")
     if args.json:
         jsonio.dump(res, sys.stdout, REASONS)
         print()
