@@ -181,3 +181,112 @@ def solve_refined(alpha: float, x0, branch: str, p: Params, fine, coarse, tol: f
     phi = psi_t(x, xh) + psi_w(xh, p) + alpha * py
     return Solution(branch, float(alpha), x, xh, float(phi), float(py), float(avg.eps_g), float(r), it,
                     time.perf_counter() - t0, fine.describe(), avg.prox_stats)
+
+
+def residual_function(branch: str, p: Params, integrator):
+    """``F(x_free, alpha) = (x_new - x)_free``: the map whose zeros continuation follows."""
+    free = free_mask(branch)
+
+    def F(xf, alpha):
+        x = np.zeros(4)
+        x[free] = xf
+        if not admissible(x, p):
+            return np.full(free.sum(), 1e3)
+        xn = state_map(x, alpha, p, integrator)[0]
+        return (xn - x)[free]
+
+    return F
+
+
+def evaluate(x, alpha: float, branch: str, p: Params, integrator) -> Solution:
+    """Observables at a given state (no iteration): ``Phi``, ``eps_g`` and the residual."""
+    t0 = time.perf_counter()
+    free = free_mask(branch)
+    x = np.array(x, float)
+    x[~free] = 0.0
+    xn, xh, py, avg = state_map(x, alpha, p, integrator)
+    r = np.linalg.norm((xn - x)[free]) / np.linalg.norm(x[free])
+    phi = psi_t(x, xh) + psi_w(xh, p) + alpha * py
+    return Solution(branch, float(alpha), x, xh, float(phi), float(py), float(avg.eps_g), float(r), 0,
+                    time.perf_counter() - t0, integrator.describe(), avg.prox_stats)
+
+
+def solve_at_theta(theta: float, u0, p: Params, fine, coarse, tol: float = 1e-9, max_fine: int = 12,
+                   verbose: bool = False) -> Solution:
+    """The semantic branch parametrised by ``theta``: solve for ``(q, V, alpha)`` at fixed
+    ``theta`` (``m = 0``). ``theta`` is monotone along the branch through its fold in ``alpha``,
+    so this parametrisation has no singularity there; the fold is the minimum of ``alpha(theta)``.
+
+    ``alpha`` enters the map only through ``xhat = alpha * c(dPsi_y/dx)``, so one energetic
+    average at ``(q, V, theta)`` serves every ``alpha``: Newton on the coarse rule (Jacobian
+    columns in ``q``, ``V`` by central differences, in ``alpha`` for free), then quasi-Newton
+    steps on the fine residual with Broyden updates (as :func:`solve_refined`)."""
+    t0 = time.perf_counter()
+
+    def residual(u, integ, cache):
+        q, V, a = u
+        key = (q, V)
+        if key not in cache:
+            x = np.array([q, V, 0.0, theta])
+            if not admissible(x, p):
+                return None, None
+            cache[key] = integ.average(x, p)
+        avg = cache[key]
+        xh = conjugates(-avg.mean[1:], a)
+        xn = entropic(xh, p)
+        return np.array([xn[0] - q, xn[1] - V, xn[3] - theta]), (xh, avg)
+
+    def jac(u, integ, cache):
+        J = np.empty((3, 3))
+        for k in range(3):
+            h = 1e-5 * max(abs(u[k]), 1e-3)
+            up, um = u.copy(), u.copy()
+            up[k] += h
+            um[k] -= h
+            J[:, k] = (residual(up, integ, cache)[0] - residual(um, integ, cache)[0]) / (2 * h)
+        return J
+
+    u = np.array(u0, dtype=float)
+    cache: dict = {}
+    for it in range(40):                    # coarse Newton
+        g, _ = residual(u, coarse, cache)
+        if np.linalg.norm(g / np.array([u[0], u[1], theta])) < max(tol, 1e-10):
+            break
+        J = jac(u, coarse, cache)
+        step = -np.linalg.solve(J, g)
+        lam = 1.0
+        while lam > 1e-3:
+            ut = u + lam * step
+            gt, _ = residual(ut, coarse, cache)
+            if gt is not None and np.linalg.norm(gt) < np.linalg.norm(g):
+                break
+            lam *= 0.5
+        u = ut
+    else:
+        raise NotConverged(f"theta={theta}: coarse Newton did not converge")
+    J = jac(u, coarse, cache)
+    fcache: dict = {}
+    g_old = None
+    it = 0
+    while True:
+        g, extra = residual(u, fine, fcache)
+        r = np.linalg.norm(g / np.array([u[0], u[1], theta]))
+        if verbose:
+            print(f"  fine {it}: residual {r:.3e} u={u}")
+        if r <= tol:
+            break
+        if g_old is not None:
+            J = J + np.outer((g - g_old) - J @ step, step) / (step @ step)
+        it += 1
+        if it > max_fine:
+            raise NotConverged(f"theta={theta}: fine residual {r:.2e} after {max_fine} steps")
+        step = -np.linalg.solve(J, g)
+        g_old = g
+        u = u + step
+    xh, avg = extra
+    q, V, a = u
+    x = np.array([q, V, 0.0, theta])
+    py = -avg.mean[0]
+    phi = psi_t(x, xh) + psi_w(xh, p) + a * py
+    return Solution("semantic", float(a), x, xh, float(phi), float(py), float(avg.eps_g), float(r), it,
+                    time.perf_counter() - t0, fine.describe(), avg.prox_stats)
