@@ -8,7 +8,8 @@ independently to 1e-10 or better.
   is constant and symmetric, so the Maxwell set in the prox-centre plane is the diagonal
   ``y_1 = y_2`` (token swap), known exactly: the reference integrates each half-plane with
   scipy's adaptive quad (the integrand is smooth there), independent of the switch search.
-  The adaptive rule must agree to its own error estimate, and that estimate must be small.
+  The adaptive rule must agree to its own error estimate, and that estimate must be small
+  (slow suite: ~2 minutes, most of it the scipy reference).
 * Envelope derivatives against finite differences of ``E[F]``; the numba and numpy
   integrands against each other.
 * Pseudo-arclength continuation through the two folds of ``x^3 - x + alpha = 0``
@@ -149,6 +150,7 @@ def _half_plane_reference(x, p):
     return tot
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m", [0.0, 0.07])
 def test_adaptive_average_against_exact_switch_line(m):
     p = Params(omega=1.0, A=((0.85, 0.15), (0.15, 0.85)))

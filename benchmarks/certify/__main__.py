@@ -2,7 +2,7 @@
 
 Every reference fixed point is cached in ``benchmarks/certify/results/points.jsonl`` (committed),
 so a rerun only renders (seconds); ``--recompute`` moves the cache aside and recomputes everything
-(hours on 2 cores). ``--only table,branch,thresholds,gd`` restricts the tasks.
+(hours on 2 cores). ``--only table,branch,thresholds,ladder,gd`` restricts the tasks.
 """
 from __future__ import annotations
 
@@ -17,15 +17,15 @@ from . import report, study
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.certify", description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="table,branch,thresholds,gd",
-                    help="comma-separated tasks: table, branch, thresholds, gd")
+    ap.add_argument("--only", default="table,branch,thresholds,ladder,gd",
+                    help="comma-separated tasks: table, branch, thresholds, ladder, gd")
     ap.add_argument("--points", default="", help="table rows whose label contains one of these (comma-separated)")
     ap.add_argument("--omegas", default="", help="comma-separated omegas for the thresholds task")
     ap.add_argument("--recompute", action="store_true", help="ignore the committed cache (hours)")
     ap.add_argument("--no-doc", action="store_true", help="do not rewrite the tables in docs/certified.md")
     a = ap.parse_args(argv)
     tasks = {t.strip() for t in a.only.split(",") if t.strip()}
-    bad = tasks - {"table", "branch", "thresholds", "gd"}
+    bad = tasks - {"table", "branch", "thresholds", "ladder", "gd"}
     if bad:
         print(f"python -m benchmarks.certify: error: --only: unknown task(s) {sorted(bad)}", file=sys.stderr)
         return 2
@@ -55,6 +55,12 @@ def main(argv=None) -> int:
         report.thresholds_figure(rows, rep, report.FIG / "certified_phase_diagram.png")
         if doc is not None:
             doc = report.replace_block(doc, "THRESHOLDS", report.thresholds_markdown(rows, rep))
+    if "ladder" in tasks:
+        from . import ladder
+        lrows = ladder.run([p for p in a.points.split(",") if p] or None)
+        report.write_csv(report.FIG / "certified_ladder.csv", lrows, ladder.CSV_COLUMNS)
+        if doc is not None:
+            doc = report.replace_block(doc, "LADDER", ladder.markdown(lrows))
     if "gd" in tasks:
         from .gd import gd_markdown
         if doc is not None:

@@ -74,8 +74,9 @@ def table_markdown(rows: list[dict]) -> str:
                 continue
             b = r["bar"][qn]
             rep = r["replica"].get(qn) if "error" not in r["replica"] else None
-            lines.append(f"| {r['label'] if first else ''} | {qn} | {fmt(v, b)} | "
-                         f"{'—' if rep is None else f'{rep:.6g}'} | {rel_diff(rep, v)} | "
+            rep_s = "—" if rep is None else "%.6g" % rep
+            label = r["label"] if first else ""
+            lines.append(f"| {label} | {qn} | {fmt(v, b)} | {rep_s} | {rel_diff(rep, v)} | "
                          f"{abs(b / v) if v else 0:.0e} |")
             first = False
     return "\n".join(lines)
@@ -158,10 +159,10 @@ def thresholds_markdown(rows: list[dict], replica_rows: dict) -> str:
                          f"{rep.get('alpha_l', '—')} | — | — |")
             continue
         rc, rl = rep.get("alpha_c"), rep.get("alpha_l")
-        lines.append(f"| {r['omega']:g} | {fmt(r['alpha_c'], r['alpha_c_bar'])} | "
-                     f"{'—' if rc is None else f'{rc:.4f} ({rel_diff(rc, r['alpha_c'])})'} | "
-                     f"{fmt(r['alpha_l'], r['alpha_l_bar'])} | "
-                     f"{'—' if rl is None else f'{rl:.4f} ({rel_diff(rl, r['alpha_l'])})'} | "
+        rc_s = "—" if rc is None else "%.4f (%s)" % (rc, rel_diff(rc, r["alpha_c"]))
+        rl_s = "—" if rl is None else "%.4f (%s)" % (rl, rel_diff(rl, r["alpha_l"]))
+        lines.append(f"| {r['omega']:g} | {fmt(r['alpha_c'], r['alpha_c_bar'])} | {rc_s} | "
+                     f"{fmt(r['alpha_l'], r['alpha_l_bar'])} | {rl_s} | "
                      f"{r['eps_lin']:.6e} | {r['m_pos']:.4f} |")
     return "\n".join(lines)
 

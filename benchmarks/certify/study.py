@@ -34,9 +34,12 @@ STORE = RESULTS / "points.jsonl"
 RULES = {
     "coarse": dict(n_teacher=8, rtol=1e-4, K=21, cert=0),     # Jacobians and first guesses only
     "scan": dict(n_teacher=12, rtol=1e-5, K=31, cert=0),
+    # the inner adaptive error is ~1e-9 relative at rtol 1e-6 and ~1e-8 at 1e-4, far below the
+    # teacher-rule error (~1e-5..1e-4): the wide states use the cheaper inner tolerances
+    "scan4": dict(n_teacher=12, rtol=1e-4, K=31, cert=0),
+    "mid": dict(n_teacher=16, rtol=1e-5, K=31, cert=0),
     "check": dict(n_teacher=16, rtol=1e-6, K=31, cert=0),
     "fine": dict(n_teacher=24, rtol=1e-6, K=31, cert=0),
-    "variant": dict(n_teacher=24, rtol=1e-7, K=61, cert=1),
 }
 NAMES = ("q", "V", "m", "theta")
 
@@ -101,13 +104,14 @@ def _sol_record(s, p: Params) -> dict:
 
 
 # ----------------------------------------------------------------------------- reference points
-def fixed_point(omega: float, A, branch: str, alpha: float, x0, rule_name: str) -> dict:
-    """A reference fixed point (cached): Newton on the coarse rule, Broyden steps on ``rule_name``."""
+def fixed_point(omega: float, A, branch: str, alpha: float, x0, rule_name: str, near: bool = False) -> dict:
+    """A reference fixed point (cached): Newton on the coarse rule (skipped if ``near``: ``x0`` is
+    a fixed point of a nearby rule), Broyden steps on ``rule_name``."""
     p = params(omega, A)
 
     def compute():
         log(f"solve {branch} omega={omega} alpha={alpha:.6g} rule={rule_name}")
-        s = solve_refined(alpha, x0, branch, p, rule(rule_name), rule("coarse"))
+        s = solve_refined(alpha, x0, branch, p, rule(rule_name), rule("coarse"), coarse_solve=not near)
         return _sol_record(s, p)
 
     return cached("fixed_point", compute, omega=omega, A=[list(r) for r in A], branch=branch,
@@ -125,17 +129,21 @@ def theta_point(omega: float, A, theta: float, u0, rule_name: str) -> dict:
     return cached("theta_point", compute, omega=omega, A=[list(r) for r in A], theta=float(theta), rule=rule_name)
 
 
-def variant_shift(omega: float, A, branch: str, alpha: float, x, rule_name: str = "variant") -> dict:
-    """First-order effect on the fine solution of the knobs not refined by ``check``/``fine``."""
+def variant_shift(omega: float, A, branch: str, alpha: float, x, fine_rule: str = "fine") -> dict:
+    """First-order effect on the fine solution of the knobs not refined by ``check``/``fine``:
+    the same teacher rule with the detection grid doubled, the prox certified at every
+    grid/bisection point and the adaptive tolerance divided by 10."""
     p = params(omega, A)
+    var_rule = AdaptiveRule(n_teacher=RULES[fine_rule]["n_teacher"], rtol=RULES[fine_rule]["rtol"] / 10,
+                            K=2 * RULES[fine_rule]["K"] - 1, cert=1)
 
     def compute():
         log(f"variant {branch} omega={omega} alpha={alpha:.6g}")
         free = free_mask(branch)
         xx = np.array(x, float)
         J = jacobian(alpha, xx, branch, p, rule("coarse"))
-        xn_f, xh_f, py_f, avg_f = state_map(xx, alpha, p, rule("fine"))
-        xn_v, xh_v, py_v, avg_v = state_map(xx, alpha, p, rule(rule_name))
+        xn_f, xh_f, py_f, avg_f = state_map(xx, alpha, p, rule(fine_rule))
+        xn_v, xh_v, py_v, avg_v = state_map(xx, alpha, p, var_rule)
         dG = (xn_v - xn_f)[free]
         dx = np.zeros(4)
         dx[free] = -np.linalg.solve(J, dG)
@@ -144,7 +152,7 @@ def variant_shift(omega: float, A, branch: str, alpha: float, x, rule_name: str 
                     stats=avg_v.prox_stats)
 
     return cached("variant", compute, omega=omega, A=[list(r) for r in A], branch=branch, alpha=float(alpha),
-                  x=[round(float(v), 10) for v in x], rule=rule_name)
+                  x=[round(float(v), 10) for v in x], rule=fine_rule)
 
 
 def with_bar(fine: dict, check: dict, var: dict | None) -> dict:
@@ -207,11 +215,22 @@ TABLE_POINTS = [
     ("semantic, alpha = 0.75", 0.3, PAPER_A, "semantic", 0.75, (0.054, 28.6, 0.0, 0.038)),
     ("agnostic, alpha = 2.275", 0.3, PAPER_A, "agnostic", 2.275, (0.111, 22.1, 0.0, 0.0)),
     ("positional, alpha = 0.5", 0.3, PAPER_A, "positional", 0.5, (0.0307, 20.6, 0.22, 0.0)),
+    ("agnostic, alpha = 0.5", 0.3, PAPER_A, "agnostic", 0.5, (0.03, 35.0, 0.0, 0.0)),
     ("second A, semantic, alpha = 2", 0.14, SECOND_A, "semantic", 2.0, None),
     ("second A, positional, alpha = 2", 0.14, SECOND_A, "positional", 2.0, None),
     ("positional, omega = 0.5, alpha = 1", 0.5, PAPER_A, "positional", 1.0, None),
     ("positional, omega = 0.5, alpha = 2", 0.5, PAPER_A, "positional", 2.0, None),
 ]
+
+
+#: rule pairs (check, fine): the semantic states are cheap (narrow prox-centre Gaussian) and get
+#: 16 -> 24 teacher nodes; the wide agnostic/positional ones 12 -> 16 (their n_t-convergence is
+#: erratic at the 1e-4 level, which the difference covers: see docs/certified.md) with the looser
+#: inner tolerance
+RULE_PAIRS = {"semantic": ("check", "fine"), "positional": ("scan4", "mid"), "agnostic": ("scan4", "mid")}
+#: points where the remaining knobs (detection grid x2, certified prox at every grid/bisection
+#: point, adaptive tolerance / 10) are measured; elsewhere they are reported as measured here
+VARIANT_POINTS = ("paper point (Fig. 2)", "agnostic, alpha = 2.275", "positional, alpha = 0.5")
 
 
 def table_row(label, omega, A, branch, alpha, start) -> dict:
@@ -223,12 +242,16 @@ def table_row(label, omega, A, branch, alpha, start) -> dict:
         x0 = list(start)
     if x0 is None:
         raise RuntimeError(f"{label}: no start (replica failed: {rep.get('error')})")
-    check = fixed_point(omega, A, branch, alpha, x0, "check")
-    fine = fixed_point(omega, A, branch, alpha, check["x"], "fine")
-    var = variant_shift(omega, A, branch, alpha, fine["x"])
+    r_check, r_fine = RULE_PAIRS[branch]
+    check = fixed_point(omega, A, branch, alpha, x0, r_check)
+    fine = fixed_point(omega, A, branch, alpha, check["x"], r_fine, near=True)
+    var = None
+    if label in VARIANT_POINTS:
+        var = variant_shift(omega, A, branch, alpha, fine["x"], fine_rule=r_fine)
     ref = with_bar(fine, check, var)
     return dict(label=label, omega=omega, A=[list(r) for r in A], branch=branch, alpha=alpha,
-                reference=ref["value"], bar=ref["bar"], replica=rep, fine=fine, check=check, variant=var)
+                reference=ref["value"], bar=ref["bar"], replica=rep, fine=fine, check=check, variant=var,
+                rules=[r_check, r_fine])
 
 
 def table(only: list[str] | None = None) -> list[dict]:
@@ -298,7 +321,7 @@ def _positional_best(omega, A, alpha, starts, rule_name):
     return best
 
 
-def alpha_c(omega: float, A=PAPER_A, rule_name: str = "scan", alpha0: float | None = None,
+def alpha_c(omega: float, A=PAPER_A, rule_name: str = "scan4", alpha0: float | None = None,
             tol: float = 1e-7, max_iter: int = 12) -> dict:
     """Newton on ``D(alpha) = Phi_sem - Phi_pos`` with ``D' = Psi_y,sem - Psi_y,pos`` (exact)."""
     alpha = float(alpha0 if alpha0 is not None else 0.62 + 1.3 * omega + 2.5 * omega ** 2)
@@ -328,7 +351,7 @@ def alpha_c(omega: float, A=PAPER_A, rule_name: str = "scan", alpha0: float | No
     return dict(omega=omega, alpha_c=alpha + step, rule=rule_name, history=hist, semantic=sem, positional=pos)
 
 
-def alpha_l(omega: float, A=PAPER_A, rule_name: str = "scan", start: dict | None = None,
+def alpha_l(omega: float, A=PAPER_A, rule_name: str = "scan4", start: dict | None = None,
             tol: float = 1e-7, max_iter: int = 15) -> dict:
     """Secant on ``eps_g,sem(alpha) - eps_lin`` along the semantic branch, from its solution ``start``."""
     p = params(omega, A)
@@ -353,7 +376,7 @@ def alpha_l(omega: float, A=PAPER_A, rule_name: str = "scan", start: dict | None
     return dict(omega=omega, alpha_l=a2, eps_lin=el, rule=rule_name, history=hist, semantic=r1)
 
 
-def thresholds(omegas=OMEGAS, A=PAPER_A, rule_name: str = "scan", bar_rule: str = "check",
+def thresholds(omegas=OMEGAS, A=PAPER_A, rule_name: str = "scan4", bar_rule: str = "mid",
                guesses: dict | None = None) -> list[dict]:
     """``alpha_c``, ``alpha_l`` per ``omega`` on ``rule_name``. Bar: one Newton step on the
     ``bar_rule`` from the roots (``dalpha = -D_bar(alpha_c) / D'``, same for ``alpha_l``; the
