@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derivations.attention_tied import BRANCHES
 from replica import (L2, Domain, Model, SpectralAtom, TokenReduction, TokenStatistics, fields,
                      matrix_parameter, parameter, row_stochastic, softmax_rows, teacher_fields)
+from replica.applications.attention.paper import BRANCHES, TRANSITION
 
 A3 = [[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.1, 0.3, 0.6]]
 
@@ -37,6 +37,8 @@ model = Model(
     constraints=row_stochastic(A, "A"),
     reduction=TokenReduction({"q": [1, 1, 1], "V": [1, 1, 1], "theta": [1, 1, 1]}),
     branches=BRANCHES,
+    transition=TRANSITION,
+    baseline="linear",
 )
 
 if __name__ == "__main__":

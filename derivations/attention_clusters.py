@@ -12,9 +12,9 @@ Student, target, encodings (``p_1 = -p_2 = 1_d/sqrt(d)``) and penalty as in
 """
 from __future__ import annotations
 
-from derivations.attention_tied import BRANCHES, PAPER_A
 from replica import (L2, Domain, Model, TokenStatistics, fields, matrix_parameter, parameter, row_stochastic,
                      softmax_rows, teacher_fields)
+from replica.applications.attention.paper import BRANCHES, PAPER_A, TRANSITION
 
 #: default (sigma, mean amplitude) of every slot (token, cluster)
 SLOTS = {"1a": (0.5, 0.8), "1b": (0.35, -0.4), "2a": (0.5, 0.4), "2b": (0.35, -0.8)}
@@ -44,6 +44,8 @@ def build(p_same: float = 0.8, name: str = "attention_clusters") -> Model:
                  **{s: Domain(0, None) for s in sig.values()}},
         constraints=row_stochastic(Amat, "A"),
         branches=BRANCHES,
+        transition=TRANSITION,
+        baseline="linear",
     )
 
 

@@ -15,10 +15,7 @@ import sympy as sp
 
 from replica import (L2, Domain, ElasticNet, Model, TokenReduction, TokenStatistics, fields, matrix_parameter,
                      parameter, row_stochastic, softmax_rows, teacher_fields)
-
-PAPER_A = [[0.6, 0.4], [0.4, 0.6]]
-SECOND_A = [[0.3, 0.7], [0.8, 0.2]]
-BRANCHES = {"semantic": ("m",), "positional": ("theta",), "agnostic": ("m", "theta")}
+from replica.applications.attention.paper import BRANCHES, PAPER_A, TRANSITION
 
 
 def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None,
@@ -62,6 +59,8 @@ def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None,
         constraints=row_stochastic(Amat, "A"),
         reduction=reduction,
         branches=BRANCHES,
+        transition=TRANSITION,
+        baseline="linear",
     )
 
 

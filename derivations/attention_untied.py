@@ -9,9 +9,9 @@ tests/test_extensions.py).
 """
 from __future__ import annotations
 
-from derivations.attention_tied import BRANCHES, PAPER_A
 from replica import (L2, Domain, Model, TokenReduction, TokenStatistics, fields, matrix_parameter,
                      parameter, row_stochastic, softmax_rows, teacher_fields)
+from replica.applications.attention.paper import BRANCHES, PAPER_A, TRANSITION
 
 
 def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None, pin_key: bool = False,
@@ -39,6 +39,8 @@ def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None, pi
         constraints=row_stochastic(Amat, "A"),
         reduction=TokenReduction({"q": [1, 1], "V": [1, 1], "theta": [1, 1], "m": [1, -1]}) if reduced else None,
         branches=BRANCHES,
+        transition=TRANSITION,
+        baseline="linear",
     )
 
 

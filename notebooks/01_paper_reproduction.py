@@ -64,7 +64,7 @@ T_START = time.perf_counter()
 def show(png):
     """Display a saved figure inline under Jupyter; a script run only says where it is.
 
-    The figures are drawn with matplotlib by ``replica.figures`` (Agg, straight to PNG), so a
+    The figures are drawn with matplotlib by ``replica.applications.attention.figures`` (Agg, straight to PNG), so a
     headless run needs no display and an interactive one shows the very file that was saved.
     """
     try:
@@ -164,7 +164,8 @@ print(f"linear baseline eps_g^lin = {eps_lin:.5e}")
 # %% [markdown]
 # ## 3. Branches along α and the thresholds
 #
-# `replica.figures.compute_figures` runs `replica.phase.phase_point` for every `ω` the figures
+# `replica.applications.attention.figures.compute_figures` runs the study's `phase_point` (the core's
+# `replica.phase` with the semantic/positional pair) for every `ω` the figures
 # need: continuation of each branch in `α`, spinodals where a branch ends, `α_c` by Brent's
 # method on `Φ_sem − Φ_pos`, `α_l` where the global minimum's `ε_g` crosses `ε_g^lin`. The
 # second example matrix `A` of the paper's Fig. 9 is left out here (`omegas_second=()`).
@@ -173,7 +174,7 @@ print(f"linear baseline eps_g^lin = {eps_lin:.5e}")
 from dataclasses import replace
 
 from replica.cache import PointCache
-from replica.figures import FigureConfig, compute_figures, quick_config
+from replica.applications.attention.figures import FigureConfig, compute_figures, quick_config
 
 if QUICK:
     config = quick_config(omegas=(0.1, 0.2, 0.3, 0.4), omegas_loss=(0.2, 0.3), omegas_second=())
@@ -225,7 +226,7 @@ print(f"{len(sim_rows)} simulated points (d={sim_d}, {sim_seeds} seeds each) in 
 # squares: positional init, diamonds: the linear model) with standard errors over seeds.
 
 # %%
-from replica.figures import plot_fig2_error, plot_fig2_summary
+from replica.applications.attention.figures import plot_fig2_error, plot_fig2_summary
 
 r2 = data.fig2
 attention_rows = [s for s in sim_rows if s["model"] == "attention" and s["converged"]]
@@ -268,7 +269,7 @@ for s in linear_rows:
 # and `α_l(ω)`; the semantic branch exists above the dotted line only.
 
 # %%
-from replica.figures import PAPER_A, plot_fig3_loss, plot_phase_diagram
+from replica.applications.attention.figures import PAPER_A, plot_fig3_loss, plot_phase_diagram
 
 plot_fig3_loss(data.main, config.omegas_loss, OUT / "fig3_centre_training_loss", attention_rows, dpi=config.dpi)
 diagram = {w: r for w, r in data.main.items() if w in {round(x, 10) for x in config.omegas}}

@@ -204,13 +204,15 @@ print(f"attention_tied:   Phi_sem - Phi_pos = {gap_tied:+.3e} at alpha = 2")
 # semantic. `replica.phase.follow_branch` continues each untied branch in `α` from its
 # solved point at `α = 2` (the same continuation the tied phase diagram uses: secant
 # predictor, adaptive steps, a branch never jumps to another solution); `Φ` between solved
-# points is a cubic Hermite interpolant (`dΦ/dα = Ψ_y`). For the tied model
-# `replica.phase.phase_point` does the whole analysis from generic starts.
+# points is a cubic Hermite interpolant (`dΦ/dα = Ψ_y`). For the tied model the attention
+# study's `phase_point` (`replica.applications.attention.phase`, the core's `replica.phase` with the
+# semantic/positional pair) does the whole analysis from generic starts.
 
 # %%
 from scipy.optimize import brentq
 
-from replica.phase import SolverSettings, StepControl, follow_branch, phase_point
+from replica.applications.attention.phase import phase_point
+from replica.phase import SolverSettings, StepControl, follow_branch
 from replica.solver import order_vector
 
 untied = load_module("attention_untied")

@@ -62,8 +62,9 @@ QUICK = os.environ.get("REPLICA_NOTEBOOK_QUICK", "") not in ("", "0")
 print((ROOT / "derivations" / "linear_attention.py").read_text())
 
 # %%
-from derivations.linear_attention import model
+from replica.registry import load_model
 
+model = load_model("linear_attention")  # derivations/linear_attention.py (the registry notes the file)
 print(model.description)
 print("loss:", model.loss)
 
@@ -71,8 +72,11 @@ print("loss:", model.loss)
 # What to decide for your own model:
 #
 # * **Branches.** If `S` and `T` are even in `h` (resp. `h*`), then `m = 0` (resp. `θ = 0`) is an
-#   invariant subspace of the equations and a branch can pin it (the toolkit checks evenness:
-#   `Derivation(model).sign_flips`). Here `h hᵀ` is even, so `semantic` pins `m = 0`.
+#   invariant subspace of the equations and a branch can pin it (the toolkit derives the sign-flip
+#   symmetries that make it so: `Derivation(model).symmetries`). Here `h hᵀ` is even, so `semantic`
+#   pins `m = 0`. Declaring `transition=(high, low)` (two branches whose free entropies cross) and
+#   `baseline="linear"` gives `replica phase` its pair and its baseline; `observables=[...]` adds
+#   what the model reports besides the test loss (`replica.observables`).
 # * **Reductions.** With `p_2 = −p_1` and equal covariances the two tokens share `q, V, θ` and
 #   `m_2 = −m_1` (THEORY §5); `TokenReduction` states it once, the conjugates follow.
 # * **Dimension of the average.** The energetic average is over `L r + L r_t` Gaussians
@@ -93,7 +97,8 @@ for eq in saddle.entropic:
     print(f"  {eq.lhs} = {eq.rhs}")
 for eq in saddle.energetic:
     print(f"  {eq.lhs} = {eq.rhs}")
-print("sign flips (invariant subspaces):", derivation.sign_flips)
+print("sign conventions:", derivation.sign_flips)
+print("fold symmetries (pinned families, flipped Gaussians):", derivation.symmetries.folds)
 
 # %% [markdown]
 # ## 3. LaTeX
@@ -116,8 +121,10 @@ print(md[start:start + 900])
 # ## 4. Generate the solver module
 #
 # `python -m replica generate linear_attention` writes `derivations/generated/linear_attention.py`,
-# a numpy-only module (plus optional numba kernels) that the solver runs. Here we generate it
-# into a temporary folder and check it is the committed one.
+# the model's mathematics only: numpy functions, plus per-node leaves that `replica.compiled` turns
+# into a numba unit with the library's generic kernels at first use (cached on disk). Here we
+# generate it into a temporary folder and check it is the committed one (the freshness stamp in its
+# header records the declaration's hash: `replica generate --check` lists stale artifacts).
 
 # %%
 from replica.codegen import generate_module, write_module

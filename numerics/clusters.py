@@ -29,7 +29,6 @@ API::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -447,7 +446,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{p.prog}: error: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({k: v for k, v in res.items() if k != "runs"} | {"runs": res["runs"]}, indent=1))
+        from replica import jsonio
+
+        from .simulate import standard_error_reasons
+
+        out = {k: v for k, v in res.items() if k != "runs"} | {"runs": res["runs"]}
+        print(jsonio.dumps(out, standard_error_reasons(out), indent=1))
         return 0
     print(f"clusters omega={args.omega} alpha={args.alpha} d={args.d} init={args.init} seeds={args.seeds}")
     for k in ("q", "m", "theta"):

@@ -25,6 +25,8 @@ from typing import Callable, Iterator, Sequence, Union
 import numpy as np
 import torch
 
+from replica.applications.attention.paper import PAPER_A  # the paper's A, defined once
+
 from .checks import check_row_stochastic
 
 __all__ = [
@@ -47,8 +49,6 @@ __all__ = [
     "iter_batches",
 ]
 
-#: The paper's positional target matrix ``A`` (first example of its Fig. 2).
-PAPER_A: tuple[tuple[float, float], tuple[float, float]] = ((0.6, 0.4), (0.4, 0.6))
 
 ArrayLike = Union[float, Sequence[float], Sequence[Sequence[float]], np.ndarray]
 #: A target ``T``: teacher fields ``h*`` (n, L, r_t) -> attention matrices (n, L, L).

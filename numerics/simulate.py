@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
 import sys
@@ -37,6 +36,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
+
+from replica.applications.attention.paper import PAPER_A
 
 from .checks import INITS, check_row_stochastic
 
@@ -59,10 +60,61 @@ CSV_COLUMNS = (
     "model,omega,alpha,d,init,seeds,q,q_se,m,m_se,theta,theta_se,"
     "eps_g,eps_g_se,train_loss,train_loss_se,converged"
 ).split(",")
-_DEFAULT_A = (0.6, 0.4, 0.4, 0.6)
+_DEFAULT_A = tuple(v for row in PAPER_A for v in row)  # the paper's A, row-major
 
 
 # --------------------------------------------------------------------------- validation
+def _memory_bytes() -> int | None:
+    """Physical memory of this machine (None where the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_memory(*, d: int, alpha: float, L: int = 2, itemsize: int = 8, device: Any = "cpu",
+                 available: int | None = None) -> int:
+    """Refuse a run whose training set cannot fit in memory, before allocating it.
+
+    The training set ``X`` and its labels ``Y`` are ``(n, L, d)`` arrays each with
+    ``n = round(alpha d)`` (:func:`numerics.data.sample_dataset`): ``X`` is drawn in float64
+    by numpy in host memory, then ``X`` and ``Y`` are held as tensors of ``itemsize`` bytes
+    per entry on ``device``. The lower bounds ``n L d (8 + 2 itemsize)`` bytes of host memory
+    (``8`` on a CUDA device) and ``2 n L d itemsize`` of GPU memory must fit in physical
+    memory (training adds activations of the same size). Raises ``ValueError`` naming ``d``
+    otherwise; ``available`` overrides the host's memory. Returns the host bytes needed.
+    """
+    n = int(round(float(alpha) * int(d)))
+    entries = n * int(L) * int(d)
+    cuda = str(getattr(device, "type", device)).startswith("cuda")
+    need = entries * (8 + (0 if cuda else 2 * int(itemsize)))
+    have = _memory_bytes() if available is None else available
+    from replica.validation import format_bytes
+
+    where = f"d={d} with alpha={alpha} needs at least"
+    what = f"(n*L*d = {n}*{L}*{d} entries in X and Y)"
+    if have is not None and need > have:
+        raise ValueError(f"{where} {format_bytes(need)} of memory for the training set {what} but this machine "
+                         f"has {format_bytes(have)}; use a smaller d")
+    if cuda and available is None:
+        import torch
+
+        gpu = torch.cuda.get_device_properties(torch.device(device)).total_memory
+        if 2 * entries * int(itemsize) > gpu:
+            raise ValueError(f"{where} {format_bytes(2 * entries * int(itemsize))} of GPU memory for the training "
+                             f"set {what} but {device} has {format_bytes(gpu)}; use a smaller d")
+    return need
+
+
+def check_output_csv(path: str | os.PathLike) -> None:
+    """``path`` can be written (its directory exists and is writable; it is not a directory),
+    checked before any training so that a typo does not cost the run its result. Raises
+    ``ValueError`` (a :class:`replica.errors.ParameterError`) naming ``out``."""
+    from replica.outputs import check_output_file
+
+    check_output_file(path, "out")
+
+
 def validate(
     *,
     omega: float | None = None,
@@ -207,6 +259,9 @@ def _problem(seed: int, *, omega, alpha, d, L, sigma, variances, P, A, r_t, targ
         L = A_arr.shape[0] if P is None else np.asarray(P).shape[0]
     if A_arr.shape[0] != L and target is None:
         raise ValueError(f"A must be {L} x {L} for L={L} (got {A_arr.shape[0]} x {A_arr.shape[1]})")
+    import torch
+
+    check_memory(d=d, alpha=alpha, L=L, itemsize=torch.finfo(dtype).bits // 8, device=device)
     data = DataModel.create(d=d, L=L, sigma=sigma, variances=variances, P=P)
     tgt = target if target is not None else MixedTarget(omega, A_arr)
     teacher = make_teacher(d, r_t, tgt, streams.teacher, normalize=normalize_teacher)
@@ -531,6 +586,8 @@ def sweep(
     for m in models:
         if m not in ("attention", "linear"):
             raise ValueError(f"models must be attention and/or linear (got {m!r})")
+    if out is not None:
+        check_output_csv(out)
     resolve_device(device)
     log = _log(verbose)
     akw = dict(attention_kwargs or {})
@@ -567,15 +624,30 @@ def sweep(
         row.update(eps_g=res["eps_g"], eps_g_se=res["eps_g_se"], train_loss=res["train_loss"],
                    train_loss_se=res["train_loss_se"], converged=bool(res["converged"]))
         if out is not None:
-            new = not os.path.exists(out) or os.path.getsize(out) == 0
-            with open(out, "a", newline="") as fh:
-                w = csv.writer(fh)
-                if new:
-                    w.writerow(CSV_COLUMNS)
-                w.writerow([_fmt(row[c]) for c in CSV_COLUMNS])
+            _append_row(out, [_fmt(row[c]) for c in CSV_COLUMNS])
         done.add(_csv_key(base))
         written.append(row)
     return written
+
+
+def _append_row(out: str | os.PathLike, values: Sequence[str]) -> None:
+    """Add one row to the CSV ``out`` (header first if new), atomically: the file is rewritten
+    to a temporary file and moved into place, so an interrupted run leaves every finished row
+    and never a half-written one."""
+    from replica.outputs import atomic_write
+
+    old = ""
+    if os.path.exists(out) and os.path.getsize(out) > 0:
+        with open(out, newline="", encoding="utf-8") as fh:
+            old = fh.read()
+        if not old.endswith("\n"):
+            old += "\n"
+    with atomic_write(out, "w", newline="", encoding="utf-8") as fh:
+        fh.write(old)
+        w = csv.writer(fh)
+        if not old:
+            w.writerow(CSV_COLUMNS)
+        w.writerow(values)
 
 
 def _scalar(v: Any) -> float:
@@ -662,18 +734,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
+def standard_error_reasons(obj: Any) -> dict[str, str]:
+    """Why a standard error (``*_se``) can be null in JSON output: one seed has none."""
+    keys: set[str] = set()
+
+    def walk(x: Any) -> None:
+        if isinstance(x, Mapping):
+            keys.update(k for k in x if isinstance(k, str) and k.endswith("_se"))
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(obj)
+    return {k: "a standard error needs at least two seeds" for k in keys}
 
 
 def _fmt_val(v: Any) -> str:
@@ -701,10 +776,16 @@ def _table(res: Mapping[str, Any], keys: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; returns the exit code (2 for bad input)."""
+    """CLI entry point; returns the exit code (2 for bad input, 130/143 when interrupted)."""
+    from replica.workers import terminate_raises
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    prog = parser.prog
+    with terminate_raises():  # SIGTERM ends like Ctrl-C: one line, no traceback
+        return _run(args, parser.prog)
+
+
+def _run(args: argparse.Namespace, prog: str) -> int:
     try:
         common = dict(omega=args.omega, d=args.d, seeds=args.seeds)
         if args.command in ("attention", "sweep"):
@@ -724,6 +805,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             for i in args.inits:
                 validate(init=i)
         A = validate(A=args.A, sigma=args.sigma, n_test=args.n_test)
+        alphas = args.alphas if args.command == "sweep" else [args.alpha]
+        if args.command == "sweep":
+            check_output_csv(args.out)
+        device = resolve_device(args.device) if str(args.device).startswith("cuda") else "cpu"
+        check_memory(d=args.d, alpha=max(alphas), L=A.shape[0], itemsize=4 if args.dtype == "float32" else 8,
+                     device=device)
         resolve_device(args.device)
         if args.threads < 1:
             raise ValueError(f"threads must be >= 1 (got {args.threads})")
@@ -752,8 +839,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line; finished sweep rows are in --out
+        from replica.workers import exit_status, interrupt_message
+
+        msg = interrupt_message(prog, e)
+        if args.command == "sweep":
+            msg = msg.replace("rerun to resume", f"rerun to resume (finished rows are in {args.out})")
+        print(msg, file=sys.stderr)
+        return exit_status(e)
     if args.json:
-        print(json.dumps(_jsonable(res), indent=1))
+        from replica import jsonio
+
+        print(jsonio.dumps(res, standard_error_reasons(res), indent=1))
     else:
         print(_table(res, keys))
     if not res["converged"]:

@@ -43,11 +43,18 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
+import sympy as sp
 import torch
 from torch import nn
 
+from replica.regularizers import L2 as TheoryL2
+from replica.regularizers import ElasticNet as TheoryElasticNet
+from replica.regularizers import Regularizer as TheoryPenalty
+from replica.regularizers import SeparableRegularizer
+
 __all__ = [
     "Regularizer",
+    "TheoryRegularizer",
     "L2",
     "ElasticNet",
     "GramStats",
@@ -91,43 +98,101 @@ class Regularizer:
         return self.smooth(w) + self.nonsmooth(w)
 
 
-@dataclass(frozen=True)
-class L2(Regularizer):
-    """Ridge ``r(w) = (λ/2)‖w‖²`` (THEORY §1)."""
+class TheoryRegularizer(Regularizer):
+    """A penalty of :mod:`replica.regularizers` -- the very sympy expression the theory uses --
+    applied to a torch weight matrix ``W`` (``d x r``): ``r(W) = Σ_rows r(w)`` (THEORY §1).
 
-    lam: float
-
-    def __post_init__(self) -> None:
-        if not (self.lam >= 0):
-            raise ValueError(f"lam must be >= 0 (got {self.lam})")
-
-    def smooth(self, w: torch.Tensor) -> torch.Tensor:
-        return 0.5 * self.lam * (w * w).sum()
-
-
-@dataclass(frozen=True)
-class ElasticNet(Regularizer):
-    """Elastic net ``r(w) = l1 ‖w‖₁ + (l2/2)‖w‖²``; ``l2 = 0`` is the lasso.
-
-    The ℓ1 part is applied by soft thresholding after each gradient step (proximal GD).
+    The expression is lambdified to torch once per ``r``. Its terms with ``Abs`` form the
+    non-smooth part, which must be a sum over the coordinates of one scalar function ``g(w_i)``
+    (l1-type penalties); its proximal map is the theory's closed form
+    (:meth:`replica.regularizers.SeparableRegularizer.scalar_prox`: soft thresholding for l1),
+    applied entrywise. The rest is the smooth part (autograd).
     """
 
-    l1: float
-    l2: float = 0.0
-    has_prox = True
+    def __init__(self, theory: TheoryPenalty | Callable[[int], TheoryPenalty], values: Mapping[sp.Symbol, float],
+                 name: str = ""):
+        """``theory``: the penalty, or a function of the row length ``r`` returning it (for
+        penalties declared per ``r``, like :class:`replica.regularizers.ElasticNet`)."""
+        self.theory, self.values, self.name = theory, dict(values), name or type(self).__name__
+        self._parts: dict[int, tuple] = {}
+        self.has_prox = self._split(1)[1] is not None
 
-    def __post_init__(self) -> None:
-        if not (self.l1 >= 0 and self.l2 >= 0):
-            raise ValueError(f"l1 and l2 must be >= 0 (got l1={self.l1}, l2={self.l2})")
+    def __repr__(self) -> str:
+        return f"{self.name}({', '.join(f'{k}={v:g}' for k, v in self.values.items())})"
+
+    def _split(self, r: int):
+        """(smooth, nonsmooth, prox) torch functions for weight rows in R^r."""
+        hit = self._parts.get(r)
+        if hit is not None:
+            return hit
+        w = sp.Matrix([sp.Symbol(f"w_{i}", real=True) for i in range(r)])
+        theory = self.theory if isinstance(self.theory, TheoryPenalty) else self.theory(r)
+        expr = sp.expand(theory.expression(w).subs(self.values))
+        terms = sp.Add.make_args(expr)
+        rough = sp.Add(*[t for t in terms if t.has(sp.Abs)])
+        smooth = sp.Add(*[t for t in terms if not t.has(sp.Abs)])
+        f_smooth = sp.lambdify(list(w), smooth, "torch")
+        f_rough = prox = None
+        if rough != 0:
+            u, z, t = sp.Symbol("u", real=True), sp.Symbol("z", real=True), sp.Symbol("t", positive=True)
+            g = rough.subs({wi: 0 for wi in w[1:]}).subs(w[0], u)
+            if sp.simplify(sp.Add(*[g.subs(u, wi) for wi in w]) - rough) != 0:
+                raise ValueError(f"{self.name}: the non-smooth part {rough} is not a sum of one function per "
+                                 "coordinate; the simulator cannot apply its proximal map")
+            sol = SeparableRegularizer(g, [u]).scalar_prox(z, t)
+            if sol is None:
+                raise ValueError(f"{self.name}: no closed-form proximal map for {g}")
+            f_rough = sp.lambdify(list(w), rough, "torch")
+            prox = sp.lambdify([z, t], sol, "torch")
+        self._parts[r] = (f_smooth, f_rough, prox)
+        return self._parts[r]
+
+    @staticmethod
+    def _rows(w: torch.Tensor) -> list[torch.Tensor]:
+        return list(w.unbind(dim=-1)) if w.dim() > 1 else [w]
+
+    @staticmethod
+    def _total(v, w: torch.Tensor) -> torch.Tensor:
+        return v.sum() if isinstance(v, torch.Tensor) else w.new_tensor(float(v))
 
     def smooth(self, w: torch.Tensor) -> torch.Tensor:
-        return 0.5 * self.l2 * (w * w).sum()
+        cols = self._rows(w)
+        return self._total(self._split(len(cols))[0](*cols), w)
 
     def nonsmooth(self, w: torch.Tensor) -> torch.Tensor:
-        return self.l1 * w.abs().sum()
+        cols = self._rows(w)
+        f = self._split(len(cols))[1]
+        return w.new_zeros(()) if f is None else self._total(f(*cols), w)
 
     def prox(self, w: torch.Tensor, step: float) -> torch.Tensor:
-        return torch.sign(w) * torch.clamp(w.abs() - step * self.l1, min=0.0)
+        prox = self._split(1)[2]
+        return w if prox is None else prox(w, step)
+
+
+class L2(TheoryRegularizer):
+    """Ridge ``r(w) = (λ/2)‖w‖²`` -- the theory's :class:`replica.regularizers.L2`."""
+
+    def __init__(self, lam: float) -> None:
+        if not (lam >= 0):
+            raise ValueError(f"lam must be >= 0 (got {lam})")
+        self.lam = float(lam)
+        super().__init__(TheoryL2(_LAM), {_LAM: self.lam}, "L2")
+
+
+class ElasticNet(TheoryRegularizer):
+    """Elastic net ``r(w) = l1 ‖w‖₁ + (l2/2)‖w‖²`` (``l2 = 0``: the lasso) -- the theory's
+    :class:`replica.regularizers.ElasticNet`; the ℓ1 part by soft thresholding after each
+    gradient step (proximal GD)."""
+
+    def __init__(self, l1: float, l2: float = 0.0) -> None:
+        if not (l1 >= 0 and l2 >= 0):
+            raise ValueError(f"l1 and l2 must be >= 0 (got l1={l1}, l2={l2})")
+        self.l1, self.l2 = float(l1), float(l2)
+        super().__init__(lambda r: TheoryElasticNet(_LAM1, _LAM2, r), {_LAM1: self.l1, _LAM2: self.l2},
+                         "ElasticNet")
+
+
+_LAM, _LAM1, _LAM2 = (sp.Symbol(n, nonnegative=True) for n in ("lam", "lam1", "lam2"))
 
 
 Regularizers = Mapping[str, Regularizer]

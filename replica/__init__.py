@@ -2,7 +2,9 @@
 
 Declare a :class:`Model`, derive it with :class:`Derivation`, export LaTeX with
 :func:`replica.latex.write_latex`, generate a numeric module with
-:func:`replica.codegen.write_module`, and solve it with :class:`replica.solver.Solver`.
+:func:`replica.codegen.write_module` (or load one by name, regenerated when stale, with
+:func:`replica.registry.load_module`), solve it with :class:`replica.solver.Solver`, and follow
+its branches with :mod:`replica.phase`. The layers: docs/architecture.md.
 
 The symbolic names below are imported lazily, so that solving a generated module
 (``replica.solver``) never imports sympy.
@@ -18,10 +20,11 @@ _EXPORTS = {
     "Derivation": "derivation", "Equation": "derivation", "SaddlePoint": "derivation",
     "ConvergenceError": "errors", "DeclarationError": "errors", "InvalidStateError": "errors",
     "ParameterError": "errors", "ReplicaError": "errors",
-    "Constraint": "model", "Domain": "model", "Model": "model", "row_stochastic": "model",
+    "Constraint": "constraints", "Domain": "model", "Model": "model", "row_stochastic": "constraints",
     "OrderParameters": "order_parameters", "TokenReduction": "order_parameters",
     "L2": "regularizers", "Regularizer": "regularizers", "SeparableRegularizer": "regularizers",
     "L1": "regularizers", "ElasticNet": "regularizers",
+    "Observable": "observables", "TestObservable": "observables", "EntropicObservable": "observables",
     "cholesky_lower": "symbolic", "fields": "symbolic", "matrix_parameter": "symbolic",
     "parameter": "symbolic", "softmax_rows": "symbolic", "symbol": "symbolic", "teacher_fields": "symbolic",
     "Solver": "solver", "FixedPoint": "solver", "linear_baseline": "solver",

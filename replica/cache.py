@@ -4,7 +4,10 @@ One JSON file per entry under ``<root>/points/<model>/<key[:2]>/<key>.json``. Th
 the SHA-256 of a canonical JSON description of everything the result depends on
 (model, ``SOURCE_HASH`` and ``GENERATOR_VERSION`` of the generated module, every
 parameter, branch, ``alpha``, quadrature / integrator description, tolerance, and for
-failures the warm start). The root is ``$REPLICA_CACHE`` if set, else ``~/.cache/replica``.
+failures the warm start). The root is ``$REPLICA_CACHE`` if set, else the platform's user
+cache directory (:func:`platformdirs.user_cache_dir`: ``$XDG_CACHE_HOME/replica``, by
+default ``~/.cache/replica``, on Linux; ``~/Library/Caches/replica`` on macOS); compiled
+units (:mod:`replica.compiled`) live beside the points, in ``<root>/compiled``.
 
 Concurrency and crashes: an entry is written to a temporary file in the same directory
 and moved into place with :func:`os.replace` (atomic on POSIX), so a reader sees either
@@ -22,16 +25,19 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+import platformdirs
+
 #: bump when the format of the stored entries changes
 CACHE_FORMAT = 1
 
 
 def default_cache_dir() -> Path:
-    """``$REPLICA_CACHE`` if set (and non-empty), else ``~/.cache/replica``."""
+    """``$REPLICA_CACHE`` if set (and non-empty), else the platform's user cache directory of
+    replica (platformdirs: ``$XDG_CACHE_HOME/replica`` or ``~/.cache/replica`` on Linux)."""
     env = os.environ.get("REPLICA_CACHE")
     if env:
         return Path(env).expanduser()
-    return Path("~/.cache/replica").expanduser()
+    return Path(platformdirs.user_cache_dir("replica", appauthor=False))
 
 
 def _canonical(obj: Any) -> Any:
@@ -105,7 +111,7 @@ class PointCache:
         try:
             with open(self.path(model, key), encoding="utf-8") as fh:
                 entry = json.load(fh)
-            if not isinstance(entry, dict) or entry.get("key") != key or "payload" not in entry:
+            if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("payload"), dict):
                 raise ValueError("not a cache entry")
             payload = _json_restore(entry["payload"])
         except (OSError, ValueError, TypeError, UnicodeDecodeError):
@@ -127,7 +133,7 @@ class PointCache:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(entry, fh)
+                json.dump(entry, fh, allow_nan=False)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, target)

@@ -13,14 +13,23 @@ import warnings
 from typing import Sequence
 
 from .errors import ReplicaError
+from .workers import exit_status, interrupt_message, terminate_raises
 
 #: subcommand modules, in the order ``--help`` lists them
 COMMANDS = ("models", "derive", "generate", "solve", "phase", "figures")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (``replica solve: error: argument --alpha: ...``),
+    exit status 2, like every other bad input; ``--help`` still shows the usage."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``replica`` argument parser with one sub-command per module of :mod:`replica.commands`."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="replica",
         description="Replica-symmetric saddle-point equations from sympy models: derive them, export "
                     "LaTeX, generate numeric solvers, solve branches and phase diagrams.",
@@ -51,11 +60,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     warnings.filterwarnings("ignore", category=RuntimeWarning)
+    prog = f"replica {args.command}"
     try:
-        return int(args.func(args) or 0)
+        with terminate_raises():  # SIGTERM ends like Ctrl-C: workers stopped, one line, no traceback
+            return int(args.func(args) or 0)
     except ReplicaError as exc:
-        print(f"replica {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (replica.workers.Interrupted)
+        cache = None
+        if getattr(args, "no_cache", True) is False:
+            from .cache import PointCache
+
+            cache = PointCache(args.cache).root
+        print(interrupt_message(prog, exc, cache), file=sys.stderr)
+        return exit_status(exc)
+    except OSError as exc:  # writing an output failed after the checks (disk full, removed directory)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import sympy as sp
 
+from .constraints import Constraint
 from .errors import DeclarationError
 from .symbolic import symbol
 
@@ -201,8 +202,6 @@ class TokenStatistics:
 
     def label_constraints(self) -> list:
         """Constraints on the parameters making the label law a probability law (none if numeric)."""
-        from .model import Constraint
-
         if not self.has_clusters:
             return []
         out = []

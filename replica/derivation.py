@@ -14,7 +14,6 @@ symmetric matrices come out of it.
 """
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -25,6 +24,7 @@ from .order_parameters import OrderParameters
 from .potentials import (GaussianMoreauEnvelope, energetic_potential, entropic_potential,
                          trace_potential, validity_conditions)
 from .symbolic import LATEX_NAMES, symbol
+from .symmetries import Symmetries, derive_symmetries
 
 ALPHA = symbol("alpha", r"\alpha")
 
@@ -175,43 +175,16 @@ class Derivation:
         return out
 
     @cached_property
+    def symmetries(self) -> Symmetries:
+        """Sign-flip symmetries of the energetic bracket: the fold symmetries of every pinned
+        subspace (branch) and the families with a sign convention (:mod:`replica.symmetries`)."""
+        return derive_symmetries(self)
+
+    @property
     def sign_flips(self) -> tuple[str, ...]:
-        """Order-parameter families whose sign can be flipped without changing ``Phi``.
-
-        If the loss is even in ``h*`` then ``Psi_y(m, -theta) = Psi_y(m, theta)``
-        (substitute ``eta -> -eta``); if it is also even in ``h`` then
-        ``Psi_y(-m, theta) = Psi_y(m, theta)`` (substitute ``h -> -h, xi -> -xi``).
-        ``Psi_w`` is even in ``mhat`` and ``thetahat`` because ``tau`` is symmetric.
-        Checked numerically at random points (exact for the structurally even
-        expressions that arise, and robust where ``simplify`` would be slow).
-        """
-        m = self.model
-        rng = random.Random(0)
-        # With token clusters the loss also depends on the label indicators: check every
-        # label configuration (appended to the noise values below).
-        labels = list(m.data.label_symbols)
-        configs = [c[2] for c in m.data.configurations()]
-        f = sp.lambdify([*m.h, *m.hstar, *m.noise, *labels, *m.parameter_symbols], m.loss, "math")
-
-        def even(flip: set) -> bool:
-            for trial in range(5 * len(configs)):
-                hv = [rng.uniform(-1.5, 1.5) for _ in m.h]
-                sv = [rng.uniform(-1.5, 1.5) for _ in m.hstar]
-                nv = [rng.uniform(-1.5, 1.5) for _ in m.noise] + list(configs[trial % len(configs)])
-                pv = [m.defaults[s] for s in m.parameter_symbols]
-                a = f(*hv, *sv, *nv, *pv)
-                hf = [-v for v in hv] if "h" in flip else hv
-                sf = [-v for v in sv] if "hstar" in flip else sv
-                if abs(f(*hf, *sf, *nv, *pv) - a) > 1e-12 * max(1.0, abs(a)):
-                    return False
-            return True
-
-        out: tuple[str, ...] = ()
-        if even({"hstar"}):
-            out = ("theta",)
-            if even({"h"}):
-                out = ("m", "theta")
-        return out
+        """Order-parameter families whose sign can be flipped without changing ``Phi``
+        (reported ``>= 0``): e.g. ``theta`` when the loss is even in ``h*``."""
+        return self.symmetries.sign_flips
 
     def free_entropy(self) -> sp.Expr:
         """``Psi_t + Psi_w + alpha Psi_y`` with ``Psi_y`` as a symbol (for display)."""

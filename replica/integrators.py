@@ -10,47 +10,20 @@ implementing :meth:`average`, :meth:`companion` and :meth:`describe`.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from .kernels import compiled, resolve_backend
+from .compiled import compiled, resolve_backend
+from .energetic import EnergeticAverage, EnergeticIntegrator
+from .errors import ParameterError
+from .preintegration import make_integrator
 from .prox import prox
-from .quadrature import QuadratureRule
+from .quadrature import QuadratureRule, parse_rule
 
-
-@dataclass
-class EnergeticAverage:
-    """``dPsi_y/dx`` (order-parameter order), ``Psi_y``, a warm-start state and prox diagnostics."""
-
-    grad: np.ndarray
-    psi_y: float
-    state: Any
-    n_disagree: int
-    n_failed: int
-
-
-class EnergeticIntegrator(Protocol):
-    """What the solver needs of an integrator: the energetic average and its envelope gradient
-    at a state, a companion for error estimates, and a description."""
-
-    dim: int
-
-    def average(self, module: ModuleType, x: np.ndarray, p: np.ndarray, warm: Any = None,
-                multistart: bool = True, prox_tol: float = 1e-12) -> EnergeticAverage:
-        """``Ψ_y`` and its gradient in the order parameters at state ``x``, parameters ``p``
-        (``warm``: the previous minimisers)."""
-        ...
-
-    def companion(self) -> "EnergeticIntegrator":
-        """A second, coarser integrator whose disagreement estimates this one's error."""
-        ...
-
-    def describe(self) -> str:
-        """A one-line description (rule, order, nodes) for reports and cache keys."""
-        ...
+__all__ = ["EnergeticAverage", "EnergeticIntegrator", "QuadratureIntegrator", "fold_nodes", "from_spec",
+           "default_spec"]
 
 
 class QuadratureIntegrator:
@@ -220,33 +193,42 @@ def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module:
     ``"gh:N"``, ``"smolyak:N"``, ``"sobol:LOG2N"``, ``"fast|default|high"`` (rules, see
     :func:`replica.quadrature.parse_rule`); ``"preint"`` or ``"preint:fast|default|high"``
     (the jump-aware pre-integration of :mod:`replica.preintegration`); ``"auto"``: Gauss-
-    Hermite where the branch pins ``m = 0`` (the argmin barely ever switches between
-    minima there: the semantic branch), pre-integration elsewhere (the positional branch,
-    where tensor Gauss-Hermite converges erratically, see docs/quadrature.md); for a model with
-    token clusters always Gauss-Hermite (the solver multiplies Gaussian rules by the label
-    configurations, :mod:`replica.labels`). Objects pass through; ``None`` means the solver's
-    default.
+    Hermite or pre-integration by :func:`default_spec`. Objects pass through; ``None`` means the
+    solver's default.
     """
-    from .quadrature import parse_rule
-
     if spec is None or not isinstance(spec, str):
         return spec
     labels = bool(getattr(module, "DISCRETE", ()))  # token clusters: Gaussian rules x labels
     if spec == "auto":
-        pinned = set(module.BRANCHES.get(branch or "free", ()))
-        spec = "default" if "m" in pinned or "m" not in module.FAMILIES or labels else "preint:default"
-    from .errors import ParameterError
-
+        spec = default_spec(module, branch)
     if labels and spec.startswith("preint"):
         raise ParameterError("quadrature", f"{spec!r}: the pre-integration integrator does not average over "
                                            f"the cluster labels of {module.MODEL}; use a rule (gh:N, default, ...)")
 
     try:
         if spec.startswith("preint"):
-            from .preintegration import make_integrator
-
             _, _, level = spec.partition(":")
             return make_integrator(module, level or "default")
         return parse_rule(spec, len(module.GAUSSIANS))
     except ParameterError as exc:  # name the user's flag, whatever the inner parameter was
+        if exc.name == "quadrature":
+            raise
         raise ParameterError("quadrature", f"{spec!r}: {exc}") from None
+
+
+def default_spec(module: ModuleType, branch: str | None = None) -> str:
+    """The ``auto`` quadrature of ``branch``: Gauss-Hermite (``default``) where a mirror symmetry
+    holds on the branch (a fold symmetry mapping the minimiser ``h -> -h``, module ``MIRRORED``:
+    the bracket's minima come in mirror pairs that the folded rule treats alike, and the argmin
+    barely ever switches between minima -- measured on the semantic branch of the paper's
+    model), the jump-aware pre-integration (``preint:default``) elsewhere, where tensor
+    Gauss-Hermite converges erratically (docs/quadrature.md); for a model with token clusters
+    always Gauss-Hermite (the solver multiplies Gaussian rules by the label configurations,
+    :mod:`replica.labels`, which pre-integration does not)."""
+    if getattr(module, "DISCRETE", ()):
+        return "default"
+    pinned = set(module.BRANCHES.get(branch or "free", ()))
+    for (fams, _), mirrored in zip(module.SYMMETRIES, getattr(module, "MIRRORED", ())):
+        if mirrored and all(f in pinned or f not in module.FAMILIES for f in fams):
+            return "default"
+    return "preint:default"

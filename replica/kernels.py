@@ -1,43 +1,73 @@
-"""Optional compiled (numba) per-node kernels for the energetic average.
+"""The generic numeric kernels of the energetic and test averages, one quadrature node at a time.
 
-The numpy path (:func:`replica.prox.prox` on node arrays) is always available. When
-``numba`` is importable (``pip install replica[fast]``), the solver uses a fused
-per-node kernel instead: for each quadrature node, every start of the damped Newton
-prox, the choice of the global minimum, the envelope gradient ``dF/dx`` and the
-weighted sums, with no temporaries. Same algorithm, same results (to round-off),
-5-10x faster, and O(nodes) memory.
+These functions are the model-independent half of the compiled path: the multistart damped
+Newton prox at every node (:func:`node_prox_average`, the same algorithm as
+:func:`replica.prox.prox` on node arrays), its modified Newton direction and line search, and
+the test-point average of the declared observables (:func:`node_test_average`). They call the
+model's *leaves* -- per-node scalar functions the code generator writes into every generated
+module (``node_constants``, ``node_bracket_newton``, ``node_parameter_gradient``,
+``node_starts``, ``node_test_observables``) -- and its sizes (``PROX_DIM``, ``N_STARTS``,
+``N_CONSTANTS``, ``N_OBSERVABLES``) as module globals.
 
-Where the code lives
---------------------
-* The model-specific scalar functions (``node_constants``, ``node_bracket_newton``,
-  ``node_parameter_gradient``, ``node_starts``, ``node_test_loss``) are generated from
-  the derivation by :class:`replica.codegen.NodeBackend` into the generated module,
-  as plain Python (``math`` only). The subexpressions of the bracket that do not
-  depend on ``h`` (the target ``T(h*)``, the centres ``omega``...) are computed once
-  per node by ``node_constants`` and reused by every Newton step.
-* The model-independent algorithm (:data:`GENERIC_KERNELS` below: the Newton
-  direction, damped Newton, the multistart prox average) is copied verbatim into
-  every generated module by the generator, so that numba can compile and cache the
-  whole chain from one file (``cache=True`` writes next to the generated module).
+:mod:`replica.compiled` assembles, per model, one *compiled unit*: the model's leaves followed
+by the source of the functions below (PyDy's split: one generic runtime in the library, the
+backend compiles only the model's arrays), and JIT-compiles it with numba, cached on disk.
+The stubs below only document the leaves' signatures and make this module importable on its
+own; a unit assembled with ``jit=False`` runs the same code in plain Python (the tests use it).
 
-:func:`compiled` compiles a module's node functions (in dependency order, rebinding
-the module's names to the numba dispatchers, which is how numba resolves calls
-between jitted functions) and returns them. Compilation takes ~15 s the first time,
-then ~0.5 s from numba's on-disk cache.
-
-Set ``REPLICA_BACKEND=numpy`` to disable the compiled path globally.
+Plain loops over scalars and small arrays: what numba compiles well. Same results as the numpy
+path to round-off, 5-10x faster, O(nodes) memory.
 """
 from __future__ import annotations
 
-import os
-from types import ModuleType, SimpleNamespace
+import math
 
-#: names of the generic kernels defined in :data:`GENERIC_KERNELS` (dependency order)
-GENERIC_NAMES = ("node_direction", "node_newton", "node_prox_average", "node_test_average")
+import numpy as np
 
-#: model-independent kernels, copied into every generated module (see module docstring).
-#: They use the module's PROX_DIM, N_STARTS, N_CONSTANTS and its node_* functions.
-GENERIC_KERNELS = '''
+#: the generic kernels, in dependency order (each may call the ones before it and the leaves)
+KERNEL_NAMES = ("node_direction", "node_newton", "node_prox_average", "node_test_average")
+
+# --------------------------------------------------------------------------- the model's leaves
+# Bound per model in the compiled unit (replica.compiled); stubs here.
+PROX_DIM = 1        # dimension of the inner minimisation (the student fields h)
+N_STARTS = 1        # starts of the inner minimisation per node
+N_CONSTANTS = 1     # per-node constants of the bracket (subexpressions free of h)
+N_OBSERVABLES = 1   # declared test-point observables
+
+
+def node_constants(z, x, p, c):  # pragma: no cover - stub, see above
+    """Fill ``c`` with the subexpressions of the bracket that do not depend on ``h`` at node ``z``."""
+    raise NotImplementedError("bound to the model's generated leaf in the compiled unit")
+
+
+def node_bracket_newton(h, c, g, H):  # pragma: no cover - stub
+    """Return ``F(h)``; fill ``g = dF/dh`` and ``H = d2F/dh2`` (row-major) from the node constants ``c``."""
+    raise NotImplementedError("bound to the model's generated leaf in the compiled unit")
+
+
+def node_parameter_gradient(h, z, x, p, G):  # pragma: no cover - stub
+    """Fill ``G = dF/dx`` at fixed ``h`` (envelope theorem)."""
+    raise NotImplementedError("bound to the model's generated leaf in the compiled unit")
+
+
+def node_starts(z, x, p, out):  # pragma: no cover - stub
+    """Fill ``out`` (``N_STARTS * PROX_DIM``) with the starting points of the inner minimisation."""
+    raise NotImplementedError("bound to the model's generated leaf in the compiled unit")
+
+
+def node_test_observables(z, x, p, out):  # pragma: no cover - stub
+    """Fill ``out`` with the integrands of the test-point observables at node ``z``."""
+    raise NotImplementedError("bound to the model's generated leaf in the compiled unit")
+
+
+#: the leaves above, in the order the compiled unit defines them (after ``_sexp``)
+LEAF_NAMES = ("node_constants", "node_bracket_newton", "node_parameter_gradient", "node_starts",
+              "node_test_observables")
+#: module-level sizes the kernels read
+SIZE_NAMES = ("PROX_DIM", "N_STARTS", "N_CONSTANTS", "N_OBSERVABLES")
+
+
+# --------------------------------------------------------------------------- generic kernels
 def node_direction(g, H, d, floor, work):
     """d = -|H|^{-1} g with the eigenvalues of H replaced by max(|lambda|, floor).
 
@@ -278,69 +308,18 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
     return psi, n_dis, n_fail
 
 
-def node_test_average(nodes, weights, x, p):
-    """sum_j w_j test_loss(z_j): the eps_g integral, without temporaries."""
+def node_test_average(nodes, weights, x, p, out):
+    """out[k] = sum_j w_j observable_k(z_j) for the N_OBSERVABLES test-point observables (eps_g
+    first): their Gaussian averages, without temporaries."""
     nz = nodes.shape[0]
     z = np.empty(nz)
-    acc = 0.0
+    vals = np.empty(max(N_OBSERVABLES, 1))
+    for k in range(N_OBSERVABLES):
+        out[k] = 0.0
     for j in range(nodes.shape[1]):
         for k in range(nz):
             z[k] = nodes[k, j]
-        acc += weights[j] * node_test_loss(z, x, p)
-    return acc
-'''
-
-#: generated leaf functions, in dependency order (the generic kernels come after them)
-LEAF_NAMES = ("_sexp", "node_constants", "node_bracket_newton", "node_parameter_gradient",
-              "node_starts", "node_test_loss")
-
-_CACHE: dict[int, SimpleNamespace | None] = {}
-
-
-def numba_available() -> bool:
-    """True when numba can be imported and ``REPLICA_BACKEND`` does not ask for numpy."""
-    if os.environ.get("REPLICA_BACKEND", "").lower() == "numpy":
-        return False
-    try:
-        import numba  # noqa: F401
-    except Exception:  # ImportError, or a broken install
-        return False
-    return True
-
-
-def has_node_kernels(module: ModuleType) -> bool:
-    """Whether a generated module carries the per-node kernels (generator >= 1.1)."""
-    return all(hasattr(module, n) for n in LEAF_NAMES + GENERIC_NAMES)
-
-
-def resolve_backend(module: ModuleType, backend: str = "auto") -> str:
-    """``"numba"`` or ``"numpy"`` for ``backend`` in ``auto|numba|numpy``."""
-    from .errors import ParameterError
-
-    if backend not in ("auto", "numba", "numpy"):
-        raise ParameterError("backend", f"unknown backend {backend!r}; use auto, numba or numpy")
-    if backend == "numpy":
-        return "numpy"
-    ok = has_node_kernels(module) and numba_available()
-    if backend == "numba" and not ok:
-        why = ("numba is not importable (pip install numba)" if not numba_available()
-               else f"module {module.MODEL} has no node kernels; regenerate it")
-        raise ParameterError("backend", why)
-    return "numba" if ok else "numpy"
-
-
-def compiled(module: ModuleType) -> SimpleNamespace:
-    """The module's node kernels compiled with numba (cached per module and on disk)."""
-    key = id(module)
-    if key in _CACHE and _CACHE[key] is not None:
-        return _CACHE[key]
-    import numba
-
-    opts = dict(cache=True, nogil=True, error_model="numpy")
-    for name in LEAF_NAMES + GENERIC_NAMES:
-        fn = getattr(module, name)
-        if not isinstance(fn, numba.core.dispatcher.Dispatcher):
-            setattr(module, name, numba.njit(**opts)(fn))
-    ns = SimpleNamespace(**{n: getattr(module, n) for n in LEAF_NAMES + GENERIC_NAMES})
-    _CACHE[key] = ns
-    return ns
+        node_test_observables(z, x, p, vals)
+        w = weights[j]
+        for k in range(N_OBSERVABLES):
+            out[k] += w * vals[k]

@@ -19,7 +19,9 @@ import sympy as sp
 
 from .data import CLUSTER_LETTERS
 from .derivation import Derivation
-from .potentials import GaussianMoreauEnvelope
+from .freshness import current_stamp
+from .observables import TEST_LOSS, TestObservable
+from .potentials import GaussianMoreauEnvelope, prox_center_symbols
 from .symbolic import LATEX_NAMES, symbol
 
 
@@ -182,16 +184,39 @@ def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
     for x in d.order_symbols:
         en.append(Block("", rf"\partial_{{{tex(x)}}} F = {tex(chain_rule_gradient(d, x))}"))
     sections.append(("Saddle-point equations: energetic side", en))
-    obs = [Block("Test error (no proximal step; $h_\\ell = \\omega_\\ell$ has the law of the test fields):",
-                 r"\varepsilon_g = \mathbb{E}\, \ell(\omega, h^{*})"),
-           Block("Training loss:", r"e_t = -\Phi")]
-    sections.append(("Observables", obs))
+    sections.append(("Observables", _observable_blocks(m)))
     return sections
+
+
+def _observable_blocks(m) -> list[Block]:
+    """Every declared observable (:mod:`replica.observables`) and the training loss."""
+    out = []
+    for o in m.observables:
+        if isinstance(o, TestObservable):
+            if o.name == TEST_LOSS and sp.sympify(o.expr) == m.loss:
+                out.append(Block("Test error (no proximal step; $h_\\ell = \\omega_\\ell$ has the law of the test "
+                                 "fields):", r"\varepsilon_g = \mathbb{E}\, \ell(\omega, h^{*})"))
+                continue
+            body = tex(sp.sympify(o.expr).subs(dict(zip(m.h, prox_center_symbols(m)))))
+            out.append(Block(f"{o.description or o.name} (test point, $h_\\ell = \\omega_\\ell$):",
+                             rf"{o.tex_name} = \mathbb{{E}}\left[{body}\right]"))
+        else:
+            out.append(Block(f"{o.description or o.name} (at the entropic minimiser $\\hat w$, summed over the "
+                             "atoms of the spectral law):",
+                             rf"{o.tex_name} = \mathbb{{E}}\left[{tex(o.expr)}\right]_{{w = \hat w}}"))
+    out.append(Block("Training loss:", r"e_t = -\Phi"))
+    return out
+
+
+def _stamp(d: Derivation) -> str:
+    """The freshness stamp of an export (:mod:`replica.freshness`)."""
+    return current_stamp(getattr(d.model, "declared_in", None), "export").line()
 
 
 def latex_document(d: Derivation) -> str:
     """A standalone LaTeX document of the derivation."""
-    out = [r"\documentclass[10pt]{article}",
+    out = [f"% {_stamp(d)}",
+           r"\documentclass[10pt]{article}",
            r"\usepackage[margin=2cm]{geometry}",
            r"\usepackage{amsmath,amssymb}",
            r"\usepackage{breqn}",
@@ -214,7 +239,7 @@ def latex_document(d: Derivation) -> str:
 
 def markdown_document(d: Derivation) -> str:
     """The same content as Markdown with ``$$`` display blocks."""
-    out = [f"# Replica-symmetric saddle point: `{d.model.name}`", ""]
+    out = [f"<!-- {_stamp(d)} -->", f"# Replica-symmetric saddle point: `{d.model.name}`", ""]
     if d.model.description:
         out += [d.model.description, ""]
     for title, bl in blocks(d):
@@ -230,13 +255,11 @@ def markdown_document(d: Derivation) -> str:
 def write_latex(d: Derivation, tex_path: str | Path | None = None, md_path: str | Path | None = None
                 ) -> list[Path]:
     """Write the ``.tex`` and/or ``.md`` export; returns the written paths."""
+    from .outputs import atomic_write_text
+
     written = []
     if tex_path is not None:
-        p = Path(tex_path)
-        p.write_text(latex_document(d))
-        written.append(p)
+        written.append(atomic_write_text(tex_path, latex_document(d)))
     if md_path is not None:
-        p = Path(md_path)
-        p.write_text(markdown_document(d))
-        written.append(p)
+        written.append(atomic_write_text(md_path, markdown_document(d)))
     return written

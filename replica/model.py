@@ -10,7 +10,10 @@ A :class:`Model` says *what* is learnt, never *how* the equations look:
 * the token statistics (:class:`replica.data.TokenStatistics`), the regularizer,
   the numeric parameters with defaults and domains;
 * optional token symmetries (:class:`replica.order_parameters.TokenReduction`) and
-  branches: named sets of order-parameter families pinned to zero.
+  branches: named sets of order-parameter families pinned to zero (invariant subspaces of the
+  saddle-point equations), optionally the pair of branches whose free entropies cross
+  (``transition``) and a baseline the test error is compared with (``baseline``);
+* the observables it reports (:mod:`replica.observables`; the test loss ``eps_g`` always).
 
 :class:`replica.derivation.Derivation` turns it into potentials and saddle-point equations.
 """
@@ -22,10 +25,14 @@ from typing import Mapping, Sequence
 import numpy as np
 import sympy as sp
 
+from .branches import FREE, PINNABLE
+from .constraints import Constraint, holds, row_stochastic  # noqa: F401  (re-exported)
 from .data import TokenStatistics
 from .errors import DeclarationError, ParameterError
-from .order_parameters import ORDER_FAMILIES, TokenReduction
+from .observables import EntropicObservable, Observable, TestObservable, with_test_loss
+from .order_parameters import TokenReduction
 from .regularizers import L2, Regularizer
+from .validation import real
 
 
 @dataclass
@@ -50,24 +57,14 @@ class Domain:
         return "any real"
 
 
-@dataclass
-class Constraint:
-    """A relation the numeric parameters must satisfy, checked before solving.
-
-    ``relation`` is a sympy ``Eq``, ``Ge``, ``Le``, ``Gt`` or ``Lt`` in the parameter
-    symbols; ``parameter`` names what the user should change (e.g. ``"A"``).
-    """
-
-    parameter: str
-    message: str
-    relation: sp.Basic
-
-
-def row_stochastic(M: sp.MatrixBase, name: str) -> list[Constraint]:
-    """Constraints making ``M`` row-stochastic: non-negative entries, rows summing to 1."""
-    out = [Constraint(name, f"row {i + 1} must sum to 1", sp.Eq(sum(M.row(i)), 1)) for i in range(M.rows)]
-    out += [Constraint(name, "entries must be >= 0", sp.Ge(e, 0)) for e in M]
-    return out
+def _default_value(symbol: sp.Symbol, value: object) -> float:
+    """A parameter default as a finite float (no strings, bools, NaN or infinities)."""
+    if isinstance(value, sp.Basic) and value.is_number and value.is_real:  # sqrt(2), Rational(1, 3)
+        value = float(value)
+    try:
+        return real(value, str(symbol))
+    except ParameterError as exc:
+        raise DeclarationError(f"parameters: default {exc}") from None
 
 
 @dataclass
@@ -100,7 +97,19 @@ class Model:
     reduction:
         Token symmetries reducing the number of free order parameters.
     branches:
-        ``{name: families pinned to 0}``, e.g. ``{"semantic": ("m",), "positional": ("theta",)}``.
+        ``{name: families pinned to 0}``, e.g. ``{"semantic": ("m",), "positional": ("theta",)}``:
+        invariant subspaces of the saddle-point equations (the code generator derives the
+        sign-flip symmetries that make them so, :mod:`replica.symmetries`). A branch whose pinned
+        families contain another's is where that one *merges* (e.g. ``agnostic`` pins both).
+    transition:
+        ``(high, low)``: two branches whose free entropies cross in ``alpha``, ``high`` the one
+        that wins at large ``alpha`` -- the pair :mod:`replica.phase` compares by default.
+    baseline:
+        A baseline the test error crosses (``alpha_l``): ``"linear"``, the best predictor linear
+        in the tokens (needs ``student``/``target``, :func:`replica.baselines.linear_baseline`).
+    observables:
+        Quantities reported at every fixed point besides the test loss ``eps_g``
+        (:class:`~replica.observables.TestObservable`, :class:`~replica.observables.EntropicObservable`).
     description:
         One line shown by ``replica models``.
     """
@@ -120,6 +129,9 @@ class Model:
     branches: Mapping[str, Sequence[str]] = field(default_factory=dict)
     constraints: Sequence[Constraint] = ()
     description: str = ""
+    transition: tuple[str, str] | None = None
+    baseline: str | None = None
+    observables: Sequence[Observable] = ()
 
     def __post_init__(self) -> None:
         self.h = sp.Matrix(self.h)
@@ -132,6 +144,8 @@ class Model:
         self.validate()
         if self.loss is None:
             self.loss = self._square_loss()
+        self.observables = with_test_loss(self.loss, tuple(self.observables))
+        self._validate_observables()
 
     # ------------------------------------------------------------ properties
     @property
@@ -165,15 +179,15 @@ class Model:
         out: dict[sp.Symbol, float] = {}
         for key, value in params.items():
             if isinstance(key, sp.MatrixBase):
-                arr = np.asarray(value, dtype=float)
+                arr = np.asarray(value, dtype=object)
                 if arr.shape != key.shape:
                     raise DeclarationError(
                         f"parameters: default for the {key.shape[0]}x{key.shape[1]} matrix parameter "
                         f"has shape {arr.shape}")
                 for s, v in zip(key, arr.ravel()):
-                    out[s] = float(v)
+                    out[s] = _default_value(s, v)
             elif isinstance(key, sp.Symbol):
-                out[key] = float(value)
+                out[key] = _default_value(key, value)
             else:
                 raise DeclarationError(f"parameters: keys must be sympy symbols or matrices, got {key!r}")
         return out
@@ -239,19 +253,58 @@ class Model:
             extra = c.relation.free_symbols - set(self._defaults)
             if extra:
                 raise DeclarationError(f"constraints: uses undeclared symbols {sorted(map(str, extra))}")
-            if not _holds(c.relation, self._defaults):
+            if not holds(c.relation, self._defaults):
                 raise DeclarationError(f"parameters: default {c.parameter}: {c.message}")
+        pinnable = list(PINNABLE)
         for bname, pinned in self.branches.items():
+            if not bname.isidentifier() or bname == FREE:
+                raise DeclarationError(f"branches: {bname!r} must be an identifier other than 'free'")
+            if isinstance(pinned, str) or not pinned:
+                raise DeclarationError(f"branches[{bname!r}]: give a non-empty tuple of families, e.g. ('m',)")
             for fam in pinned:
-                if fam not in ORDER_FAMILIES or fam in ("q", "V"):
+                if fam not in pinnable:
                     raise DeclarationError(
-                        f"branches[{bname!r}]: can only pin 'm' or 'theta' to zero, got {fam!r}")
+                        f"branches[{bname!r}]: can only pin {pinnable} to zero, got {fam!r}")
+        if self.transition is not None:
+            t = tuple(self.transition)
+            if len(t) != 2 or t[0] == t[1] or any(b not in self.branches for b in t):
+                raise DeclarationError(f"transition: need two different declared branches (high, low), got {t!r}")
+            self.transition = t
+        if self.baseline not in (None, "linear"):
+            raise DeclarationError(f"baseline: only 'linear' is known, got {self.baseline!r}")
+        if self.baseline == "linear" and self.target is None:
+            raise DeclarationError("baseline: 'linear' needs a target T(h*) (student/target models)")
         if self.target is not None and self.data is not None:
             for g in self.data.atoms:
                 for x in g.gamma:
                     val = sp.sympify(x).subs(self._defaults)
                     if val.is_number and float(val) < 0:
                         raise DeclarationError(f"data: covariance eigenvalue {float(val)} < 0 is not PSD")
+
+    def _validate_observables(self) -> None:
+        allowed = (set(self.h) | set(self.hstar) | set(self.noise) | set(self._defaults)
+                   | set(self.data.label_symbols))
+        for o in self.observables:
+            expr = sp.sympify(o.expr)
+            if isinstance(o, TestObservable):
+                extra = expr.free_symbols - allowed
+                if extra:
+                    raise DeclarationError(f"observables[{o.name!r}]: uses {sorted(map(str, extra))}; a test-point "
+                                           "observable is a function of h, hstar, noise and the parameters")
+            elif isinstance(o, EntropicObservable):
+                if len(o.w) != self.r:
+                    raise DeclarationError(f"observables[{o.name!r}]: w needs r={self.r} symbols, got {len(o.w)}")
+                extra = expr.free_symbols - set(o.w) - set(self._defaults)
+                if extra:
+                    raise DeclarationError(f"observables[{o.name!r}]: uses {sorted(map(str, extra))}; an entropic "
+                                           "observable is a function of the weight row w and the parameters")
+                if isinstance(self.regularizer, L2):
+                    raise DeclarationError(
+                        f"observables[{o.name!r}]: an entropic observable needs the entropic prox, which an l2 "
+                        "penalty does not use (its potential is closed form); declare the penalty as a "
+                        "SeparableRegularizer")
+            else:
+                raise DeclarationError(f"observables: {o!r} has an unknown kind")
 
     # ------------------------------------------------------------ the loss
     def _square_loss(self) -> sp.Expr:
@@ -268,19 +321,9 @@ class Model:
 
     def pinned(self, branch: str | None) -> tuple[str, ...]:
         """Families pinned to zero on ``branch`` (``None`` or ``"free"``: nothing pinned)."""
-        if branch in (None, "free"):
+        if branch in (None, FREE):
             return ()
         if branch not in self.branches:
             raise ParameterError("branch", 
                 f"unknown branch {branch!r} for model {self.name}; known: {['free', *self.branches]}")
         return tuple(self.branches[branch])
-
-
-def _holds(relation: sp.Basic, values: Mapping[sp.Symbol, float], tol: float = 1e-9) -> bool:
-    """Evaluate a relation numerically (equalities up to ``tol``)."""
-    lhs = float(sp.sympify(relation.lhs).subs(values))
-    rhs = float(sp.sympify(relation.rhs).subs(values))
-    op = relation.rel_op
-    if op == "==":
-        return abs(lhs - rhs) <= tol * max(1.0, abs(rhs))
-    return {">=": lhs >= rhs - tol, "<=": lhs <= rhs + tol, ">": lhs > rhs, "<": lhs < rhs}[op]

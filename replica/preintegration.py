@@ -93,9 +93,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .compiled import compiled, resolve_backend
+from .energetic import EnergeticAverage
 from .errors import ParameterError
-from .integrators import EnergeticAverage
-from .kernels import compiled, resolve_backend
 from .prox import ProxResult, newton_minimize, prox
 
 __all__ = ["truncated_normal_rule", "householder", "fold_sign_flips", "PreintegrationIntegrator",

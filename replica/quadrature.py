@@ -21,6 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from .errors import ParameterError
+from .validation import check_rule_order, check_rule_size
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class QuadratureRule:
         if self.kind == "smolyak":
             return smolyak(self.dim, max(1, self.order - 1))
         if self.kind == "sobol":
-            return sobol_rqmc(self.dim, self.order - 1, seed=1)
+            return sobol_rqmc(self.dim, max(0, self.order - 1), seed=1)
         raise ValueError(self.kind)
 
     def describe(self) -> str:
@@ -61,10 +62,25 @@ class QuadratureRule:
         return f"{self.kind}(dim={self.dim}, order={self.order}, nodes={self.size})"
 
 
+#: above this order numpy's ``hermegauss`` overflows (NaN weights from order ~350 on);
+#: up to it, it agrees with scipy's ``roots_hermitenorm`` to 1e-15 and is kept so that every
+#: result at the usual orders stays bit-identical
+_HERMEGAUSS_MAX = 150
+
+
 @lru_cache(maxsize=64)
 def _hermite_1d(n: int) -> tuple[np.ndarray, np.ndarray]:
     # Probabilists' Hermite nodes/weights, normalised to the N(0, 1) density.
-    x, w = np.polynomial.hermite_e.hermegauss(n)
+    if n <= _HERMEGAUSS_MAX:
+        x, w = np.polynomial.hermite_e.hermegauss(n)
+    else:
+        # Golub-Welsch / asymptotic expansions (scipy): stable at every order; the outermost
+        # weights underflow to exactly 0, which is harmless
+        from scipy.special import roots_hermitenorm
+
+        x, w = roots_hermitenorm(n)
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(w)) and np.all(w >= 0) and w.sum() > 0):
+        raise ParameterError("order", f"Gauss-Hermite rule of order {n} has non-finite nodes or weights")
     return x, w / w.sum()
 
 
@@ -74,8 +90,7 @@ def gauss_hermite(dim: int, order: int) -> QuadratureRule:
         raise ParameterError("dim", f"quadrature dimension must be >= 1, got {dim}")
     if order < 1:
         raise ParameterError("order", f"quadrature order must be >= 1, got {order}")
-    if order ** dim > 5_000_000:
-        raise ParameterError("order", f"{order}^{dim} nodes is too many for a tensor rule; use smolyak")
+    check_rule_size("gh", dim, order, "order")
     x, w = _hermite_1d(order)
     grids = np.meshgrid(*([x] * dim), indexing="ij")
     wgrids = np.meshgrid(*([w] * dim), indexing="ij")
@@ -93,6 +108,7 @@ def smolyak(dim: int, level: int) -> QuadratureRule:
     """
     if dim < 1 or level < 1:
         raise ParameterError("level", f"need dim >= 1 and level >= 1, got dim={dim}, level={level}")
+    check_rule_size("smolyak", dim, level, "level")
     q = level + dim - 1
     acc: dict[tuple, float] = {}
     for lvec in itertools.product(range(1, level + 1), repeat=dim):
@@ -118,6 +134,10 @@ def sobol_rqmc(dim: int, log2_points: int, scramblings: int = 8, seed: int = 0) 
     """
     from scipy.stats import norm, qmc
 
+    if dim < 1 or log2_points < 0 or scramblings < 1:
+        raise ParameterError("log2_points", f"need dim >= 1, log2_points >= 0 and scramblings >= 1, got "
+                                            f"dim={dim}, log2_points={log2_points}, scramblings={scramblings}")
+    check_rule_size("sobol", dim, log2_points, "log2_points")
     pts = []
     for s in range(scramblings):
         u = qmc.Sobol(d=dim, scramble=True, seed=seed * 1000 + s).random_base2(m=log2_points)
@@ -150,18 +170,22 @@ def default_rule(dim: int, accuracy: str = "default") -> QuadratureRule:
 
 
 def parse_rule(spec: str, dim: int) -> QuadratureRule:
-    """``"gh:14"``, ``"smolyak:5"``, ``"sobol:12"`` or ``"fast|default|high"``."""
+    """``"gh:14"``, ``"smolyak:5"``, ``"sobol:12"`` or ``"fast|default|high"``.
+
+    Degenerate orders (:data:`replica.validation.MIN_ORDER`: ``gh:1``, ``gh:2``, ``sobol:0``
+    ...) and rules over the node budget (:func:`replica.validation.check_rule_size`) are
+    refused before anything is allocated.
+    """
     if ":" not in spec:
         return default_rule(dim, spec)
     kind, _, n = spec.partition(":")
     try:
         k = int(n)
     except ValueError:
-        raise ParameterError("quadrature", f"bad order in {spec!r}") from None
-    if kind in ("gh", "gauss-hermite"):
-        return gauss_hermite(dim, k)
-    if kind == "smolyak":
-        return smolyak(dim, k)
-    if kind == "sobol":
-        return sobol_rqmc(dim, k)
-    raise ParameterError("quadrature", f"unknown rule {kind!r}; use gh, smolyak or sobol")
+        raise ParameterError("quadrature", f"bad order in {spec!r} (expected an integer)") from None
+    kind = {"gauss-hermite": "gh"}.get(kind, kind)
+    if kind not in ("gh", "smolyak", "sobol"):
+        raise ParameterError("quadrature", f"unknown rule {kind!r}; use gh, smolyak or sobol")
+    check_rule_order(kind, k, "quadrature", spec)
+    check_rule_size(kind, dim, k, "quadrature", spec)
+    return {"gh": gauss_hermite, "smolyak": smolyak, "sobol": sobol_rqmc}[kind](dim, k)

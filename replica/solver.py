@@ -11,8 +11,8 @@ One iteration of the saddle-point map (THEORY §4):
 The iteration runs on the free (un-pinned) order parameters with Anderson
 acceleration, falling back to damped steps that keep ``damping`` (default 0.8, the
 paper's choice) of the old value whenever Anderson proposes an inadmissible state or
-increases the residual. Branches pin families to zero (``m = 0`` semantic,
-``theta = 0`` positional): these are invariant subspaces when the loss is even.
+increases the residual. Branches pin families to zero (e.g. ``m = 0``): invariant subspaces
+of the equations (:mod:`replica.branches`, :mod:`replica.symmetries`).
 Non-convergence raises :class:`~replica.errors.ConvergenceError` with the residual
 history; an inadmissible state raises :class:`~replica.errors.InvalidStateError`.
 """
@@ -28,23 +28,34 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .baselines import linear_baseline  # noqa: F401  (re-exported: replica.solver.linear_baseline)
+from .branches import FREE, PINNABLE, branch_pinning, pinned
+from .compiled import compiled, resolve_backend
+from . import validation
+from .convergence import explained_failures, is_converged
 from .errors import ConvergenceError, InvalidStateError, ParameterError
 from .integrators import EnergeticAverage, EnergeticIntegrator, QuadratureIntegrator, fold_nodes
-from .kernels import compiled, resolve_backend
-from .labels import label_law, labelled, with_labels
+from .labels import labelled
+from .parameters import parameter_vector
 from .prox import prox
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
 
 
 @dataclass
 class FixedPoint:
-    """A converged solution of the saddle-point equations and its observables.
+    """A solution of the saddle-point equations and its observables.
+
+    ``converged`` is a property, not a claim: ``residual < tol <= 1e-3`` and the state
+    ``admissible`` (:func:`replica.convergence.is_converged`); ``Solver.solve`` returns
+    nothing else.
 
     ``order`` / ``conjugates`` map names (``q``, ``m``, ``theta_1``, ``qhat`` ...) to values.
     ``phi`` is the free entropy, ``train_loss = -phi`` (THEORY §4), ``eps_g`` the test
-    error with its quadrature error estimate ``eps_g_error``; ``quadrature_residual``
-    is the fixed-point residual of the solution under the companion (lower-order)
-    rule, an estimate of the quadrature error on the order parameters.
+    error with its quadrature error estimate ``eps_g_error``; ``observables`` every
+    observable the model declares (:mod:`replica.observables`, ``eps_g`` first) and
+    ``observable_errors`` their quadrature error estimates (``nan`` where none);
+    ``quadrature_residual`` is the fixed-point residual of the solution under the companion
+    (lower-order) rule, an estimate of the quadrature error on the order parameters.
     """
 
     model: str
@@ -60,7 +71,7 @@ class FixedPoint:
     eps_g: float
     eps_g_error: float
     train_loss: float
-    converged: bool
+    tol: float
     iterations: int
     residual: float
     residuals: list[float] = field(default_factory=list)
@@ -70,6 +81,19 @@ class FixedPoint:
     prox_failed: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    observables: dict[str, float] = field(default_factory=dict)
+    observable_errors: dict[str, float] = field(default_factory=dict)
+    admissible: bool = True
+
+    def __post_init__(self):
+        if not self.observables:  # a FixedPoint built by hand: the test loss at least
+            self.observables = {"eps_g": self.eps_g}
+            self.observable_errors = {"eps_g": self.eps_g_error}
+
+    @property
+    def converged(self) -> bool:
+        """Residual below a sane tolerance (``<= 1e-3``) on an admissible state."""
+        return is_converged(self.residual, self.tol, self.admissible)
 
     @property
     def x(self) -> np.ndarray:
@@ -82,18 +106,31 @@ class FixedPoint:
         return np.array(list(self.conjugates.values()))
 
     def to_dict(self) -> dict:
-        """JSON-ready summary (order parameters and conjugates at top level)."""
+        """JSON-ready summary (order parameters, conjugates and observables at top level, every
+        observable with its ``<name>_error``)."""
         out = {k: float(v) for k, v in self.order.items()}
         out.update({k: float(v) for k, v in self.conjugates.items()})
-        out.update(eps_g=self.eps_g, eps_g_error=self.eps_g_error, train_loss=self.train_loss,
+        out.update(observable_dict(self))
+        out.update(train_loss=self.train_loss,
                    phi=self.phi, psi_t=self.psi_t, psi_w=self.psi_w, psi_y=self.psi_y,
-                   converged=self.converged, iterations=self.iterations, residual=self.residual,
+                   converged=self.converged, tol=self.tol, iterations=self.iterations, residual=self.residual,
                    alpha=self.alpha, branch=self.branch, model=self.model,
                    parameters=dict(self.parameters), quadrature=self.quadrature,
                    quadrature_residual=self.quadrature_residual,
                    prox_disagree=self.prox_disagree, prox_failed=self.prox_failed,
                    seconds=self.seconds, notes=list(self.notes))
         return out
+
+
+def observable_dict(fp: FixedPoint) -> dict[str, float | None]:
+    """Every observable of ``fp`` and its error, ``{name: value, name_error: error}`` (the JSON
+    form; an error the solver has no estimate for is ``None``, strict JSON)."""
+    out: dict[str, float | None] = {}
+    for name, v in fp.observables.items():
+        out[name] = float(v)
+        err = float(fp.observable_errors.get(name, float("nan")))
+        out[f"{name}_error"] = err if math.isfinite(err) else None
+    return out
 
 
 @dataclass
@@ -105,6 +142,7 @@ class _MapResult:
     n_disagree: int
     n_failed: int
     psi_w: float = float("nan")
+    entropic_observables: np.ndarray | None = None
 
 
 class Solver:
@@ -160,12 +198,9 @@ class Solver:
         self.module = module
         self.names = list(module.ORDER_PARAMETERS)
         self.conj_names = list(module.CONJUGATES)
-        self.p = self._parameters(parameters or {})
-        self.branch = branch or "free"
-        if self.branch != "free" and self.branch not in module.BRANCHES:
-            raise ParameterError("branch", f"unknown branch {branch!r}; choose from "
-                                           f"{['free', *module.BRANCHES]}")
-        pinned_fams = module.BRANCHES.get(self.branch, ())
+        self.p = parameter_vector(module, parameters)
+        self.branch = branch or FREE
+        pinned_fams = pinned(module, self.branch)  # raises on an unknown branch
         self.pinned = np.zeros(len(self.names), dtype=bool)
         for fam in pinned_fams:
             self.pinned[module.FAMILIES.get(fam, [])] = True
@@ -195,41 +230,21 @@ class Solver:
             raise ParameterError("rule", f"quadrature dimension must be {dim} for {module.MODEL}")
         if not 0 <= damping < 1:
             raise ParameterError("damping", f"must be in [0, 1), got {damping}")
+        validation.check_rule(self.integrator)
+        tol, max_iter = validation.tolerance(tol), validation.integer(max_iter, "max_iter", low=1)
         self.tol, self.max_iter, self.damping = tol, max_iter, damping
         self.anderson, self.prox_tol, self.verbose = anderson, prox_tol, verbose
         self._warm: np.ndarray | None = None
 
     # ------------------------------------------------------------ parameters
-    def _parameters(self, overrides: Mapping[str, float]) -> np.ndarray:
-        mod = self.module
-        p = dict(zip(mod.PARAMETERS, mod.DEFAULTS))
-        for k, v in overrides.items():
-            if k not in p:
-                raise ParameterError(k, f"unknown parameter of model {mod.MODEL}; known: {list(p)}")
-            v = float(v)
-            if not math.isfinite(v):
-                raise ParameterError(k, f"must be finite, got {v}")
-            p[k] = v
-        arr = np.array([p[k] for k in mod.PARAMETERS], dtype=float)
-        vals = np.atleast_1d(mod.parameter_checks(arr))
-        for (name, message, op), v in zip(mod.CONSTRAINTS, vals):
-            ok = {"==": abs(v) <= 1e-9, ">=": v >= -1e-12, "<=": v <= 1e-12, ">": v > 0, "<": v < 0}[op]
-            if not ok:
-                raise ParameterError(name, message)
-        for k, (lo, hi) in mod.DOMAINS.items():
-            if (lo is not None and p[k] < lo) or (hi is not None and p[k] > hi):
-                rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-                raise ParameterError(k, f"must be {rng}, got {p[k]}")
-        return np.array([p[k] for k in mod.PARAMETERS], dtype=float)
-
     def _branch_symmetries(self) -> tuple[tuple[int, ...], ...]:
         """Sign flips of ``z`` (module ``SYMMETRIES``) valid on this branch: those whose
         families are pinned to zero (or are not order parameters of the model)."""
         mod = self.module
-        pinned = set(mod.BRANCHES.get(self.branch, ()))
+        own = set(pinned(mod, self.branch))
         out = []
         for fams, idx in getattr(mod, "SYMMETRIES", ()):
-            if all(f in pinned or f not in mod.FAMILIES for f in fams):
+            if all(f in own or f not in mod.FAMILIES for f in fams):
                 out.append(tuple(idx))
         return tuple(out)
 
@@ -313,13 +328,13 @@ class Solver:
         grad[self.pinned] = 0.0
         xhat = np.asarray(self.module.energetic_update(grad, alpha), dtype=float)
         xhat[self.pinned] = 0.0  # conjugate entries are paired one-to-one with order entries
-        x_new, psi_w = self.entropic(xhat)
+        x_new, psi_w, ent_obs = self._entropic(xhat)
         x_new[self.pinned] = 0.0
         if not np.all(np.isfinite(x_new)):
             raise InvalidStateError("entropic_update", "produced a non-finite state "
                                     "(is lambda + A positive definite?)",
                                     dict(zip(self.conj_names, xhat.tolist())))
-        return _MapResult(x_new, xhat, avg.psi_y, avg.state, avg.n_disagree, avg.n_failed, psi_w)
+        return _MapResult(x_new, xhat, avg.psi_y, avg.state, avg.n_disagree, avg.n_failed, psi_w, ent_obs)
 
     def entropic(self, xhat: np.ndarray) -> tuple[np.ndarray, float]:
         """Order parameters from conjugates, and ``Psi_w`` (``nan`` when it has a closed form).
@@ -329,9 +344,14 @@ class Solver:
         ``grad Psi_w = -E[dB/dxhat at w = prox]`` over the entropic rule, the prox in
         closed form when the module has one, by damped Newton otherwise.
         """
+        x, psi_w, _ = self._entropic(xhat)
+        return x, psi_w
+
+    def _entropic(self, xhat: np.ndarray) -> tuple[np.ndarray, float, np.ndarray | None]:
+        """:meth:`entropic` and the entropic observables at the entropic minimiser (None without)."""
         mod = self.module
         if self.entropic_rule is None:
-            return np.asarray(mod.entropic_update(xhat, self.p), dtype=float), float("nan")
+            return np.asarray(mod.entropic_update(xhat, self.p), dtype=float), float("nan"), None
         vals = np.atleast_1d(mod.entropic_validity(xhat, self.p))
         bad = ~(vals > 0)
         if bad.any():
@@ -346,27 +366,30 @@ class Solver:
                 w = prox(_EntropicView(mod), nodes, xhat, self.p, tol=self.prox_tol).h
             value = mod.entropic_bracket(w, nodes, xhat, self.p)
             G = mod.entropic_parameter_gradient(w, nodes, xhat, self.p)
+            obs = None
+            if getattr(mod, "ENTROPIC_OBSERVABLES", ()):
+                obs = np.asarray(mod.entropic_observables(w, nodes, xhat, self.p), dtype=float) @ weights
         x = np.asarray(mod.entropic_from_gradient(-(G @ weights), self.p), dtype=float)
-        return x, -float(value @ weights)
+        return x, -float(value @ weights), obs
 
     # ------------------------------------------------------------ iteration
+    @explained_failures
     def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None) -> FixedPoint:
-        """Iterate to the fixed point at sample complexity ``alpha`` (from ``x0`` if given)."""
-        if not (isinstance(alpha, (int, float, np.floating)) and math.isfinite(alpha)) or alpha < 0:
-            raise ParameterError("alpha", f"must be a finite number >= 0, got {alpha}")
+        """Iterate to the fixed point at sample complexity ``alpha`` (from ``x0`` if given).
+
+        Returns a converged :class:`FixedPoint` or raises :class:`ConvergenceError` /
+        :class:`InvalidStateError` naming the point, the iterations and the residual.
+        """
+        alpha = validation.sample_complexity(alpha)
         t0 = time.perf_counter()
-        if x0 is None:
-            x = self.initial_state()
-        elif isinstance(x0, Mapping):
-            x = np.array([float(x0[n]) for n in self.names])
-        else:
-            x = np.array(x0, dtype=float)
+        x = self.initial_state() if x0 is None else validation.state_vector(x0, self.names)
         x[self.pinned] = 0.0
         self.check_state(x)
         free = self.free
         hist_x: list[np.ndarray] = []
         hist_g: list[np.ndarray] = []
         residuals: list[float] = []
+        self._residuals = residuals  # read by replica.convergence when the solve fails
         # A continuation (x0 given) starts from the minimisers of the previous solve, with warm
         # starts only; a cold solve from every start. Convergence is always confirmed with
         # every start (below), so the answer does not depend on this choice.
@@ -474,7 +497,7 @@ class Solver:
         """
         base = self.initial_state()
         qidx = [i for i in self.module.SYMMETRIC_DIAGONAL if self.names[i].startswith("q")]
-        mt = [i for f in ("m", "theta") for i in self.module.FAMILIES.get(f, [])]
+        mt = [i for f in PINNABLE for i in self.module.FAMILIES.get(f, [])]
         found: list[FixedPoint] = []
         error: Exception | None = None
         for qs, ms in spread:
@@ -501,23 +524,25 @@ class Solver:
         return best
 
     def _branch_notes(self, fp: FixedPoint) -> list[str]:
-        """Flag a branch that has merged into the agnostic one (its defining overlap ~ 0)."""
-        if self.branch == "free":
+        """Flag a branch that has merged into a smaller one (a family it leaves free is ~ 0)."""
+        if self.branch == FREE:
             return []
         mod = self.module
-        pinned = set(mod.BRANCHES.get(self.branch, ()))
+        own = set(pinned(mod, self.branch))
         x = fp.x
         q = np.array([x[i] for i in mod.SYMMETRIC_DIAGONAL if self.names[i].startswith("q")])
         scale = math.sqrt(max(float(np.mean(q)), 1e-300)) if q.size else 1.0
         notes = []
-        for fam in ("m", "theta"):
+        for fam in PINNABLE:
             idx = mod.FAMILIES.get(fam, [])
-            if fam in pinned or not idx:
+            if fam in own or not idx:
                 continue
             size = float(np.max(np.abs(x[idx]))) / scale
             if size < 0.05:
+                target = branch_pinning(mod, own | {fam})
+                where = f"the {target} one" if target else f"on the subspace {fam} = 0"
                 notes.append(f"{fam} is {size:.1e} of sqrt(q): this {self.branch} fixed point is (within "
-                             f"quadrature accuracy) the agnostic one; the {self.branch} branch itself may "
+                             f"quadrature accuracy) {where}; the {self.branch} branch itself may "
                              "not exist at this alpha (see 'replica phase' for its end)")
         return notes
 
@@ -620,8 +645,8 @@ class Solver:
             if self._admissible(y):
                 return y
             beta *= 0.5
-        raise InvalidStateError("damped step", "no admissible step along the fixed-point direction",
-                                dict(zip(self.names, x.tolist())))
+        raise InvalidStateError("state", "every damped step along the fixed-point direction (shortened 30 "
+                                "times) leaves the admissible domain", dict(zip(self.names, x.tolist())))
 
     def _next(self, x, g, hist_x, hist_g, residuals) -> np.ndarray:
         """Anderson (type II) step with safeguards; damped step otherwise."""
@@ -653,7 +678,6 @@ class Solver:
         psi_t = float(mod.trace_potential(x, xhat))
         psi_w = res.psi_w if self.entropic_rule is not None else float(mod.entropic_potential(xhat, self.p))
         phi = psi_t + psi_w + alpha * res.psi_y
-        eps, eps_err = self.test_error(x)
         # Quadrature error estimate: residual of this state under the companion rule.
         qres = float("nan")
         if self.error_estimate:
@@ -663,13 +687,21 @@ class Solver:
             except InvalidStateError:
                 pass
         x_rep, xh_rep = self._fix_signs(x, xhat)
+        # the observables of the reported state (sign convention applied)
+        values, errors = self.test_observables(x_rep)
+        ent = res.entropic_observables
+        if ent is not None and not np.array_equal(xh_rep, xhat):
+            ent = self._entropic(xh_rep)[2]
+        for name, v in zip(getattr(mod, "ENTROPIC_OBSERVABLES", ()), () if ent is None else ent):
+            values[name], errors[name] = float(v), float("nan")
         return FixedPoint(
             model=mod.MODEL, branch=self.branch, alpha=float(alpha), parameters=self.parameter_dict,
             order=dict(zip(self.names, x_rep.tolist())), conjugates=dict(zip(self.conj_names, xh_rep.tolist())),
-            phi=phi, psi_t=psi_t, psi_w=psi_w, psi_y=res.psi_y, eps_g=eps, eps_g_error=eps_err,
-            train_loss=-phi, converged=True, iterations=it, residual=residuals[-1], residuals=residuals,
-            quadrature=self.integrator.describe(), quadrature_residual=qres,
-            prox_disagree=res.n_disagree, prox_failed=res.n_failed)
+            phi=phi, psi_t=psi_t, psi_w=psi_w, psi_y=res.psi_y, eps_g=values["eps_g"],
+            eps_g_error=errors["eps_g"], train_loss=-phi, tol=self.tol, iterations=it, residual=residuals[-1],
+            residuals=residuals, quadrature=self.integrator.describe(), quadrature_residual=qres,
+            prox_disagree=res.n_disagree, prox_failed=res.n_failed, observables=values, observable_errors=errors,
+            admissible=self._admissible(x) and bool(np.all(np.isfinite(xhat))))
 
     def _fix_signs(self, x: np.ndarray, xhat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Flip ``m`` / ``theta`` (and conjugates) to the sign convention ``m, theta >= 0``."""
@@ -684,20 +716,32 @@ class Solver:
     def test_error(self, x: np.ndarray, estimate: bool = True) -> tuple[float, float]:
         """``eps_g = E l(m + g, h*)`` (no proximal step) and a two-order error estimate
         (``nan`` when ``estimate`` is false)."""
+        values, errors = self.test_observables(x, estimate)
+        return values["eps_g"], errors["eps_g"]
+
+    def test_observables(self, x: np.ndarray, estimate: bool = True) -> tuple[dict[str, float], dict[str, float]]:
+        """Every test-point observable (module ``TEST_OBSERVABLES``, ``eps_g`` first) at state
+        ``x`` on the test rule, and a two-order error estimate of each (``nan`` when ``estimate``
+        is false)."""
         x = np.asarray(x, dtype=float)
+        names = self.module.TEST_OBSERVABLES
         fine = self._test_average(*fold_nodes(self.test_rule.nodes, self.test_rule.weights,
                                               self.symmetries), x)
         if not estimate:
-            return fine, float("nan")
-        comp = _companion(self.test_rule)
-        return fine, abs(fine - self._test_average(*fold_nodes(comp.nodes, comp.weights,
-                                                               self.symmetries), x))
+            err = np.full(len(names), np.nan)
+        else:
+            comp = _companion(self.test_rule)
+            err = np.abs(fine - self._test_average(*fold_nodes(comp.nodes, comp.weights, self.symmetries), x))
+        return dict(zip(names, fine.tolist())), dict(zip(names, err.tolist()))
 
-    def _test_average(self, nodes: np.ndarray, weights: np.ndarray, x: np.ndarray) -> float:
-        if resolve_backend(self.module, self.backend) == "numba":
-            return float(compiled(self.module).node_test_average(nodes, weights, x, self.p))
+    def _test_average(self, nodes: np.ndarray, weights: np.ndarray, x: np.ndarray) -> np.ndarray:
+        mod = self.module
+        if resolve_backend(mod, self.backend) == "numba":
+            out = np.zeros(mod.N_OBSERVABLES)
+            compiled(mod).node_test_average(nodes, weights, x, self.p, out)
+            return out
         with np.errstate(over="ignore", under="ignore"):
-            return float(self.module.test_loss(nodes, x, self.p) @ weights)
+            return np.asarray(mod.test_observables(nodes, x, self.p), dtype=float) @ weights
 
 
 def default_test_rule(dim: int) -> QuadratureRule:
@@ -726,47 +770,6 @@ def _companion(rule: QuadratureRule) -> QuadratureRule:
             _COMPANIONS.clear()
         _COMPANIONS[id(rule)] = hit
     return hit[1]
-
-
-def linear_baseline(module: ModuleType, parameters: Mapping[str, float] | None = None,
-                    order: int = 40) -> tuple[float, float]:
-    """``eps_g^lin = 1/2 sum_{l,k} rho_bar_k Var[T(h*)_{lk}]`` with ``h*_l ~ N(0, rho_l)`` (Result 5.1).
-
-    Returns the value and a two-order quadrature error estimate. Needs a model with a target.
-    """
-    if not getattr(module, "HAS_TARGET", False):
-        raise ParameterError("model", f"{module.MODEL} declares no target T(h*); no linear baseline")
-    solver = Solver(module, parameters)
-    p = solver.p
-    L = module.L
-    dim = L * module.R_T
-
-    def value(n: int) -> float:
-        rule = gauss_hermite(dim, n) if dim <= 4 else default_rule(dim, "high")
-        with np.errstate(over="ignore", under="ignore"):
-            T = module.target_entries(rule.nodes, p).reshape(L, L, -1)
-        mean = T @ rule.weights
-        var = ((T - mean[..., None]) ** 2) @ rule.weights
-        rb = np.asarray(module.rho_bar(p))
-        return float(0.5 * np.sum(var * rb[None, :]))
-
-    def value_labelled(n: int) -> float:
-        # Token clusters: conditionally on the labels c, the risk of B is
-        # 1/2 sum_{l,k} rho_bar_{k c_k} (T - B)_{lk}^2, so B_lk = E[rho_bar_k T_lk] / E[rho_bar_k]
-        # and eps = 1/2 sum_{l,k} E[rho_bar_k (T_lk - B_lk)^2] (expectations over c and h*).
-        values, probs = label_law(module, p)
-        rule = gauss_hermite(dim, n) if dim <= 4 else default_rule(dim, "high")
-        nodes = with_labels(rule, values, probs)
-        with np.errstate(over="ignore", under="ignore"):
-            T = module.target_entries(nodes.nodes, p).reshape(L, L, -1)
-        rb = np.asarray(module.token_rho_bar(nodes.nodes[dim:], p)).reshape(L, -1)   # (k, N)
-        w = nodes.weights
-        B = (T * rb[None]) @ w / (rb @ w)[None, :]
-        return float(0.5 * np.sum(((T - B[..., None]) ** 2 * rb[None]) @ w))
-
-    value_fn = value_labelled if label_law(module, p) is not None else value
-    fine = value_fn(order)
-    return fine, abs(fine - value_fn(max(4, order * 2 // 3)))
 
 
 def solve(module: ModuleType, alpha: float, branch: str | None = None,

@@ -29,6 +29,11 @@ def _quiet_overflow():
 
 
 def pytest_configure(config):
+    # A stale committed generated module must fail loudly here, not be rewritten under the drift
+    # tests (replica.freshness); the CLI subprocesses the tests start inherit this.
+    import os as _os
+
+    _os.environ["REPLICA_FROZEN_TREE"] = "1"
     # CI (CI=true) also runs the slow checks: the whole suite took 21 min on 2 cores from a fresh clone, well inside
     # CI's 90. Locally the default stays fast (addopts: -m 'not slow'); an explicit -m wins.
     import os

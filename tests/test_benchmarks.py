@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from benchmarks.notebook_baseline import fixed_point_update
+from replica.applications.attention.paper import PAPER_A
 from replica.quadrature import gauss_hermite
 from replica.solver import Solver
 
-PARAMS = dict(omega=0.3, sigma=0.5, lam=0.01, A=[[0.6, 0.4], [0.4, 0.6]])
+PARAMS = dict(omega=0.3, sigma=0.5, lam=0.01, A=[list(row) for row in PAPER_A])
 
 
 @pytest.mark.parametrize("branch, x, alpha", [

@@ -15,7 +15,7 @@ import pytest
 
 from replica.errors import ParameterError
 from replica.integrators import QuadratureIntegrator, fold_nodes
-from replica.kernels import numba_available
+from replica.compiled import compiled, numba_available
 from replica.prox import prox
 from replica.quadrature import gauss_hermite, smolyak
 from replica.solver import Solver
@@ -82,6 +82,7 @@ def test_node_functions_match_numpy_functions(request, model):
     G = module.bracket_parameter_gradient(h, z, x, p)
     starts = module.prox_starts(z, x, p)
     tl = module.test_loss(z, x, p)
+    obs = module.test_observables(z, x, p)
     for j in range(z.shape[1]):
         c = np.empty(max(module.N_CONSTANTS, 1))
         module.node_constants(z[:, j], x, p, c)
@@ -95,11 +96,16 @@ def test_node_functions_match_numpy_functions(request, model):
         sj = np.empty(module.N_STARTS * D)
         module.node_starts(z[:, j], x, p, sj)
         np.testing.assert_allclose(sj, np.broadcast_to(starts[:, j], sj.shape), rtol=1e-12, atol=1e-14)
-        assert module.node_test_loss(z[:, j], x, p) == pytest.approx(tl[j], rel=1e-12, abs=1e-14)
+        oj = np.empty(module.N_OBSERVABLES)
+        module.node_test_observables(z[:, j], x, p, oj)
+        np.testing.assert_allclose(oj, obs[:, j], rtol=1e-12, atol=1e-14)
+        assert oj[0] == pytest.approx(tl[j], rel=1e-12, abs=1e-14)  # eps_g first: the test loss
 
 
 def test_generic_kernel_matches_numpy_prox(attention):
-    """The fused kernel's algorithm, run as plain Python on a few nodes, against prox()."""
+    """The generic kernels of replica.kernels, assembled with the model's leaves into a unit run as
+    plain Python (no numba) on a few nodes, against the numpy prox()."""
+    unit = compiled(attention, jit=False)
     rule = gauss_hermite(4, 4)
     z, w = rule.nodes[:, ::7].copy(), rule.weights[::7].copy()
     p = np.array(attention.DEFAULTS, dtype=float)
@@ -109,16 +115,20 @@ def test_generic_kernel_matches_numpy_prox(attention):
         N = z.shape[1]
         h_out, failed, grad = np.empty((attention.PROX_DIM, N)), np.zeros(N, bool), np.zeros(4)
         with np.errstate(all="ignore"):
-            psi, n_dis, n_fail = attention.node_prox_average(
+            psi, n_dis, n_fail = unit.node_prox_average(
                 z, w, np.zeros((2, 1)), False, attention.N_STARTS, x, p, 1e-12, 50, 1e-6, h_out, failed, grad)
         assert n_fail == 0 and not failed.any()
         np.testing.assert_allclose(h_out, ref.h, atol=1e-7)
         assert psi == pytest.approx(ref.value @ w, rel=1e-12)
         np.testing.assert_allclose(grad, G @ w, rtol=1e-6, atol=1e-9)
         # warm start from the solution: one Newton evaluation per start, same answer
-        psi2, _, _ = attention.node_prox_average(z, w, h_out.copy(), True, 1, x, p, 1e-12, 50, 1e-6,
-                                                 h_out, failed, grad)
+        psi2, _, _ = unit.node_prox_average(z, w, h_out.copy(), True, 1, x, p, 1e-12, 50, 1e-6,
+                                            h_out, failed, grad)
         assert psi2 == pytest.approx(psi, rel=1e-12)
+        # the test-point average of the observables (eps_g first)
+        out = np.zeros(attention.N_OBSERVABLES)
+        unit.node_test_average(z, w, x, p, out)
+        np.testing.assert_allclose(out, attention.test_observables(z, x, p) @ w, rtol=1e-12)
 
 
 def test_backend_argument_is_validated(attention):

@@ -1,4 +1,5 @@
-"""Phase analysis (replica.phase): branches, spinodals, alpha_c, eps_lin, alpha_l, cache, CLI, figures.
+"""Phase analysis of the attention study (replica.phase through replica.applications.attention): branches,
+spinodals, alpha_c, eps_lin, alpha_l, cache, CLI, figures.
 
 Fast tests use a coarse quadrature (gh:8, the settings of ``replica figures --quick``) and one
 on-disk cache shared by the whole module, so the CLI and figure tests mostly read points
@@ -16,18 +17,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from replica.applications.attention.figures import quick_config
+from replica.applications.attention.paper import PAPER_A as _PAPER_A, SECOND_A as _SECOND_A
+from replica.applications.attention.phase import phase_point, phase_points
 from replica.cache import PointCache, cache_key
-from replica.figures import quick_config
-from replica.phase import (BranchFollower, SolverSettings, StepControl, follow_branch, linear_baseline_error,
-                           phase_point, phase_points)
+from replica.phase import BranchFollower, SolverSettings, StepControl, follow_branch, linear_baseline_error
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = quick_config()
 # exactly the settings of `replica figures --quick`, so that its phase points come from the cache
 KW = dict(alpha_min=QUICK.alpha_min, alpha_max=QUICK.alpha_max, settings=QUICK.settings, steps=QUICK.steps,
           xtol=QUICK.xtol, branches=("semantic", "positional"))
-PAPER_A = np.array([[0.6, 0.4], [0.4, 0.6]])
-SECOND_A = np.array([[0.3, 0.7], [0.8, 0.2]])
+PAPER_A = np.array(_PAPER_A)
+SECOND_A = np.array(_SECOND_A)
 
 
 @pytest.fixture(scope="module")
@@ -204,18 +206,22 @@ def test_solver_points_are_cached_and_corruption_ignored(attention, tmp_path):
 def test_parallel_phase_points_from_cache(attention, cache_dir, results):
     tasks = [dict(KW, omega=0.3, early_stop=False), dict(KW, omega=0.1, early_stop=True)]
     out = phase_points(attention, tasks, jobs=2, cache=PointCache(cache_dir))
-    assert [r.omega for r in out] == [0.3, 0.1]
+    assert [r.parameters["omega"] for r in out] == [0.3, 0.1]
     assert out[0].alpha_c.value == pytest.approx(results[0.3].alpha_c.value, abs=1e-9)
     assert out[1].alpha_l.value == pytest.approx(results[0.1].alpha_l.value, abs=1e-9)
     assert out[0].solves == 0 and out[0].cached > 0
 
 
 # --------------------------------------------------------------------------- CLI
+def _no_nan(token):
+    raise ValueError(f"non-standard JSON token {token}")
+
+
 def test_phase_cli_json(results, cache_dir):
     res = run_cli("phase", "attention", "--omega", "0.3", "--alpha-max", "3", "--quadrature", "gh:8", "--tol",
                   "1e-7", "--branches", "semantic,positional", "--cache", str(cache_dir), "--json")
     assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
+    out = json.loads(res.stdout, parse_constant=_no_nan)  # strict JSON: no NaN tokens
     for key in ("alpha_c", "alpha_l", "eps_lin", "spinodals", "curves", "alpha_c_reason", "alpha_l_reason"):
         assert key in out, key
     assert set(out["curves"]) == {"semantic", "positional"}
@@ -282,7 +288,7 @@ def test_figures_quick(cache_dir, results, tmp_path):
         with open(csv_path) as fh:
             rows = list(csv.reader(fh))
         assert len(rows) > 1, stem
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text(), parse_constant=_no_nan)
     th = {(tuple(t["A"]), t["omega"]): t for t in summary["thresholds"]}
     t = th[((0.6, 0.4, 0.4, 0.6), 0.3)]
     assert t["alpha_c"] == pytest.approx(results[0.3].alpha_c.value, abs=5e-3)
@@ -296,7 +302,7 @@ def test_figures_quick(cache_dir, results, tmp_path):
 @pytest.mark.slow
 def test_phase_diagram_default_quadrature(attention, tmp_path):
     """alpha_l > alpha_c and alpha_c increasing over the paper's omega range (figures' defaults)."""
-    from replica.figures import FigureConfig
+    from replica.applications.attention.figures import FigureConfig
 
     cfg = FigureConfig()
     kw = dict(alpha_min=cfg.alpha_min, alpha_max=cfg.alpha_max, settings=cfg.settings, steps=cfg.steps,
@@ -323,8 +329,8 @@ def test_solver_settings_rule_per_branch(attention):
 
 # --------------------------------------------------------------------------- fast thresholds path
 def test_thresholds_only_agrees_with_continuation(attention, results, cache_dir):
-    """replica.thresholds (a few root-finder solves) gives the continuation's alpha_c, alpha_l."""
-    from replica.thresholds import thresholds
+    """The fast thresholds path (a few root-finder solves) gives the continuation's alpha_c, alpha_l."""
+    from replica.applications.attention.phase import thresholds
 
     kw = {k: v for k, v in KW.items() if k != "branches"}
     # at small omega the positional sector holds nearly degenerate solutions (Phi within ~1e-6 under
@@ -344,7 +350,7 @@ def test_thresholds_only_agrees_with_continuation(attention, results, cache_dir)
 
 def test_thresholds_null_with_reason(attention, cache_dir):
     """No transition below alpha_max = 1 at omega = 0.3: null with the continuation's reason."""
-    from replica.thresholds import thresholds
+    from replica.applications.attention.phase import thresholds
 
     kw = {k: v for k, v in KW.items() if k != "branches"}
     r = thresholds(attention, 0.3, cache=PointCache(cache_dir), **dict(kw, alpha_max=1.0))
@@ -355,11 +361,11 @@ def test_thresholds_null_with_reason(attention, cache_dir):
 
 
 def test_thresholds_diagram_runs_and_cli(attention, results, cache_dir):
-    from replica.thresholds import thresholds_diagram
+    from replica.applications.attention.phase import thresholds_diagram
 
     kw = {k: v for k, v in KW.items() if k != "branches"}
     out = thresholds_diagram(attention, [0.3, 0.25], jobs=2, **kw)
-    assert [r.omega for r in out] == [0.3, 0.25]
+    assert [r.parameters["omega"] for r in out] == [0.3, 0.25]
     assert out[0].alpha_c.value == pytest.approx(results[0.3].alpha_c.value, abs=1e-3)
     assert out[1].alpha_c.value < out[0].alpha_c.value < out[0].alpha_l.value
     res = run_cli("phase", "attention", "--omega", "0.3", "--alpha-max", "3", "--quadrature", "gh:8", "--tol",
@@ -373,8 +379,8 @@ def test_thresholds_diagram_runs_and_cli(attention, results, cache_dir):
 @pytest.mark.slow
 def test_thresholds_reproduce_phase_table(attention):
     """Every omega of docs/phase.md (GH 12, figures' settings) against the continuation, to 1e-3."""
-    from replica.figures import FigureConfig
-    from replica.thresholds import thresholds_diagram
+    from replica.applications.attention.figures import FigureConfig
+    from replica.applications.attention.phase import thresholds_diagram
 
     cfg = FigureConfig()
     kw = dict(alpha_min=cfg.alpha_min, alpha_max=cfg.alpha_max, settings=cfg.settings, steps=cfg.steps,
@@ -384,5 +390,6 @@ def test_thresholds_reproduce_phase_table(attention):
     ref = phase_points(attention, [dict(kw, omega=w, early_stop=True, branches=("semantic", "positional"))
                                    for w in omegas], jobs=2)
     for f, r in zip(fast, ref):
-        assert f.alpha_c.value == pytest.approx(r.alpha_c.value, abs=1e-3), (f.omega, f.alpha_c, r.alpha_c)
-        assert f.alpha_l.value == pytest.approx(r.alpha_l.value, abs=1e-3), (f.omega, f.alpha_l, r.alpha_l)
+        w = f.parameters["omega"]
+        assert f.alpha_c.value == pytest.approx(r.alpha_c.value, abs=1e-3), (w, f.alpha_c, r.alpha_c)
+        assert f.alpha_l.value == pytest.approx(r.alpha_l.value, abs=1e-3), (w, f.alpha_l, r.alpha_l)

@@ -7,18 +7,25 @@ from types import ModuleType
 
 import numpy as np
 
+from .. import validation
+from ..applications.attention import cli as attention_cli
 from ..errors import ParameterError
 from ..integrators import from_spec
 
+#: the most fixed-point iterations a command accepts (a point needing more will not converge)
+MAX_ITER = 100_000
+#: shortcut flags for parameter names many models declare (any other: --param NAME=VALUE)
+COMMON_PARAMETERS = {"sigma": "token standard deviation (Sigma = sigma^2 I)",
+                     "lam": "l2 regularization strength lambda >= 0"}
+
 
 def add_parameter_flags(p: argparse.ArgumentParser) -> None:
-    """``--omega --sigma --lam --A`` (paper defaults) and a generic ``--param NAME=VALUE``."""
+    """``--param NAME=VALUE`` for any declared parameter, shortcuts ``--sigma --lam``, and the
+    attention study's ``--omega --A`` (:mod:`replica.applications.attention.cli`)."""
     g = p.add_argument_group("model parameters (defaults: the model's declaration, for attention the paper's)")
-    g.add_argument("--omega", type=float, help="positionality of the target, in [0, 1]")
-    g.add_argument("--sigma", type=float, help="token standard deviation (Sigma = sigma^2 I)")
-    g.add_argument("--lam", type=float, help="l2 regularization strength lambda >= 0")
-    g.add_argument("--A", dest="A", type=str,
-                   help="positional target matrix, L*L comma-separated row-major entries, rows summing to 1")
+    attention_cli.add_flags(g)
+    for name, text in COMMON_PARAMETERS.items():
+        g.add_argument(f"--{name}", type=float, help=text)
     g.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="any other declared parameter (repeatable)")
 
@@ -28,46 +35,57 @@ def add_numeric_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("numerics")
     g.add_argument("--quadrature", default=None, metavar="RULE",
                    help="energetic average: fast|default|high or gh:N, smolyak:N, sobol:LOG2N (rules); "
-                        "preint[:fast|default|high] (jump-aware pre-integration); auto (GH on the "
-                        "semantic branch, pre-integration elsewhere)")
-    g.add_argument("--tol", type=float, default=1e-8, help="relative residual at convergence (default 1e-8)")
+                        "preint[:fast|default|high] (jump-aware pre-integration); auto (Gauss-Hermite "
+                        "where the branch has a mirror symmetry, e.g. attention's semantic branch; "
+                        "pre-integration elsewhere)")
+    g.add_argument("--tol", type=float, default=1e-8,
+                   help=f"relative residual at convergence, in [{validation.MIN_TOL:g}, {validation.MAX_TOL:g}] "
+                        "(default 1e-8)")
     g.add_argument("--max-iter", type=int, default=500, help="maximum fixed-point iterations")
     g.add_argument("--verbose", action="store_true", help="print the residual of every iteration")
 
 
+def check_numeric_args(args: argparse.Namespace) -> None:
+    """``--tol`` and ``--max-iter`` (when the command has them), before any work starts."""
+    if getattr(args, "tol", None) is not None:
+        validation.tolerance(args.tol, "tol")
+    if getattr(args, "max_iter", None) is not None:
+        validation.integer(args.max_iter, "max-iter", low=1, high=MAX_ITER)
+
+
 def parameters_from_args(module: ModuleType, args: argparse.Namespace) -> dict[str, float]:
-    """Collect parameter overrides, naming the offending flag on error."""
+    """Collect parameter overrides, naming the offending flag on error.
+
+    A parameter given twice (``--omega 0.5 --param omega=0.3``, or two ``--param`` with
+    different values) is an error, not a silent choice.
+    """
     names = set(module.PARAMETERS)
-    out: dict[str, float] = {}
-    for flag in ("omega", "sigma", "lam"):
+    out, given = attention_cli.parameters(module, args)  # given: parameter -> the flag that set it
+    for flag in COMMON_PARAMETERS:
         v = getattr(args, flag, None)
         if v is None:
             continue
         if flag not in names:
             raise ParameterError(flag, f"model {module.MODEL} has no parameter {flag!r}")
         out[flag] = v
-    if getattr(args, "A", None) is not None:
-        L = module.L
-        try:
-            vals = [float(v) for v in args.A.split(",")]
-        except ValueError:
-            raise ParameterError("A", f"expected comma-separated numbers, got {args.A!r}") from None
-        if len(vals) != L * L:
-            raise ParameterError("A", f"needs L*L = {L * L} entries (row-major), got {len(vals)}")
-        for i in range(L):
-            for j in range(L):
-                key = f"A_{i + 1}{j + 1}"
-                if key not in names:
-                    raise ParameterError("A", f"model {module.MODEL} has no positional matrix A")
-                out[key] = vals[i * L + j]
+        given[flag] = f"--{flag} {v:g}"
     for item in getattr(args, "param", []) or []:
         name, sep, value = item.partition("=")
         if not sep:
             raise ParameterError("param", f"expected NAME=VALUE, got {item!r}")
+        name = name.strip()
         try:
-            out[name.strip()] = float(value)
+            v = float(value)
         except ValueError:
-            raise ParameterError(name.strip(), f"not a number: {value!r}") from None
+            raise ParameterError(name, f"not a number: {value!r}") from None
+        if name in given and out[name] != v:
+            raise ParameterError(name, f"given twice with different values ({given[name]} and --param {item}); "
+                                       "give it once")
+        if name not in names:
+            raise ParameterError(name, f"model {module.MODEL} has no parameter {name!r}; it has "
+                                       f"{list(module.PARAMETERS)}")
+        out[name] = v
+        given.setdefault(name, f"--param {item}")
     for k, v in out.items():
         if not math.isfinite(v):
             raise ParameterError(k, f"must be finite, got {v}")

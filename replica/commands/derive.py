@@ -3,10 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-import sympy as sp
-
-from ..derivation import Derivation
-from ..latex import write_latex
+from ..outputs import check_output_file
 from ..registry import DERIVATIONS_DIR, canonical, load_model
 
 
@@ -24,6 +21,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The symbolic pipeline is imported here, not at the top: every other command starts
+    # without sympy (0.5 s), since the CLI builds all subcommand parsers.
+    import sympy as sp
+
+    from ..derivation import Derivation
+    from ..latex import write_latex
+
+    for flag in ("latex", "markdown"):  # before deriving and printing, not after
+        if getattr(args, flag):
+            check_output_file(getattr(args, flag), flag)
     model = load_model(args.model)
     d = Derivation(model)
     print(f"# {model.name}: {model.description}")

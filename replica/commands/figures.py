@@ -7,6 +7,7 @@ import sys
 from dataclasses import replace
 
 from ..errors import ParameterError
+from ..outputs import check_output_dir
 from ..progress import Progress
 from .phase import add_cache_flags, cache_from_args, check_jobs
 
@@ -23,7 +24,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                               "  replica figures --quick --out /tmp/fig\n"
                               "  python -m numerics.simulate sweep ... --out sim.csv && replica figures --sim sim.csv",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="figures", metavar="DIR", help="output directory (default figures/)")
+    p.add_argument("--out", default="figures", metavar="DIR",
+                   help="output directory (default figures/; created if its parent exists)")
     p.add_argument("--quick", action="store_true", help="coarse grids and quadrature (tests, CI)")
     p.add_argument("--sim", metavar="FILE", default=None,
                    help="overlay simulation points from a 'numerics.simulate sweep' CSV")
@@ -47,7 +49,7 @@ def _default_jobs() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..figures import FigureConfig, make_figures, quick_config
+    from ..applications.attention.figures import FigureConfig, make_figures, quick_config
     from ..integrators import from_spec
     from ..registry import load_module
 
@@ -62,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
         if args.dpi < 20 or args.dpi > 1200:
             raise ParameterError("dpi", f"must be in [20, 1200], got {args.dpi}")
         cfg = replace(cfg, dpi=args.dpi)
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise ParameterError("out", f"{args.out} exists and is not a directory")
+    check_output_dir(args.out, "out")  # before minutes of work, not after
     progress = Progress(label="replica figures: phase points", enabled=not args.quiet)
     try:
         data, pngs = make_figures(args.out, jobs=jobs, sim=args.sim, cache=cache_from_args(args),

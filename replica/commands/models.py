@@ -21,5 +21,11 @@ def run(args: argparse.Namespace) -> int:
         desc = model.description if model is not None else "(no 'model' defined)"
         alias = f" (alias: {aliases[name]})" if name in aliases else ""
         branches = ", ".join(model.branches) if model is not None and model.branches else "-"
-        print(f"{name}{alias}\n    {desc}\n    branches: {branches}")
+        extra = ""
+        if model is not None and model.transition:
+            extra += f"; transition: {model.transition[0]} (large alpha) vs {model.transition[1]}"
+        if model is not None and model.baseline:
+            extra += f"; baseline: {model.baseline}"
+        observables = ", ".join(o.name for o in model.observables) if model is not None else "-"
+        print(f"{name}{alias}\n    {desc}\n    branches: {branches}{extra}\n    observables: {observables}")
     return 0

@@ -1,22 +1,23 @@
-"""``replica phase MODEL --omega W ...``: branches, spinodals, alpha_c, eps_lin and alpha_l."""
+"""``replica phase MODEL ...``: branches, spinodals, alpha_c, the baseline and alpha_l of any model
+that declares branches (the pair compared: the model's declared transition, or ``--between``)."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 
+from .. import jsonio, validation
 from ..errors import ParameterError
-from ..phase import BRANCHES, SolverSettings, phase_point
 from ..progress import Progress
 from ..registry import load_module
-from .common import add_numeric_flags, add_parameter_flags, parameters_from_args, rule_from_args
+from .common import add_numeric_flags, add_parameter_flags, check_numeric_args, parameters_from_args, rule_from_args
 
 
 def add_cache_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cache and progress")
     g.add_argument("--cache", metavar="DIR", default=None,
-                   help="cache of solved points (default $REPLICA_CACHE or ~/.cache/replica)")
+                   help="cache of solved points (default $REPLICA_CACHE, else the user cache directory: "
+                        "$XDG_CACHE_HOME/replica or ~/.cache/replica on Linux)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     g.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
     g.add_argument("--quiet", action="store_true", help="no progress line on stderr")
@@ -29,27 +30,33 @@ def cache_from_args(args: argparse.Namespace):
 
 
 def check_jobs(args: argparse.Namespace) -> int:
-    if args.jobs is None or args.jobs < 1:
-        raise ParameterError("jobs", f"must be an integer >= 1, got {args.jobs}")
-    return args.jobs
+    """``--jobs``: an integer in [1, 1024]."""
+    return validation.integer(args.jobs, "jobs", low=1, high=1024)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("phase", help="follow the branches along alpha; alpha_c, alpha_l, spinodals",
-                       description="Follow the semantic, positional (and agnostic) branches of MODEL along "
-                                   "alpha by continuation, report where each ends (spinodals), the transition "
-                                   "alpha_c (Phi_sem = Phi_pos, root-found), the linear-baseline error eps_lin and "
-                                   "alpha_l (global-minimum eps_g = eps_lin, root-found). A threshold that does not "
+                       description="Follow the branches of MODEL along alpha by continuation, report where each "
+                                   "ends (spinodals), the transition alpha_c where the free entropies of a pair of "
+                                   "branches (HIGH, which wins at large alpha, and LOW) cross (root-found), the "
+                                   "model's baseline error eps_lin and alpha_l (global-minimum eps_g = eps_lin, "
+                                   "root-found). The pair is the model's declared transition (for attention: "
+                                   "semantic, positional) unless --between names one. A threshold that does not "
                                    "exist in [alpha-min, alpha-max] is null, with the reason.",
-                       epilog="example: replica phase attention --omega 0.3 --json",
+                       epilog="examples:\n  replica phase attention --omega 0.3 --json\n"
+                              "  replica phase attention --omega 0.3 --thresholds-only\n"
+                              "  replica phase my_model.py --between dense,sparse",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a declared model (e.g. 'attention') or a path to a .py file")
     add_parameter_flags(p)
     g = p.add_argument_group("range")
     g.add_argument("--alpha-min", type=float, default=0.1, help="smallest alpha (default 0.1)")
     g.add_argument("--alpha-max", type=float, default=4.0, help="largest alpha (default 4)")
-    g.add_argument("--branches", default=",".join(BRANCHES),
-                   help="comma-separated branches to follow (semantic and positional are always followed)")
+    g.add_argument("--between", default=None, metavar="HIGH,LOW",
+                   help="the pair of branches compared (default: the model's declared transition)")
+    g.add_argument("--branches", default=None,
+                   help="comma-separated branches to follow (default: every declared branch; the pair is "
+                        "always followed)")
     add_numeric_flags(p)
     p.set_defaults(max_iter=200)
     for action in p._actions:
@@ -71,42 +78,47 @@ def _fmt(v) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..phase import SolverSettings, phase_point  # the phase machinery (scipy), only for this command
+    from ..phase.common import resolve_pair
+
+    check_numeric_args(args)
     module = load_module(args.model)
     params = parameters_from_args(module, args)
     for name in ("alpha_min", "alpha_max"):
         v = getattr(args, name)
         if not math.isfinite(v) or v <= 0:
             raise ParameterError(name.replace("_", "-"), f"must be a finite number > 0, got {v}")
+        validation.sample_complexity(v, name.replace("_", "-"))
     if args.alpha_max <= args.alpha_min:
         raise ParameterError("alpha-max", f"must be larger than --alpha-min ({args.alpha_min}), got {args.alpha_max}")
-    missing = [b for b in ("semantic", "positional") if b not in module.BRANCHES]
-    if missing:
-        raise ParameterError("model", f"{module.MODEL} declares no {'/'.join(missing)} branch (it has "
-                                      f"{list(module.BRANCHES)}); a phase analysis needs semantic and positional")
-    branches = [b.strip() for b in args.branches.split(",") if b.strip()]
-    for b in branches:
-        if b not in module.BRANCHES:
-            raise ParameterError("branches", f"unknown branch {b!r}; {module.MODEL} has {list(module.BRANCHES)}")
-    if not (args.tol > 0):
-        raise ParameterError("tol", f"must be > 0, got {args.tol}")
-    if args.max_iter < 1:
-        raise ParameterError("max-iter", f"must be >= 1, got {args.max_iter}")
+    pair = None
+    if args.between is not None:
+        pair = tuple(b.strip() for b in args.between.split(",") if b.strip())
+    pair = resolve_pair(module, pair)
+    branches = None
+    if args.branches is not None:
+        branches = [b.strip() for b in args.branches.split(",") if b.strip()]
+        for b in branches:
+            if b not in module.BRANCHES:
+                raise ParameterError("branches", f"unknown branch {b!r}; {module.MODEL} has {list(module.BRANCHES)}")
     jobs = check_jobs(args)
     settings = SolverSettings(rule=rule_from_args(module, args), tol=args.tol, max_iter=args.max_iter)
     progress = Progress(label=f"replica phase {module.MODEL}", enabled=not args.quiet)
+    label = " ".join(f"{k}={v:g}" for k, v in params.items())
     try:
-        res = phase_point(module, parameters=params, alpha_min=args.alpha_min, alpha_max=args.alpha_max,
+        res = phase_point(module, params, pair=pair, alpha_min=args.alpha_min, alpha_max=args.alpha_max,
                           branches=branches, settings=settings, cache=cache_from_args(args), progress=progress,
-                          jobs=jobs, thresholds_only=args.thresholds_only)
+                          jobs=jobs, thresholds_only=args.thresholds_only, label=label)
     finally:
         progress.close()
     if args.json:
-        json.dump(res.to_dict(), sys.stdout, allow_nan=True)
+        jsonio.dump(res.to_dict(), sys.stdout)
         print()
         return 0
     print(f"{res.model}  " + "  ".join(f"{k}={v:g}" for k, v in res.parameters.items()))
     print(f"alpha in [{res.alpha_min:g}, {res.alpha_max:g}], {res.quadrature}, {res.solves} solves "
           f"({res.cached} cached), {res.seconds:.1f} s\n")
+    print(f"  pair: {res.pair[0]} (wins at large alpha) vs {res.pair[1]}; baseline: {res.baseline or 'none'}")
     print(f"  alpha_c = {_fmt(res.alpha_c.value):<10}  {res.alpha_c.reason}")
     print(f"  alpha_l = {_fmt(res.alpha_l.value):<10}  {res.alpha_l.reason}")
     print(f"  eps_lin = {res.eps_lin:.6g}")

@@ -2,12 +2,18 @@
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import sys
 
+from .. import jsonio, validation
 from ..registry import load_module
-from ..solver import Solver
-from .common import add_numeric_flags, add_parameter_flags, parameters_from_args, rule_from_args, token_one
+from ..solver import Solver, observable_dict
+from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, parameters_from_args,
+                     rule_from_args, token_one)
+
+#: why a number of ``replica solve --json`` can be null
+REASONS = {"quadrature_residual": "not computed: the companion rule's map is not defined at this state "
+                                  "(it leaves the admissible domain)"}
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -27,13 +33,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def result_dict(module, fp) -> dict:
-    """The JSON contract: token-1 q, m, theta, V (+ conjugates) and the observables."""
+    """The JSON contract: token-1 q, m, theta, V (+ conjugates), every declared observable with its
+    ``<name>_error`` (``eps_g`` first), and the solve's diagnostics."""
     out: dict = {}
     out.update(token_one(module, fp.order))
     out.update(token_one(module, fp.conjugates))
-    out.update(eps_g=fp.eps_g, train_loss=fp.train_loss, phi=fp.phi, converged=fp.converged,
+    out.update(observable_dict(fp))
+    out.update(train_loss=fp.train_loss, phi=fp.phi, converged=fp.converged, tol=fp.tol,
                iterations=fp.iterations, residual=fp.residual, alpha=fp.alpha, branch=fp.branch,
-               eps_g_error=fp.eps_g_error, quadrature=fp.quadrature,
+               quadrature=fp.quadrature,
                quadrature_residual=fp.quadrature_residual, psi_t=fp.psi_t, psi_w=fp.psi_w,
                psi_y=fp.psi_y, parameters=fp.parameters, order_parameters=fp.order,
                conjugate_parameters=fp.conjugates, seconds=fp.seconds, notes=fp.notes)
@@ -41,6 +49,8 @@ def result_dict(module, fp) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    validation.sample_complexity(args.alpha, "alpha")
+    check_numeric_args(args)
     module = load_module(args.model)
     solver = Solver(module, parameters_from_args(module, args), branch=args.branch,
                     rule=rule_from_args(module, args, args.branch, default="auto"), tol=args.tol,
@@ -50,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     fp = solver.solve_best(args.alpha)
     res = result_dict(module, fp)
     if args.json:
-        json.dump(res, sys.stdout)
+        jsonio.dump(res, sys.stdout, REASONS)
         print()
         return 0
     print(f"{module.MODEL}  branch={fp.branch}  alpha={fp.alpha:g}  "
@@ -61,10 +71,16 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n  {'order parameter':<{width + 17}}   conjugate")
     for (k, v), (kh, vh) in zip(fp.order.items(), fp.conjugates.items()):
         print(f"  {k:<{width}} = {v:>14.8g}   {kh:<{width}} = {vh:>14.8g}")
-    print(f"\n  eps_g      = {fp.eps_g:.8g}  (quadrature error ~ {fp.eps_g_error:.1e})")
-    print(f"  train_loss = {fp.train_loss:.8g}")
-    print(f"  phi        = {fp.phi:.8g}")
-    print(f"  quadrature residual (companion rule) = {fp.quadrature_residual:.1e}")
+    w = max(10, *(len(k) for k in fp.observables))
+    print()
+    for name, v in fp.observables.items():
+        err = fp.observable_errors.get(name, float("nan"))
+        print(f"  {name:<{w}} = {v:.8g}" + (f"  (quadrature error ~ {err:.1e})" if err == err else ""))
+    print(f"  {'train_loss':<{w}} = {fp.train_loss:.8g}")
+    print(f"  {'phi':<{w}} = {fp.phi:.8g}")
+    qres = fp.quadrature_residual
+    print("  quadrature residual (companion rule) = "
+          + (f"{qres:.1e}" if math.isfinite(qres) else REASONS["quadrature_residual"]))
     for note in fp.notes:
         print(f"\nnote: {note}")
     return 0

@@ -1,4 +1,4 @@
-"""The paper's theory figures (Cui et al. 2024, Figs. 2, 3 and 9) from :mod:`replica.phase`.
+"""The paper's theory figures (Cui et al. 2024, Figs. 2, 3 and 9) from the study's phase analysis.
 
 :func:`compute_figures` runs the phase analysis (few solves: continuation and root
 finding, in parallel processes over ``omega``) and :func:`write_figures` draws
@@ -18,7 +18,6 @@ Simulation points (the CSV of ``python -m numerics.simulate sweep``) can be over
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import time
@@ -28,21 +27,26 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .cache import PointCache
-from .errors import ParameterError
-from .phase import PhaseResult, SolverSettings, StepControl, phase_points
-from .progress import Progress
+from ... import jsonio
+from ...cache import PointCache
+from ...errors import ParameterError
+from ...outputs import check_output_dir, make_output_dir
+from ...phase import PhaseResult, SolverSettings, StepControl
+from ...progress import Progress
+from . import paper
+from .phase import phase_points
 
-#: the paper's positional matrix and the second example of its Appendix E.2 (Fig. 9)
-PAPER_A = (0.6, 0.4, 0.4, 0.6)
-SECOND_A = (0.3, 0.7, 0.8, 0.2)
+#: the paper's positional matrix and the second example of its Appendix E.2 (Fig. 9), row-major
+PAPER_A = tuple(v for row in paper.PAPER_A for v in row)
+SECOND_A = tuple(v for row in paper.SECOND_A for v in row)
 
 SIM_COLUMNS = ("model", "omega", "alpha", "d", "init", "seeds", "q", "q_se", "m", "m_se", "theta",
                "theta_se", "eps_g", "eps_g_se", "train_loss", "train_loss_se", "converged")
 
 
 def _A_params(A: Sequence[float]) -> dict[str, float]:
-    return {"A_11": A[0], "A_12": A[1], "A_21": A[2], "A_22": A[3]}
+    """``A_11 ... A_22`` of a row-major 2 x 2 matrix."""
+    return paper.A_parameters([A[:2], A[2:]])
 
 
 @dataclass(frozen=True)
@@ -300,7 +304,7 @@ def plot_fig2_summary(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), d
                                       label=f"GD, {init} init"))
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"summary statistics $q,\ m,\ \theta$")
-    ax.set_title(rf"Summary statistics, $\omega = {r.omega:g}$")
+    ax.set_title(rf"Summary statistics, $\omega = {r.parameters['omega']:g}$")
     ax.set_xlim(lo, hi)
     ax.set_ylim(bottom=-0.01)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
@@ -356,7 +360,7 @@ def plot_fig2_error(r: PhaseResult, path: Path, sim: Sequence[Mapping] = (), lin
     ax.plot([], [], color="0.2", lw=1.1, ls="--", label="other branch (local)")
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"test error $\varepsilon_g$  ($\times 10^{-3}$)")
-    ax.set_title(rf"Test error, $\omega = {r.omega:g}$")
+    ax.set_title(rf"Test error, $\omega = {r.parameters['omega']:g}$")
     ax.set_xlim(r.alpha_min, r.alpha_max)
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     _save(fig, path.with_suffix(".png"), dpi)
@@ -489,8 +493,7 @@ def _A_label(A: Sequence[float]) -> str:
 def write_figures(data: FigureData, out: str | os.PathLike, sim_rows: Sequence[Mapping] = ()) -> list[Path]:
     """Draw every figure into ``out`` (PNG + CSV each) and write ``summary.json``; returns the PNGs."""
     cfg = data.config
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_output_dir(out, "out")  # the parent must exist: a typo creates no directory tree
     r2 = data.fig2
     sim2 = [s for s in _sim_at(sim_rows, cfg.omega_fig2) if s.get("converged", True)]
     lin2 = _sim_at(sim_rows, cfg.omega_fig2, model="linear")
@@ -517,16 +520,18 @@ def write_figures(data: FigureData, out: str | os.PathLike, sim_rows: Sequence[M
                 spinodals=r.spinodals, alpha_c_reason=r.alpha_c.reason, alpha_l_reason=r.alpha_l.reason)
            for w, r in sorted(data.second.items())],
         fig2=r2.to_dict(), simulation_rows_used=len(sim2) + len(lin2))
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1, default=float))
-    os.replace(tmp, out / "summary.json")
+    jsonio.write(out / "summary.json", summary, indent=1)
     return [p.with_suffix(".png") for p in paths]
 
 
 def make_figures(out: str | os.PathLike = "figures", *, quick: bool = False, jobs: int = 1,
                  sim: str | os.PathLike | None = None, cache: PointCache | None = None,
                  progress: Progress | None = None, config: FigureConfig | None = None) -> tuple[FigureData, list[Path]]:
-    """Compute and draw everything (the ``replica figures`` command)."""
+    """Compute and draw everything (the ``replica figures`` command).
+
+    ``out`` is checked before the computation (it must be, or be creatable as, a writable
+    directory), so that minutes of work are not lost to a bad path."""
+    check_output_dir(out, "out")
     sim_rows = load_simulation(sim) if sim is not None else []
     cfg = config or (quick_config() if quick else FigureConfig())
     data = compute_figures(cfg, jobs=jobs, cache=cache, progress=progress)

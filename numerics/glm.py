@@ -1,0 +1,425 @@
+"""Empirical risk minimisation for the GLM canon (issue 13): the simulator the GLM theory is checked against.
+
+Models (teacher ``w* ~ N(0, I_d)`` rescaled to ``|w*|² = d`` so that ``ρ = 1`` exactly, inputs
+``x ~ N(0, I_d)``, ``h = w·x/√d``, ``n = round(α d)`` samples)::
+
+    ridge              y = h* + √Δ z         ½ (y − h)²          + (λ/2) |w|²
+    lasso              y = h* + √Δ z         ½ (y − h)²          + λ₁ |w|₁
+    logistic           y = sign(h*)          log(1 + e^{−y h})   + (λ/2) |w|²
+    hinge              y = sign(h*)          max(0, 1 − y h)     + (λ/2) |w|²
+    perceptron_probit  y = sign(h* + √Δ z)   log(1 + e^{−y h})   + (λ/2) |w|²
+
+with the loss SUMMED over samples, ``R(w) = Σ_μ ℓ(y_μ, h_μ) + Σ_i r(w_i)`` (the literature's
+convention; ``train_loss = R(ŵ)/d``). Solvers, each to a tight, *checked* optimality:
+
+* ridge: the normal equations ``(X'ᵀX' + λ) w = X'ᵀ y`` (``X' = X/√d``), Cholesky;
+* logistic / perceptron_probit: scikit-learn ``LogisticRegression(C = 1/λ, fit_intercept=False,
+  solver="newton-cholesky")`` on ``X'`` — sklearn minimises ``½|w|² + C Σ_μ ℓ``, i.e. ours divided
+  by λ — then up to 3 exact Newton steps on ``R`` if its gradient is not yet below 1e-10;
+* lasso: scikit-learn ``Lasso(alpha = λ₁/n, fit_intercept=False)`` on ``X'`` — sklearn minimises
+  ``(1/2n)|y − X'w|² + alpha |w|₁``, i.e. ours divided by n — then an exact polish: on the
+  support ``S`` with signs ``s`` it solves ``X'_Sᵀ X'_S w_S = X'_Sᵀ y − λ₁ s`` and keeps the result
+  if it satisfies the KKT conditions better;
+* hinge: scikit-learn ``LinearSVC(C = 1/λ, loss="hinge", dual=True, fit_intercept=False)``
+  (liblinear minimises ``½|w|² + C Σ_μ max(0, 1 − y h)``, ours divided by λ) to tolerance 1e-4,
+  which finds the active sets; then the primal–dual active-set method solves the dual box QP
+  ``min_a (1/2λ)|Zᵀa|² − Σa, 0 ≤ a ≤ 1`` (``Z = y ∘ X'``, ``w = Zᵀa/λ``) exactly (points on the
+  margin solve ``Z_I w = 1``, the others' ``a`` at 0 or 1). L-BFGS on the primal would stall at
+  the kink.
+
+Reported per seed: ``q = |ŵ|²/d``, ``theta = ŵ·w*/d``, ``train_loss``, ``kkt_norm`` (max violation of
+the optimality conditions of ``R``: gradient ∞-norm for smooth problems, sub-gradient/complementarity
+residual for LASSO and hinge), ``converged`` (``kkt_norm ≤ 1e-8``), ``solver``; test errors on a fresh
+test set (``classification_error``, ``test_loss``, ``test_mse``) and their population values given ŵ
+(exact by Gaussianity: ``classification_error_population = arccos(θ/√(q(ρ + Δ)))/π``,
+``test_mse_population = ½(q − 2θ + ρ + Δ)``); ``zero_fraction`` for LASSO.
+
+CLI: ``python -m numerics.glm MODEL --alpha A --d D --param NAME=VALUE --seeds N --json``.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["MODELS", "PARAMETERS", "run_glm", "run_seed", "summarize", "main"]
+
+#: Parameters of each model (the toolkit's names) with their defaults.
+PARAMETERS: dict[str, dict[str, float]] = {
+    "ridge": {"lam": 0.1, "Delta": 0.25},
+    "logistic": {"lam": 0.1},
+    "hinge": {"lam": 0.1},
+    "lasso": {"lam1": 0.1, "Delta": 0.25},
+    "perceptron_probit": {"lam": 0.1, "Delta": 0.25},
+}
+MODELS = tuple(PARAMETERS)
+CLASSIFIERS = ("logistic", "hinge", "perceptron_probit")
+KKT_TOL = 1e-8
+
+
+def check_inputs(model: str, alpha: float, d: int, params: dict[str, float], seeds: int = 1,
+                 n_test: int = 1) -> dict[str, float]:
+    """Validate and complete the inputs; raise ``ValueError('<name>: <why>')`` naming the parameter."""
+    if model not in PARAMETERS:
+        raise ValueError(f"MODEL: unknown model {model!r}; choose from {', '.join(MODELS)}")
+    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"--alpha: must be a finite number > 0, got {alpha}")
+    if int(d) != d or d < 2:
+        raise ValueError(f"--d: must be an integer >= 2, got {d}")
+    if round(alpha * d) < 1:
+        raise ValueError(f"--alpha: alpha * d = {alpha * d:g} gives no samples; increase --alpha or --d")
+    if int(seeds) != seeds or seeds < 1:
+        raise ValueError(f"--seeds: must be an integer >= 1, got {seeds}")
+    if int(n_test) != n_test or n_test < 1:
+        raise ValueError(f"--n-test: must be an integer >= 1, got {n_test}")
+    unknown = sorted(set(params) - set(PARAMETERS[model]))
+    if unknown:
+        raise ValueError(f"--param {unknown[0]}: {model} has no parameter {unknown[0]!r}; "
+                         f"it takes {', '.join(PARAMETERS[model])}")
+    p = {**PARAMETERS[model], **params}
+    for name, v in p.items():
+        if not math.isfinite(v):
+            raise ValueError(f"--param {name}: must be finite, got {v}")
+        if name in ("lam", "lam1") and v <= 0:
+            raise ValueError(f"--param {name}: must be > 0 (the minimiser is not unique or not finite "
+                             f"without a penalty), got {v:g}")
+        if name == "Delta" and v < 0:
+            raise ValueError(f"--param Delta: noise variance must be >= 0, got {v:g}")
+    return p
+
+
+# --- data --------------------------------------------------------------------------------------------------
+
+def teacher(rng: np.random.Generator, d: int) -> np.ndarray:
+    """``w* ~ N(0, I_d)`` rescaled to ``|w*|² = d`` (ρ = 1 exactly, as in the theory)."""
+    w = rng.standard_normal(d)
+    return w * math.sqrt(d) / np.linalg.norm(w)
+
+
+def labels(model: str, hstar: np.ndarray, delta: float, rng: np.random.Generator) -> np.ndarray:
+    """``y`` from the teacher field (noise drawn from ``rng`` where the model has any)."""
+    if model in ("ridge", "lasso"):
+        return hstar + math.sqrt(delta) * rng.standard_normal(hstar.size)
+    field = hstar + math.sqrt(delta) * rng.standard_normal(hstar.size) if model == "perceptron_probit" else hstar
+    return np.where(field >= 0, 1.0, -1.0)
+
+
+# --- losses ------------------------------------------------------------------------------------------------
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, x)
+
+
+def loss_values(model: str, y: np.ndarray, h: np.ndarray) -> np.ndarray:
+    if model in ("ridge", "lasso"):
+        return 0.5 * (y - h) ** 2
+    if model == "hinge":
+        return np.maximum(0.0, 1.0 - y * h)
+    return _softplus(-y * h)
+
+
+def risk(model: str, X: np.ndarray, y: np.ndarray, w: np.ndarray, p: dict[str, float]) -> float:
+    """``R(w)/d`` (loss summed over samples plus the penalty)."""
+    d = X.shape[1]
+    h = X @ w / math.sqrt(d)
+    pen = p["lam1"] * np.abs(w).sum() if model == "lasso" else 0.5 * p["lam"] * w @ w
+    return float((loss_values(model, y, h).sum() + pen) / d)
+
+
+# --- solvers -----------------------------------------------------------------------------------------------
+
+def _solve_ridge(Xs: np.ndarray, y: np.ndarray, lam: float) -> tuple[np.ndarray, float, str]:
+    from scipy import linalg
+
+    A = Xs.T @ Xs
+    A[np.diag_indices_from(A)] += lam
+    w = linalg.cho_solve(linalg.cho_factor(A), Xs.T @ y)
+    kkt = float(np.max(np.abs(Xs.T @ (Xs @ w - y) + lam * w)))
+    return w, kkt, "cholesky"
+
+
+def _logistic_grad(Xs, y, w, lam):
+    m = y * (Xs @ w)
+    s = np.exp(-_softplus(m))  # σ(−m)
+    return -Xs.T @ (y * s) + lam * w, m
+
+
+def _solve_logistic(Xs: np.ndarray, y: np.ndarray, lam: float) -> tuple[np.ndarray, float, str]:
+    from scipy import linalg
+    from sklearn.linear_model import LogisticRegression
+
+    clf = LogisticRegression(C=1.0 / lam, fit_intercept=False, solver="newton-cholesky", tol=1e-12, max_iter=500)
+    clf.fit(Xs, y)
+    w = clf.coef_.ravel().astype(float)
+    solver = f"sklearn newton-cholesky ({int(np.max(clf.n_iter_))} it)"
+    g, m = _logistic_grad(Xs, y, w, lam)
+    steps = 0
+    while np.max(np.abs(g)) > 1e-10 and steps < 3:  # exact Newton on R, polishing sklearn's tolerance
+        s = np.exp(-_softplus(m))
+        H = (Xs.T * (s * (1 - s))) @ Xs
+        H[np.diag_indices_from(H)] += lam
+        w = w - linalg.cho_solve(linalg.cho_factor(H), g)
+        g, m = _logistic_grad(Xs, y, w, lam)
+        steps += 1
+    if steps:
+        solver += f" + {steps} Newton step(s)"
+    return w, float(np.max(np.abs(g))), solver
+
+
+def _hinge_kkt(Z: np.ndarray, a: np.ndarray, lam: float) -> tuple[np.ndarray, float]:
+    w = Z.T @ a / lam
+    m = Z @ w
+    viol = np.where(a <= 0, np.maximum(0.0, 1.0 - m), np.where(a >= 1, np.maximum(0.0, m - 1.0), np.abs(m - 1.0)))
+    viol = np.maximum(viol, np.maximum(-a, a - 1.0))
+    return w, float(np.max(viol))
+
+
+def _active_set_polish(Z: np.ndarray, lam: float, L: np.ndarray, U: np.ndarray, max_iter: int = 50
+                       ) -> tuple[np.ndarray, int]:
+    """Primal–dual active-set method for the SVM dual ``min_a ½ aᵀQa − Σa, 0 ≤ a ≤ 1``
+    (``Q = ZZᵀ/λ``, gradient ``g = margin − 1``; Hintermüller, Ito & Kunisch, SIAM J. Optim. 13
+    (2003)): ``a = 0`` on ``L``, ``a = 1`` on ``U``, and the rest ``I`` on the margin (``g_I = 0``,
+    a linear system of size |I| ≤ d); new sets ``L = {a − g < 0}``, ``U = {a − g > 1}``; stop when
+    they repeat (the solution is then exact). Needs sets close to the optimal ones to start."""
+    a = np.zeros(Z.shape[0])
+    for k in range(max_iter):
+        I = ~(L | U)
+        a = np.where(U, 1.0, 0.0)
+        if I.any():
+            ZI = Z[I]
+            rhs = lam * np.ones(int(I.sum())) - ZI @ (Z[U].T @ np.ones(int(U.sum())))
+            a[I] = np.linalg.lstsq(ZI @ ZI.T, rhs, rcond=None)[0]
+        t = a - (Z @ (Z.T @ a) / lam - 1.0)
+        L2, U2 = t < 0.0, t > 1.0
+        if np.array_equal(L2, L) and np.array_equal(U2, U):
+            return a, k
+        L, U = L2, U2
+    return a, max_iter
+
+
+def _solve_hinge(Xs: np.ndarray, y: np.ndarray, lam: float) -> tuple[np.ndarray, float, str]:
+    """The SVM exactly: scikit-learn ``LinearSVC(C = 1/λ, loss="hinge", dual=True,
+    fit_intercept=False)`` (liblinear's dual coordinate descent; it minimises ``½|w|² + C Σ hinge``,
+    ours divided by λ) finds the active sets to a moderate tolerance, then the primal–dual
+    active-set method solves the dual QP exactly (``w = Zᵀa/λ``, ``Z = y ∘ X'``). The tolerance is
+    tightened until the KKT residual is ≤ 1e-10."""
+    import warnings
+
+    from sklearn.svm import LinearSVC
+
+    Z = y[:, None] * Xs
+    best: tuple[float, Any, str] = (np.inf, None, "")
+    for tol in (1e-4, 1e-6, 1e-8):
+        svc = LinearSVC(C=1.0 / lam, loss="hinge", dual=True, fit_intercept=False, tol=tol, max_iter=10 ** 6)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # judged below by the KKT residual
+            svc.fit(Xs, y)
+        m = Z @ svc.coef_.ravel()
+        a, k = _active_set_polish(Z, lam, m > 1.0 + 1e-3, m < 1.0 - 1e-3)
+        w, kkt = _hinge_kkt(Z, a, lam)
+        if kkt < best[0]:
+            best = (kkt, w, f"sklearn LinearSVC (liblinear dual CD, tol {tol:g}, {int(svc.n_iter_)} it) "
+                            f"+ dual active set ({k} it, {int(np.sum((a > 0) & (a < 1)))} on the margin)")
+        if kkt <= 1e-10:
+            break
+    return best[1], best[0], best[2]
+
+
+def _lasso_kkt(Xs, y, w, lam1):
+    g = Xs.T @ (Xs @ w - y)
+    nz = w != 0
+    viol = np.where(nz, np.abs(g + lam1 * np.sign(w)), np.maximum(0.0, np.abs(g) - lam1))
+    return float(np.max(viol))
+
+
+def _solve_lasso(Xs: np.ndarray, y: np.ndarray, lam1: float) -> tuple[np.ndarray, float, str]:
+    from scipy import linalg
+    from sklearn.linear_model import Lasso
+
+    n = Xs.shape[0]
+    reg = Lasso(alpha=lam1 / n, fit_intercept=False, tol=1e-12, max_iter=200000, selection="cyclic")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # non-convergence is judged below by the KKT residual
+        reg.fit(Xs, y)
+    w = reg.coef_.astype(float).copy()
+    kkt = _lasso_kkt(Xs, y, w, lam1)
+    solver = f"sklearn coordinate descent ({int(reg.n_iter_)} it)"
+    S = w != 0
+    if S.any():  # exact polish on the support with its signs
+        XS = Xs[:, S]
+        try:
+            wS = linalg.solve(XS.T @ XS, XS.T @ y - lam1 * np.sign(w[S]), assume_a="pos")
+        except (linalg.LinAlgError, ValueError):
+            wS = None
+        if wS is not None and np.all(np.sign(wS) == np.sign(w[S])):
+            v = np.zeros_like(w)
+            v[S] = wS
+            kv = _lasso_kkt(Xs, y, v, lam1)
+            if kv < kkt:
+                w, kkt, solver = v, kv, solver + " + support polish"
+    return w, kkt, solver
+
+
+# --- one seed ----------------------------------------------------------------------------------------------
+
+def run_seed(model: str, alpha: float, d: int, params: dict[str, float], seed: int, n_test: int = 20000
+             ) -> dict[str, Any]:
+    """Draw one instance (seed), minimise ``R`` and measure. See the module docstring for the keys."""
+    p = check_inputs(model, alpha, d, params, 1, n_test)
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    wstar = teacher(rng, d)
+    n = int(round(alpha * d))
+    X = rng.standard_normal((n, d))
+    sd = math.sqrt(d)
+    delta = p.get("Delta", 0.0)
+    y = labels(model, X @ wstar / sd, delta, rng)
+    Xs = X / sd
+    if model == "ridge":
+        w, kkt, solver = _solve_ridge(Xs, y, p["lam"])
+    elif model == "lasso":
+        w, kkt, solver = _solve_lasso(Xs, y, p["lam1"])
+    elif model == "hinge":
+        w, kkt, solver = _solve_hinge(Xs, y, p["lam"])
+    else:
+        w, kkt, solver = _solve_logistic(Xs, y, p["lam"])
+    q, theta = float(w @ w / d), float(w @ wstar / d)
+    out: dict[str, Any] = {"seed": seed, "n": n, "q": q, "theta": theta,
+                           "train_loss": risk(model, X, y, w, p), "kkt_norm": kkt,
+                           "converged": bool(kkt <= KKT_TOL), "solver": solver}
+    # fresh test set, in chunks (memory n_test × d)
+    err = loss = sq = 0.0
+    for start in range(0, n_test, 5000):
+        m = min(5000, n_test - start)
+        Xt = rng.standard_normal((m, d))
+        yt = labels(model, Xt @ wstar / sd, delta, rng)
+        ht = Xt @ w / sd
+        loss += float(loss_values(model, yt, ht).sum())
+        sq += float((0.5 * (yt - ht) ** 2).sum())
+        if model in CLASSIFIERS:
+            err += float(np.sum(np.where(ht >= 0, 1.0, -1.0) != yt))
+    out["test_loss"] = loss / n_test
+    if model in CLASSIFIERS:
+        out["classification_error"] = err / n_test
+        c = theta / math.sqrt(q * (1.0 + delta)) if q > 0 else 0.0
+        out["classification_error_population"] = math.acos(max(-1.0, min(1.0, c))) / math.pi
+    else:
+        out["test_mse"] = sq / n_test
+        out["test_mse_population"] = 0.5 * (q - 2 * theta + 1.0 + delta)
+    if model == "lasso":
+        out["zero_fraction"] = float(np.mean(w == 0))
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+SUMMARY_KEYS = ("q", "theta", "train_loss", "test_loss", "classification_error", "classification_error_population",
+                "test_mse", "test_mse_population", "zero_fraction", "kkt_norm")
+
+
+def summarize(runs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float | None]]:
+    """Mean and standard error (``std/√K``, None for one seed) of every numeric observable."""
+    mean: dict[str, float] = {}
+    se: dict[str, float | None] = {}
+    for k in SUMMARY_KEYS:
+        if k in runs[0]:
+            v = np.array([r[k] for r in runs], dtype=float)
+            mean[k] = float(v.mean())
+            se[k] = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else None
+    return mean, se
+
+
+def run_glm(model: str, alpha: float, d: int, params: dict[str, float] | None = None, seeds: int = 1,
+            seed0: int = 0, n_test: int = 20000, progress: bool = False) -> dict[str, Any]:
+    """``seeds`` independent instances (seeds ``seed0, seed0 + 1, …``) with their mean and standard error."""
+    p = check_inputs(model, alpha, d, dict(params or {}), seeds, n_test)
+    runs = []
+    for k in range(seeds):
+        runs.append(run_seed(model, alpha, d, p, seed0 + k, n_test))
+        if progress:
+            r = runs[-1]
+            print(f"[glm] {model} alpha={alpha:g} d={d} seed {seed0 + k} ({k + 1}/{seeds}): q={r['q']:.5g} "
+                  f"theta={r['theta']:.5g} kkt={r['kkt_norm']:.1e} {r['seconds']:.1f}s", file=sys.stderr, flush=True)
+    mean, se = summarize(runs)
+    return {"model": model, "alpha": alpha, "d": d, "n": runs[0]["n"], "parameters": p, "n_test": n_test,
+            "seeds": runs, "mean": mean, "se": se, "converged": all(r["converged"] for r in runs)}
+
+
+# --- CLI ---------------------------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage dump) and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _param(s: str) -> tuple[str, float]:
+    name, sep, value = s.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {s!r}")
+    try:
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name}: expected a number, got {value!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m numerics.glm",
+                description="Empirical risk minimisation for the GLM canon (teacher h* ~ N(0,1), x ~ N(0, I_d), "
+                            "loss summed over samples + penalty): q = |w|^2/d, theta = w.w*/d, training loss per d, "
+                            "test errors, KKT residual, over several seeds with standard errors.")
+    p.add_argument("model", help=f"one of {', '.join(MODELS)}")
+    p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d (> 0)")
+    p.add_argument("--d", type=int, default=400, help="dimension (default 400)")
+    p.add_argument("--param", type=_param, action="append", default=[], metavar="NAME=VALUE",
+                   help="model parameter (repeatable): lam (ridge/logistic/hinge/perceptron_probit, > 0), "
+                        "lam1 (lasso, > 0), Delta (ridge/lasso/perceptron_probit, >= 0)")
+    p.add_argument("--seeds", type=int, default=3, help="number of independent instances (default 3)")
+    p.add_argument("--seed0", type=int, default=0, help="first seed (default 0)")
+    p.add_argument("--n-test", type=int, default=20000, help="fresh test samples per seed (default 20000)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (strict: no NaN)")
+    p.add_argument("--quiet", action="store_true", help="no per-seed progress on stderr")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit code (2 for bad input, 1 if a seed did not converge,
+    130/143 when interrupted)."""
+    from replica import jsonio
+    from replica.workers import exit_status, terminate_raises
+
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    params = dict(a.param)
+    try:
+        check_inputs(a.model, a.alpha, a.d, params, a.seeds, a.n_test)
+    except ValueError as e:
+        parser.exit(2, f"{parser.prog}: error: {e}\n")
+    try:
+        with terminate_raises():  # SIGTERM ends like Ctrl-C: one line, no traceback
+            res = run_glm(a.model, a.alpha, a.d, params, a.seeds, a.seed0, a.n_test, progress=not a.quiet)
+    except KeyboardInterrupt as e:
+        name = getattr(e, "signum", None)
+        print(f"{parser.prog}: interrupted ({'SIGTERM' if name else 'SIGINT'}); nothing is saved, rerun it",
+              file=sys.stderr)
+        return exit_status(e)
+    if a.json:
+        print(jsonio.dumps(res))
+    else:
+        print(f"{a.model}  alpha={a.alpha:g}  d={a.d}  n={res['n']}  "
+              + "  ".join(f"{k}={v:g}" for k, v in res["parameters"].items()) + f"  seeds={a.seeds}")
+        for k, v in res["mean"].items():
+            se = res["se"][k]
+            print(f"  {k:32s} {v:.6g}" + (f" ± {se:.2g}" if se is not None else ""))
+        print(f"  converged (KKT <= {KKT_TOL:g}) on every seed: {res['converged']}")
+    return 0 if res["converged"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

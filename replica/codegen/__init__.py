@@ -1,0 +1,77 @@
+"""Code generation: a :class:`~replica.derivation.Derivation` -> a thin numeric module.
+
+Like ``pydy``'s ``generate_ode_function``, the generator is separated from the derivation
+(:mod:`replica.codegen.generator` lists the model's functions as backend-neutral specs) and
+has swappable backends (:mod:`replica.codegen.backends`): :class:`NumpyBackend` writes
+readable, common-subexpression-eliminated vectorised numpy; :class:`NodeBackend` the per-node
+scalar leaves that :mod:`replica.compiled` compiles together with the generic kernels of
+:mod:`replica.kernels`. A generated module holds the model's mathematics only -- the generic
+numerics are library code -- and never imports sympy, so solving does not pay for symbolic work.
+
+The generated module's contract (names are stable, see :data:`MODULE_API`):
+
+* a freshness stamp line ``replica-artifact: version=... declaration=... generator=...``
+  (:mod:`replica.freshness`, also as ``REPLICA_VERSION``, ``DECLARATION_HASH``, ``GENERATOR_HASH``);
+* metadata: ``MODEL``, ``GENERATOR_VERSION``, ``SOURCE_HASH``, ``L, R, R_T``,
+  ``PARAMETERS`` (names), ``DEFAULTS``, ``DOMAINS``, ``ORDER_PARAMETERS``,
+  ``CONJUGATES``, ``FAMILIES`` (family -> indices into the order vector),
+  ``SYMMETRIC_DIAGONAL`` (indices of diagonal entries of ``q`` and ``V``), ``BRANCHES``,
+  ``TRANSITION`` (the pair of branches whose free entropies cross, or None), ``BASELINE``,
+  ``PROX_DIM``, ``GAUSSIANS``, ``VALIDITY``, ``SIGN_FLIPS``;
+* ``entropic_update(xhat, p) -> x`` and ``entropic_potential(xhat, p)`` (``ENTROPIC = "closed"``,
+  a quadratic regularizer); for a general separable regularizer (``ENTROPIC = "envelope"``)
+  instead ``entropic_from_gradient(dpsi_w, p)``, ``entropic_bracket``,
+  ``entropic_parameter_gradient``, ``entropic_validity`` and ``entropic_argmin`` (closed-form
+  prox) or ``entropic_bracket_newton`` / ``entropic_starts`` (numeric prox), averaged over
+  ``ENTROPIC_GAUSSIANS`` by the solver;
+* ``energetic_update(dpsi_y, alpha) -> xhat`` (the linear map from the trace potential);
+* ``trace_potential(x, xhat)``;
+* ``bracket(h, z, x, p)``, ``bracket_newton(h, z, x, p) -> (F, dF/dh, d2F/dh2)``,
+  ``bracket_parameter_gradient(h, z, x, p) -> dF/dx`` (envelope theorem);
+* ``prox_starts(z, x, p) -> (S, PROX_DIM, ...)``;
+* ``test_loss(z, x, p)`` (the loss at ``h = omega``: the integrand of ``eps_g``);
+* observables (:mod:`replica.observables`): ``OBSERVABLES`` (names, ``eps_g`` first),
+  ``TEST_OBSERVABLES`` / ``N_OBSERVABLES`` and ``test_observables(z, x, p) -> (N_OBSERVABLES, ...)``
+  (integrands at ``h = omega``), ``ENTROPIC_OBSERVABLES`` and, for a Moreau-envelope entropic
+  side, ``entropic_observables(w, zw, xhat, p)`` (integrands at the entropic minimiser);
+* ``validity(x, p)`` (quantities that must be positive, named in ``VALIDITY``);
+* if the model has a target ``T``: ``target_entries(z, p)`` (``T(h*)`` entries with
+  ``h*_l = rho_l^{1/2} eta_l``, ``z = eta``), ``rho_bar(p)``.
+
+* token clusters only (THEORY §6): ``z`` carries the one-hot label indicators ``DISCRETE``
+  after the ``GAUSSIANS``; ``SLOTS`` (slot labels), ``CONFIGURATIONS`` (indicator values
+  of every label configuration), ``LABELS`` (its cluster per token),
+  ``label_probabilities(p)`` (their law) and ``token_rho_bar(z, p)`` (each token's
+  ``rho_bar`` at a node). Averages run over Gaussian nodes x configurations
+  (:mod:`replica.labels`). Modules without clusters define none of these;
+* ``SYMMETRIES``: ``(families, gaussian indices)`` pairs: with those families pinned to
+  zero, flipping the sign of those ``z`` entries leaves the minimum of the bracket and the
+  other families' ``dF/dx`` unchanged (THEORY §5, derived by :mod:`replica.symmetries`; used
+  to fold quadrature rules); ``MIRRORED``: per pair, whether it maps the minimiser to ``-h``;
+* per-node leaves (the node backend, :data:`NODE_API`): ``N_CONSTANTS``,
+  ``node_constants(z, x, p, c)``, ``node_bracket_newton(h, c, g, H) -> F``,
+  ``node_parameter_gradient(h, z, x, p, G)``, ``node_starts(z, x, p, out)``,
+  ``node_test_observables(z, x, p, out)``. Plain Python over ``math``; the generic kernels
+  that call them (``node_prox_average``, ``node_test_average``) are library code
+  (:mod:`replica.kernels`), compiled together with them by :mod:`replica.compiled`.
+
+Arrays: ``x``/``xhat`` are 1-d in ``ORDER_PARAMETERS``/``CONJUGATES`` order, ``p`` in
+``PARAMETERS`` order; ``h`` has shape ``(PROX_DIM, ...)`` and ``z`` shape
+``(len(GAUSSIANS), ...)`` with broadcastable trailing node axes.
+"""
+from __future__ import annotations
+
+from .backends import Backend, Function, NodeBackend, NodeForm, NumpyBackend, default_backends
+from .generator import GENERATOR_VERSION, generate_module, model_functions, source_hash, write_module
+
+MODULE_API = (
+    "entropic_update", "entropic_potential", "energetic_update", "trace_potential", "bracket",
+    "bracket_newton", "bracket_parameter_gradient", "prox_starts", "test_loss", "test_observables", "validity",
+)
+
+#: per-node leaves of the node backend (see :class:`NodeBackend` and :mod:`replica.compiled`)
+NODE_API = ("node_constants", "node_bracket_newton", "node_parameter_gradient", "node_starts",
+            "node_test_observables")
+
+__all__ = ["Backend", "Function", "GENERATOR_VERSION", "MODULE_API", "NODE_API", "NodeBackend", "NodeForm",
+           "NumpyBackend", "default_backends", "generate_module", "model_functions", "source_hash", "write_module"]

@@ -1,0 +1,380 @@
+"""The generator: a :class:`~replica.derivation.Derivation` -> the model's functions -> a module.
+
+:func:`model_functions` lists what the model computes as backend-neutral
+:class:`~replica.codegen.backends.Function` specs (the model's *arrays*); :func:`generate_module`
+writes the header (metadata and the freshness stamp) and lets each backend write its section.
+The generic numeric algorithm is not generated: it is library code (:mod:`replica.solver`,
+:mod:`replica.prox`, :mod:`replica.kernels`).
+"""
+from __future__ import annotations
+
+import hashlib
+import keyword
+from pathlib import Path
+from typing import Sequence
+
+import sympy as sp
+
+from ..derivation import Derivation
+from ..errors import DeclarationError
+from ..freshness import current_stamp
+from ..observables import EntropicObservable, TestObservable
+from ..outputs import atomic_write_text
+from ..order_parameters import ORDER_FAMILIES
+from ..potentials import GaussianMoreauEnvelope, prox_center_symbols
+from ..registry import DERIVATIONS_DIR
+from ..symbolic import cholesky_lower
+from .backends import Backend, Function, NodeForm, NumpyBackend, default_backends
+
+#: bump when the generated code changes in a way the solver must know about
+GENERATOR_VERSION = "2.0.0"
+
+
+def _check_names(symbols: Sequence[sp.Symbol]) -> None:
+    """Every symbol is printed verbatim: it must be an identifier that clashes with nothing.
+
+    Function arguments of the generated code are ``_x, _p, _h, ...`` and helpers start
+    with ``_``, so user names only need to avoid ``_``-prefixes, ``np`` and ``alpha``.
+    """
+    seen: dict[str, sp.Symbol] = {}
+    for s in symbols:
+        if not s.name.isidentifier() or keyword.iskeyword(s.name) or s.name.startswith("_") \
+                or s.name in ("np", "math", "alpha"):
+            raise DeclarationError(f"symbol name {s.name!r} cannot be used in generated code "
+                                   "(need an identifier, not a keyword, not starting with '_', "
+                                   "not 'np', 'math' or 'alpha'); rename it")
+        if s.name in seen and seen[s.name] != s:
+            raise DeclarationError(f"two different symbols are both named {s.name!r}; rename one")
+        seen[s.name] = s
+
+
+def source_hash(derivation: Derivation) -> str:
+    """A hash of everything the generated code depends on (changes when the model does)."""
+    d = derivation
+    m = d.model
+    parts = [GENERATOR_VERSION, m.name, sp.srepr(d.energetic_potential.full_bracket),
+             sp.srepr(getattr(d.entropic_potential, "full_bracket", d.entropic_potential)),
+             sp.srepr(d.trace_potential),
+             repr(sorted((str(k), v) for k, v in m.defaults.items())), repr(dict(m.branches)),
+             repr([(o.name, o.kind, sp.srepr(o.expr)) for o in m.observables])]
+    if m.data.has_clusters:
+        parts.append(repr([(c, sp.srepr(pr)) for c, pr, _ in m.data.configurations()]))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- the model's functions
+def model_functions(d: Derivation) -> list[Function]:
+    """Every function of the generated module, in module order (see the package docstring)."""
+    m = d.model
+    sp_eqs = d.saddle_point
+    x_syms, xh_syms = d.order_symbols, d.conjugate_symbols
+    params = m.parameter_symbols
+    env = d.energetic_potential
+    h_syms = env.variables
+    z_syms = env.gaussians + env.discrete  # label indicators (token clusters) after the Gaussians
+    _check_names([*x_syms, *xh_syms, *params, *h_syms, *z_syms])
+    placeholders = [d.gradient_placeholders[s] for s in x_syms]
+    x_arg, xh_arg, p_arg = ("_x", x_syms), ("_xhat", xh_syms), ("_p", params)
+    h_arg, z_arg = ("_h", h_syms), ("_z", z_syms)
+    B = env.full_bracket
+    grad = [sp.diff(B, s) for s in h_syms]
+    hess = [sp.diff(g, s) for g in grad for s in h_syms]
+    pgrad = sp_eqs.energetic_gradient
+    intermediates = env.intermediates
+    starts = [[sp.sympify(e).subs(intermediates) for e in s] for s in env.starts]
+    at_test = dict(zip(h_syms, prox_center_symbols(m)))  # the test fields have the law of the centres
+    test_loss = m.loss.subs(at_test).subs(intermediates)
+    tests = [sp.sympify(o.expr).subs(at_test).subs(intermediates) for o in m.observables
+             if isinstance(o, TestObservable)]
+    F = Function.make
+    out: list[Function] = []
+    went = d.entropic_potential
+    if isinstance(went, GaussianMoreauEnvelope):
+        out += _entropic_envelope_functions(d, xh_arg, p_arg)
+    else:
+        out.append(F("entropic_update", [xh_arg, p_arg], [[eq.rhs for eq in sp_eqs.entropic]],
+                     "Order parameters from conjugates: x = -K^{-T} grad_xhat Psi_w (closed form)."))
+        out.append(F("entropic_potential", [xh_arg, p_arg], [went], "Psi_w(xhat)."))
+    out.append(F("energetic_update", [("_dpsi_y", placeholders), ("alpha", [])],
+                 [[eq.rhs for eq in sp_eqs.energetic]],
+                 "Conjugates from dPsi_y/dx: xhat = -alpha K^{-1} grad_x Psi_y."))
+    out.append(F("trace_potential", [x_arg, xh_arg], [d.trace_potential], "Psi_t(x, xhat)."))
+    out.append(F("bracket", [h_arg, z_arg, x_arg, p_arg], [B],
+                 "The Moreau bracket F(h; omega, h*, V) at every node.", node_args=("_h", "_z")))
+    out.append(F("bracket_newton", [h_arg, z_arg, x_arg, p_arg], [B, grad, hess],
+                 "F, dF/dh (PROX_DIM, ...) and d2F/dh2 flattened (PROX_DIM**2, ...).", node_args=("_h", "_z"),
+                 node=NodeForm("node_bracket_newton", (None, "_g", "_H"),
+                               "F, dF/dh (into _g) and d2F/dh2 (row-major, into _H) at one node from its "
+                               "constants _c.",
+                               split=("node_constants", "Subexpressions of the bracket that do not depend on "
+                                                        "h, for one node, into _c."))))
+    out.append(F("bracket_parameter_gradient", [h_arg, z_arg, x_arg, p_arg], [[pgrad[ph] for ph in placeholders]],
+                 "dF/dx at fixed h, for every order parameter (envelope theorem).", node_args=("_h", "_z"),
+                 node=NodeForm("node_parameter_gradient", ("_G",), "dF/dx at fixed h for one node (into _G).")))
+    out.append(F("prox_starts", [z_arg, x_arg, p_arg], [[e for s in starts for e in s]],
+                 "Starting points of the inner minimisation, shape (S * PROX_DIM, ...).", node_args=("_z",),
+                 node=NodeForm("node_starts", ("_out",), "Starting points of the inner minimisation for one "
+                                                        "node (into _out, S * PROX_DIM).")))
+    # the training loss at the test point; the same expression as eps_g unless the model declares
+    # another eps_g, and then written as a call, not twice
+    out.append(F("test_loss", [z_arg, x_arg, p_arg], [test_loss],
+                 "The loss at h = omega (h - m ~ N(0, q) correlated with h*): integrand of eps_g.",
+                 node_args=("_z",), delegate=("test_observables", 0) if tests[0] == test_loss else None))
+    out.append(F("test_observables", [z_arg, x_arg, p_arg], [tests],
+                 "Integrands of the test-point observables (TEST_OBSERVABLES order), h = omega.",
+                 node_args=("_z",),
+                 node=NodeForm("node_test_observables", ("_out",),
+                               "Integrands of the test-point observables at one node (into _out).")))
+    out.append(F("validity", [x_arg, p_arg], [list(d.validity.values())],
+                 "Quantities that must be positive (principal minors), named in VALIDITY."))
+    if m.target is not None:
+        # Linear baseline (Result 5.1): T(h*) with independent h*_l ~ N(0, rho_l).
+        eta_syms = z_syms[m.L * m.r:m.L * m.r + m.L * m.r_t]
+        subs = {}
+        for l in range(m.L):
+            D = cholesky_lower(m.data.token_rho(l, m.r_t))
+            hs_l = D * sp.Matrix(eta_syms[l * m.r_t:(l + 1) * m.r_t])
+            for k in range(m.r_t):
+                subs[m.hstar[l, k]] = hs_l[k]
+        out.append(F("target_entries", [("_z", eta_syms + env.discrete), p_arg], [[e.subs(subs) for e in m.target]],
+                     "T(h*) entries (row-major) with h*_l = rho_l^{1/2} eta_l, for the linear baseline."
+                     + (" z = (eta, DISCRETE)." if env.discrete else ""), node_args=("_z",)))
+    if not m.data.has_clusters:
+        out.append(F("rho_bar", [p_arg], [[m.data.rho_bar(l) for l in range(m.L)]],
+                     "rho_bar_l = tr Sigma_l / d for every token."))
+    else:
+        out.append(F("rho_bar", [p_arg], [[m.data.rho_bar(s) for s in range(m.data.S)]],
+                     "rho_bar_s = tr Sigma_s / d for every slot (token, cluster), in SLOTS order."))
+        out.append(F("token_rho_bar", [("_z", env.discrete), p_arg], [[m.data.token_rho_bar(l) for l in range(m.L)]],
+                     "rho_bar of every token under the label configuration of the nodes (z = DISCRETE values).",
+                     node_args=("_z",)))
+        out.append(F("label_probabilities", [p_arg], [[pr for _, pr, _ in m.data.configurations()]],
+                     "Probability of every label configuration (CONFIGURATIONS order)."))
+    checks = list(m.constraints)
+    out.append(F("parameter_checks", [p_arg], [[c.relation.lhs - c.relation.rhs for c in checks] or [sp.Integer(0)]],
+                 "lhs - rhs of every parameter constraint (see CONSTRAINTS)."))
+    return out
+
+
+def _entropic_envelope_functions(d: Derivation, xh_arg, p_arg) -> list[Function]:
+    """Functions of a Moreau-envelope entropic potential (non-quadratic regularizer).
+
+    ``entropic_from_gradient`` maps ``dPsi_w/dxhat`` to the order parameters (the linear
+    map of the trace potential); the bracket, its envelope gradient in ``xhat`` and, when
+    sympy found the proximal map, ``entropic_argmin`` in closed form; otherwise
+    ``entropic_bracket_newton`` and ``entropic_starts`` for the numeric prox; and the entropic
+    observables at the prox.
+    """
+    env = d.entropic_potential
+    m = d.model
+    sp_eqs = d.saddle_point
+    w_arg = ("_w", env.variables)
+    zw_arg = ("_zw", env.gaussians)
+    _check_names([*env.variables, *env.gaussians])
+    B = env.full_bracket
+    ph = [d.entropic_placeholders[s] for s in d.conjugate_symbols]
+    F = Function.make
+    out = [
+        F("entropic_from_gradient", [("_dpsi_w", ph), ("_p", [])], [[eq.rhs for eq in sp_eqs.entropic]],
+          "Order parameters from dPsi_w/dxhat: x = -K^{-T} grad_xhat Psi_w."),
+        F("entropic_bracket", [w_arg, zw_arg, xh_arg, p_arg], [B],
+          "The entropic Moreau bracket B(w; xi, tau, xhat) at every node.", node_args=("_w", "_zw")),
+        F("entropic_parameter_gradient", [w_arg, zw_arg, xh_arg, p_arg],
+          [[sp_eqs.entropic_gradient[q] for q in ph]],
+          "dB/dxhat at fixed w (envelope theorem): dPsi_w/dxhat = -E[dB/dxhat].", node_args=("_w", "_zw")),
+        F("entropic_validity", [xh_arg, p_arg], [list(env.validity.values())],
+          "Quantities that must be positive for the entropic envelope (ENTROPIC_VALIDITY)."),
+    ]
+    if env.argmin is not None:
+        out.append(F("entropic_argmin", [zw_arg, xh_arg, p_arg], [[e.subs(env.intermediates) for e in env.argmin]],
+                     "Closed-form minimiser of the entropic bracket (the regularizer's proximal map).",
+                     node_args=("_zw",)))
+    else:
+        grad = [sp.diff(B, s) for s in env.variables]
+        hess = [sp.diff(g, s) for g in grad for s in env.variables]
+        out.append(F("entropic_bracket_newton", [w_arg, zw_arg, xh_arg, p_arg], [B, grad, hess],
+                     "B, dB/dw and d2B/dw2 (flattened) for the numeric prox.", node_args=("_w", "_zw")))
+        out.append(F("entropic_starts", [zw_arg, xh_arg, p_arg],
+                     [[sp.sympify(e).subs(env.intermediates) for st in env.starts for e in st]],
+                     "Starting points of the entropic prox.", node_args=("_zw",)))
+    ent = [o for o in m.observables if isinstance(o, EntropicObservable)]
+    if ent:
+        r = m.r
+        blocks = []
+        for o in ent:
+            total = sp.Integer(0)
+            for k, atom in enumerate(m.data.atoms):  # one block of weight variables per atom
+                w_k = env.variables[k * r:(k + 1) * r]
+                total += sp.sympify(atom.weight) * sp.sympify(o.expr).subs(dict(zip(o.w, w_k)))
+            blocks.append(total)
+        out.append(F("entropic_observables", [w_arg, zw_arg, xh_arg, p_arg], [blocks],
+                     "Integrands of the entropic observables (ENTROPIC_OBSERVABLES order) at the entropic "
+                     "minimiser w, summed over the atoms with their weights.", node_args=("_w", "_zw")))
+    return out
+
+
+# --------------------------------------------------------------------------- metadata
+def _layout(d: Derivation) -> tuple[dict, dict, list]:
+    """``FAMILIES`` (family -> order-vector indices), ``LAYOUT`` (name -> position) and the
+    diagonal entries of ``q`` and ``V``."""
+    x_syms = d.order_symbols
+    families: dict[str, list[int]] = {}
+    idx = 0
+    for op in d.order_parameters.order_parameters():
+        n = len(op.symbols)
+        families.setdefault(op.family, []).extend(range(idx, idx + n))
+        idx += n
+    layout = {}
+    for op in d.order_parameters.order_parameters() + d.order_parameters.conjugates():
+        M = op.matrix
+        for i in range(M.shape[0]):
+            for j in range(M.shape[1]):
+                if op.symmetric and j < i:
+                    continue
+                layout[M[i, j].name] = (op.family, op.slot or op.token, i, j, M.shape[0], M.shape[1])
+    diag = []
+    for op in d.order_parameters.order_parameters():
+        if op.family in ("q", "V"):
+            for i in range(op.matrix.shape[0]):
+                diag.append(x_syms.index(op.matrix[i, i]))
+    assert set(families) <= set(ORDER_FAMILIES)
+    return families, layout, diag
+
+
+def _header(d: Derivation, declaration) -> str:
+    m = d.model
+    env = d.energetic_potential
+    params = m.parameter_symbols
+    families, layout, diag = _layout(d)
+    sym = d.symmetries
+    domains = {s.name: (dom.low, dom.high) for s, dom in m.domains.items()}
+    tests = tuple(o.name for o in m.observables if isinstance(o, TestObservable))
+    ents = tuple(o.name for o in m.observables if isinstance(o, EntropicObservable))
+    stamp = current_stamp(declaration, "module")
+    from .. import __version__
+
+    return f'''"""Generated by replica {GENERATOR_VERSION} -- do not edit; regenerate with
+``replica generate {m.name}``.
+
+Model: {m.name}: {m.description}
+Fields: L={m.L}, r={m.r}, r_t={m.r_t}. The model's mathematics only (see replica.codegen for the
+function contract); the generic numerics live in the library. Imports numpy (and math) only.
+"""
+# {stamp.line()}
+import math
+
+import numpy as np
+
+EXP_CAP = 300.0
+
+
+def _exp(u):
+    """exp with the exponent capped at EXP_CAP: exp(300) ~ 1e130 already saturates every
+    softmax to machine precision, and the cap keeps ratios of powers of exp finite."""
+    return np.exp(np.minimum(u, EXP_CAP))
+
+
+MODEL = {m.name!r}
+GENERATOR_VERSION = {GENERATOR_VERSION!r}
+REPLICA_VERSION = {__version__!r}
+SOURCE_HASH = {source_hash(d)!r}
+DECLARATION_HASH = {stamp.declaration!r}
+GENERATOR_HASH = {stamp.generator!r}
+L, R, R_T = {m.L}, {m.r}, {m.r_t}
+PARAMETERS = {tuple(s.name for s in params)!r}
+DEFAULTS = {tuple(m.defaults[s] for s in params)!r}
+DOMAINS = {domains!r}
+ORDER_PARAMETERS = {tuple(s.name for s in d.order_symbols)!r}
+CONJUGATES = {tuple(s.name for s in d.conjugate_symbols)!r}
+FAMILIES = {families!r}
+# name -> (family, token or None if shared, row, column, rows, columns)
+LAYOUT = {layout!r}
+SYMMETRIC_DIAGONAL = {tuple(diag)!r}
+BRANCHES = {{k: tuple(v) for k, v in {dict((k, tuple(v)) for k, v in m.branches.items())!r}.items()}}
+# (high, low): the branches whose free entropies cross (replica.phase compares them by default)
+TRANSITION = {m.transition!r}
+# the baseline the test error is compared with (alpha_l), if any
+BASELINE = {m.baseline!r}
+PROX_DIM = {len(env.variables)}
+GAUSSIANS = {tuple(s.name for s in env.gaussians)!r}
+N_STARTS = {len(env.starts)}
+VALIDITY = {tuple(d.validity.keys())!r}
+HAS_TARGET = {m.target is not None!r}
+# observables besides the order parameters (replica.observables); eps_g first
+OBSERVABLES = {tuple(o.name for o in m.observables)!r}
+TEST_OBSERVABLES = {tests!r}
+ENTROPIC_OBSERVABLES = {ents!r}
+N_OBSERVABLES = {len(tests)}
+SIGN_FLIPS = {sym.sign_flips!r}
+CONSTRAINTS = {tuple((c.parameter, c.message, c.relation.rel_op) for c in m.constraints)!r}
+# (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
+# minimum of the bracket and the gradients dF/dx of the other families unchanged
+# (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
+SYMMETRIES = {tuple((f.families, f.indices) for f in sym.folds)!r}
+MIRRORED = {tuple(f.mirrored for f in sym.folds)!r}
+''' + _discrete_header(m, env) + _entropic_header(d)
+
+
+def _discrete_header(m, env) -> str:
+    """Label constants of a model with token clusters (empty otherwise: modules unchanged)."""
+    if not env.discrete:
+        return ""
+    configs = m.data.configurations()
+    return (f"# Token clusters: z = (GAUSSIANS, DISCRETE); DISCRETE are one-hot label indicators e_(lc),\n"
+            f"# one per slot (token l, cluster c) of SLOTS. Averages run over Gaussian nodes x label\n"
+            f"# configurations: CONFIGURATIONS (values of DISCRETE), LABELS (cluster of every token,\n"
+            f"# 0-based), probabilities label_probabilities(p).\n"
+            f"SLOTS = {m.data.slot_labels!r}\n"
+            f"DISCRETE = {tuple(s.name for s in env.discrete)!r}\n"
+            f"CONFIGURATIONS = {tuple(c[2] for c in configs)!r}\n"
+            f"LABELS = {tuple(c[0] for c in configs)!r}\n")
+
+
+def _entropic_header(d: Derivation) -> str:
+    env = d.entropic_potential
+    if not isinstance(env, GaussianMoreauEnvelope):
+        return 'ENTROPIC = "closed"\n'
+    return (f'ENTROPIC = "envelope"\n'
+            f"ENTROPIC_GAUSSIANS = {tuple(s.name for s in env.gaussians)!r}\n"
+            f"ENTROPIC_DIM = {len(env.variables)}\n"
+            f"ENTROPIC_ARGMIN = {env.argmin is not None!r}\n"
+            f"ENTROPIC_N_STARTS = {len(env.starts)}\n"
+            f"ENTROPIC_VALIDITY = {tuple(env.validity.keys())!r}\n")
+
+
+# --------------------------------------------------------------------------- the module
+def generate_module(derivation: Derivation, backends: Sequence[Backend] | Backend | None = None, *,
+                    declaration: str | Path | None = None) -> str:
+    """Source code of the numeric module for ``derivation``.
+
+    ``backends``: the code-generation backends whose sections the module gets (default
+    numpy and the per-node leaves, :func:`~replica.codegen.backends.default_backends`); the
+    numpy section is required (the solver runs it outside the inner minimisation).
+    ``declaration``: the declaration file (default ``model.declared_in``, set by
+    :func:`replica.registry.load_model`), whose hash the module's freshness stamp records.
+    """
+    if backends is None:
+        backends = default_backends()
+    elif isinstance(backends, Backend):
+        backends = [backends]
+    if not any(isinstance(b, NumpyBackend) for b in backends):
+        raise DeclarationError("codegen: the numpy backend is required (the solver runs it); "
+                               "add NumpyBackend() to backends")
+    d = derivation
+    if declaration is None:
+        declaration = getattr(d.model, "declared_in", None)
+    functions = model_functions(d)
+    sections = [s for s in (b.section(functions) for b in backends) if s]
+    return _header(d, declaration) + "\n\n" + "\n\n".join(sections)
+
+
+def write_module(derivation: Derivation, path: str | Path | None = None,
+                 backends: Sequence[Backend] | Backend | None = None, *,
+                 declaration: str | Path | None = None) -> Path:
+    """Generate and write the module (default ``derivations/generated/<model>.py``)."""
+    if path is None:
+        path = DERIVATIONS_DIR / "generated" / f"{derivation.model.name}.py"
+    path = Path(path)
+    path.parent.mkdir(exist_ok=True)  # generated/ next to a model file; no deeper tree is created
+    # atomic: a concurrent reader sees the old or the new module, never half of one
+    return atomic_write_text(path, generate_module(derivation, backends, declaration=declaration))

@@ -1,0 +1,109 @@
+"""sympy printers of the two code-generation backends, and the rewrites they share.
+
+* :class:`ArrayPrinter` -- vectorised numpy (``np.`` prefix, capped exponentials ``_exp``);
+* :class:`ScalarPrinter` -- scalar Python over ``math`` for one quadrature node (what numba
+  compiles): capped ``_sexp``, small integer powers as products, one division per denominator.
+
+:func:`share_exponentials`, :func:`share_reciprocals` and :func:`hoist` rewrite expressions
+before common-subexpression elimination so that the per-node code computes each exponential,
+reciprocal and ``h``-independent subexpression once.
+"""
+from __future__ import annotations
+
+import sympy as sp
+from sympy.printing.numpy import NumPyPrinter
+from sympy.printing.pycode import PythonCodePrinter
+
+
+class ArrayPrinter(NumPyPrinter):
+    """numpy printer writing ``np.`` instead of ``numpy.`` for readability."""
+
+    def _module_format(self, fqn, register=True):
+        out = super()._module_format(fqn, register)
+        return "np." + out[len("numpy."):] if out.startswith("numpy.") else out
+
+    def _print_exp(self, expr):
+        # _exp caps the exponent (see the module header): derivatives of a saturated
+        # softmax are ratios like exp(u) / (1 + exp(u))**2 that would be inf/inf.
+        return f"_exp({self._print(expr.args[0])})"
+
+
+_E = sp.Function("_E")  # capped exponential in per-node code (printed as _sexp)
+
+
+def share_exponentials(expr: sp.Expr) -> sp.Expr:
+    """``exp(k u) -> _E(u)**k`` for integers ``k >= 2``, every other ``exp(u) -> _E(u)``.
+
+    Second derivatives of a softmax produce both ``exp(u)`` and ``exp(2u)``; written as
+    powers of one ``_E(u)`` common-subexpression elimination computes one exponential.
+    (sympy would fold ``exp(u)**2`` back into ``exp(2u)``, hence the opaque ``_E``.)
+    """
+    def repl(e):
+        k, rest = e.args[0].as_content_primitive()
+        if k.is_Integer and k >= 2:
+            return _E(rest) ** int(k)
+        return _E(e.args[0])
+
+    return expr.replace(lambda e: isinstance(e, sp.exp), repl)
+
+
+_R = sp.Function("_R")  # reciprocal in per-node code (printed as 1.0/(...))
+
+
+def share_reciprocals(expr: sp.Expr) -> sp.Expr:
+    """``b**(-n) -> _R(b)**n`` for integers ``n >= 1``: one division per denominator.
+
+    Derivatives of ``1/(1 + e^u)`` contain ``(1 + e^u)^{-1}, ^{-2}, ^{-3}, ^{-4}``; written as
+    powers of one reciprocal, CSE turns three of the four divisions into products.
+    """
+    def repl(e):
+        return _R(e.base) ** int(-e.exp)
+
+    return expr.replace(lambda e: isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp < 0, repl)
+
+
+def hoist(expr: sp.Expr, variables: set, table: dict) -> sp.Expr:
+    """Replace the maximal subexpressions of ``expr`` free of ``variables`` by symbols.
+
+    ``table`` maps each hoisted subexpression to its symbol. The terms of a sum or
+    product that do not involve ``variables`` are grouped first, so that e.g. the target
+    ``T(h*)`` inside ``(T(h*) - S(h))^2`` is computed once per node, not at every step.
+    """
+    if expr.is_Atom:
+        return expr
+    if not (expr.free_symbols & variables):
+        if expr not in table:
+            table[expr] = sp.Symbol(f"_k{len(table)}")
+        return table[expr]
+    if expr.is_Add or expr.is_Mul:
+        const = [a for a in expr.args if not (a.free_symbols & variables)]
+        var = [hoist(a, variables, table) for a in expr.args if a.free_symbols & variables]
+        if len(const) > 1 or (const and not const[0].is_Atom):
+            const = [hoist(expr.func(*const), variables, table)]
+        return expr.func(*const, *var, evaluate=False)
+    return expr.func(*[hoist(a, variables, table) for a in expr.args])
+
+
+class ScalarPrinter(PythonCodePrinter):
+    """Scalar Python (``math``) for one node: what numba compiles into a fused kernel."""
+
+    def _print_Function(self, expr):
+        if expr.func == _E:
+            return f"_sexp({self._print(expr.args[0])})"
+        if expr.func == _R:
+            return f"(1.0/{self.parenthesize(expr.args[0], 1000)})"
+        return super()._print_Function(expr)
+
+    def _print_exp(self, expr):
+        return f"_sexp({self._print(expr.args[0])})"
+
+    def _print_Pow(self, expr, rational=False):
+        b, e = expr.args
+        # Small integer powers of a symbol as products: fast under numba, and never an
+        # OverflowError in plain Python (float ** int raises, float * float gives inf).
+        if e.is_Integer and 2 <= abs(int(e)) <= 4 and b.is_Symbol:
+            prod = "*".join([self._print(b)] * abs(int(e)))
+            return f"({prod})" if e > 0 else f"(1.0/({prod}))"
+        if e == -1:
+            return f"(1.0/{self.parenthesize(b, 1000)})"
+        return super()._print_Pow(expr, rational)
