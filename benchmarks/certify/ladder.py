@@ -70,15 +70,17 @@ def tensor_rule(omega, A, branch, alpha, order, x0) -> dict:
                         alpha=float(alpha), order=order)
 
 
-def run(only=None) -> list[dict]:
+def run(only=None, kinds=("replica", "tensor")) -> list[dict]:
+    """Ladder rows for the table points whose reference is cached (``only``: label substrings)."""
     rows = []
     for label, omega, A, branch, alpha, start in study.TABLE_POINTS:
         if only and not any(o in label for o in only):
             continue
-        fine = study.fixed_point(omega, A, branch, alpha, None, "fine") if _has(omega, A, branch, alpha) else None
-        if fine is None:
+        fine_rule = study.RULE_PAIRS[branch][1]
+        if not _has(omega, A, branch, alpha, fine_rule):
             continue
-        for kind in ("replica", "tensor"):
+        fine = study.fixed_point(omega, A, branch, alpha, None, fine_rule)
+        for kind in kinds:
             vals = {}
             for n in ORDERS:
                 vals[n] = (replica_rule(omega, A, branch, alpha, n) if kind == "replica"
@@ -104,9 +106,9 @@ def run(only=None) -> list[dict]:
     return rows
 
 
-def _has(omega, A, branch, alpha) -> bool:
+def _has(omega, A, branch, alpha, rule_name) -> bool:
     k = study._key(kind="fixed_point", omega=omega, A=[list(r) for r in A], branch=branch, alpha=float(alpha),
-                   rule="fine")
+                   rule=rule_name)
     return k in study.load_store()
 
 
@@ -131,8 +133,14 @@ def markdown(rows: list[dict]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.certify.ladder", description=__doc__.splitlines()[0])
     ap.add_argument("--points", default="", help="table rows whose label contains one of these")
+    ap.add_argument("--rules", default="replica,tensor", help="comma-separated: replica, tensor")
     a = ap.parse_args(argv)
-    rows = run([p for p in a.points.split(",") if p] or None)
+    kinds = tuple(k for k in a.rules.split(",") if k)
+    bad = set(kinds) - {"replica", "tensor"}
+    if bad:
+        print(f"python -m benchmarks.certify.ladder: error: --rules: unknown {sorted(bad)}", file=sys.stderr)
+        return 2
+    rows = run([p for p in a.points.split(",") if p] or None, kinds)
     write_csv(FIG / "certified_ladder.csv", rows, CSV_COLUMNS)
     print(markdown(rows))
     return 0
