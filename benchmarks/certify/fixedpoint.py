@@ -11,7 +11,6 @@ the averages (~1e-11).
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 

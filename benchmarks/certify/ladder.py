@@ -22,8 +22,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from . import study
 from .energetic import TensorGH
 from .fixedpoint import NotConverged, solve
@@ -82,9 +80,12 @@ def run(only=None, kinds=("replica", "tensor")) -> list[dict]:
         fine = study.fixed_point(omega, A, branch, alpha, None, fine_rule)
         for kind in kinds:
             vals = {}
-            for n in ORDERS:
-                vals[n] = (replica_rule(omega, A, branch, alpha, n) if kind == "replica"
-                           else tensor_rule(omega, A, branch, alpha, n, fine["x"]))
+            try:
+                for n in ORDERS:
+                    vals[n] = (replica_rule(omega, A, branch, alpha, n) if kind == "replica"
+                               else tensor_rule(omega, A, branch, alpha, n, fine["x"]))
+            except study.MissingPoint:
+                continue
             for n, n2 in zip(ORDERS[:-1], ORDERS[1:]):
                 a, b = vals[n], vals[n2]
                 row = dict(label=label, rule=kind, order=n, refined=n2)

@@ -14,7 +14,6 @@ dPsi_y`` since ``Phi`` is stationary; ``eps_g`` re-evaluated at ``x + dx``).
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -24,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from .energetic import AdaptiveRule, eps_g_average
-from .fixedpoint import (NotConverged, free_mask, jacobian, solve, solve_at_theta, solve_refined, state_map)
-from .model import PAPER_A, SECOND_A, Params, entropic, conjugates, psi_t, psi_w
+from .fixedpoint import NotConverged, free_mask, jacobian, solve_at_theta, solve_refined, state_map
+from .model import PAPER_A, SECOND_A, Params
 from .rules import hermite
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -74,6 +73,12 @@ def save_record(rec: dict) -> None:
 
 
 _STORE: dict | None = None
+#: set by ``--cache-only``: a point missing from the cache is an error instead of a computation
+CACHE_ONLY = False
+
+
+class MissingPoint(RuntimeError):
+    pass
 
 
 def cached(kind: str, compute, **kw) -> dict:
@@ -83,6 +88,8 @@ def cached(kind: str, compute, **kw) -> dict:
     k = _key(kind=kind, **kw)
     if k in _STORE:
         return _STORE[k]
+    if CACHE_ONLY:
+        raise MissingPoint(f"not in {STORE.name}: {k}")
     rec = compute()
     rec["key"] = k
     save_record(rec)
@@ -186,10 +193,17 @@ def replica_solve(omega: float, A, branch: str, alpha: float) -> dict:
         if r.returncode != 0:
             return dict(error=(r.stderr.strip().splitlines() or ["?"])[-1], returncode=r.returncode)
         d = json.loads(r.stdout)
-        return {k: d.get(k) for k in ("q", "V", "m", "theta", "phi", "eps_g", "converged", "notes",
+        return {k: d.get(k) for k in ("q", "V", "m", "theta", "phi", "psi_y", "eps_g", "converged", "notes",
                                       "quadrature", "quadrature_residual")}
 
     return cached("replica", compute, omega=omega, A=[list(r) for r in A], branch=branch, alpha=float(alpha))
+
+
+def replica_or_missing(omega: float, A, branch: str, alpha: float) -> dict:
+    try:
+        return replica_solve(omega, A, branch, alpha)
+    except MissingPoint:
+        return dict(error="not run in this cache")
 
 
 # ----------------------------------------------------------------------------- baseline
@@ -261,15 +275,20 @@ def table(only: list[str] | None = None) -> list[dict]:
             continue
         try:
             rows.append(table_row(label, omega, A, branch, alpha, start))
+        except MissingPoint:
+            rows.append(dict(label=label, omega=omega, A=[list(r) for r in A], branch=branch, alpha=alpha,
+                             error="not computed in this cache", replica=replica_or_missing(omega, A, branch, alpha)))
         except (NotConverged, RuntimeError) as exc:
             log(f"{label}: {exc}")
             rows.append(dict(label=label, omega=omega, A=[list(r) for r in A], branch=branch, alpha=alpha,
-                             error=str(exc), replica=replica_solve(omega, A, branch, alpha)))
+                             error=str(exc), replica=replica_or_missing(omega, A, branch, alpha)))
     return rows
 
 
 # ----------------------------------------------------------------------------- task: the semantic branch's end
-SEMANTIC_THETAS = (0.16, 0.14, 0.12, 0.10, 0.08, 0.06, 0.05, 0.04, 0.03, 0.02, 0.01, 0.005, 0.0025)
+SEMANTIC_THETAS = (0.1179, 0.10, 0.08, 0.06, 0.05, 0.04, 0.03, 0.02, 0.01, 0.005)
+#: the theta where the branch is also solved on the fine rule (the rule part of alpha_b's bar)
+BAR_THETA = 0.01
 
 
 def semantic_branch(omega: float = 0.3, A=PAPER_A, rule_name: str = "check",
@@ -291,114 +310,136 @@ def semantic_branch(omega: float = 0.3, A=PAPER_A, rule_name: str = "check",
     T = np.array([r["theta"] for r in small])
     a = np.array([r["alpha"] for r in small])
     coef = np.linalg.solve(np.stack([np.ones(3), T ** 2, T ** 4], axis=1), a)
+    # fit error: the same fit without the theta^4 term through the two smallest theta
+    c2 = np.linalg.solve(np.stack([np.ones(2), T[:2] ** 2], axis=1), a[:2])
+    ref = next(r for r in pts if r["theta"] == BAR_THETA)
+    fine = theta_point(omega, A, BAR_THETA, [ref["q"], ref["V"], ref["alpha"]], "fine")
+    rule_shift = fine["alpha"] - ref["alpha"]
     alphas = [r["alpha"] for r in pts]
     turning = [i for i in range(1, len(alphas) - 1)
                if (alphas[i] - alphas[i - 1]) * (alphas[i + 1] - alphas[i]) < 0]
     return dict(omega=omega, rule=rule_name, points=pts, alpha_b=float(coef[0]), c2=float(coef[1]),
-                c4=float(coef[2]), folds=[dict(theta=pts[i]["theta"], alpha=alphas[i]) for i in turning])
+                c4=float(coef[2]), alpha_b_fine=float(coef[0] + rule_shift),
+                alpha_b_bar=float(abs(rule_shift) + abs(c2[0] - coef[0])), fine_point=fine,
+                folds=[dict(theta=pts[i]["theta"], alpha=alphas[i]) for i in turning])
 
 
 # ----------------------------------------------------------------------------- task: alpha_c, alpha_l
 OMEGAS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45)
 
 
-def _branch_solution(omega, A, branch, alpha, x0, rule_name):
-    return fixed_point(omega, A, branch, round(float(alpha), 10), x0, rule_name)
+def _branch_solution(omega, A, branch, alpha, x0, rule_name, near=False):
+    return fixed_point(omega, A, branch, round(float(alpha), 10), x0, rule_name, near=near)
 
 
-def _positional_best(omega, A, alpha, starts, rule_name):
-    """The positional solution with the largest ``Phi`` among those the starts reach."""
-    best = None
-    for x0 in starts:
-        try:
-            r = _branch_solution(omega, A, "positional", alpha, x0, rule_name)
-        except NotConverged:
-            continue
-        if r["m"] < 1e-4:
-            continue
-        if best is None or r["phi"] > best["phi"]:
-            best = r
-    return best
+def tangent(omega: float, A, branch: str, alpha: float, x) -> dict:
+    """``dx/dalpha`` along a branch at its solution ``x`` (implicit function theorem on the coarse
+    rule: ``dx/dalpha = -J^-1 dG/dalpha``; ``alpha`` enters ``G`` only through the conjugates, so
+    ``dG/dalpha`` reuses one energetic average), with ``d eps_g/d alpha`` and ``d Psi_y/d alpha``
+    along it (``eps_g`` has no prox: spectral rule; ``Psi_y`` by a central difference along the
+    tangent). Only derivatives: the coarse rule's ~1e-3 relative error enters the thresholds at
+    second order (times the Newton step)."""
+    p = params(omega, A)
+
+    def compute():
+        log(f"tangent {branch} omega={omega} alpha={alpha:.6g}")
+        free = free_mask(branch)
+        xx = np.array(x, float)
+        co = rule("coarse")
+        J = jacobian(alpha, xx, branch, p, co)
+        h = 1e-4 * alpha
+        gp = state_map(xx, alpha + h, p, co)[0] - xx
+        gm = state_map(xx, alpha - h, p, co)[0] - xx
+        dx = np.zeros(4)
+        dx[free] = -np.linalg.solve(J, ((gp - gm) / (2 * h))[free])
+        s = 1e-3 * alpha
+        deps = (eps_g_average(xx + s * dx, p) - eps_g_average(xx - s * dx, p)) / (2 * s)
+        dpsi = (state_map(xx + s * dx, alpha, p, co)[2] - state_map(xx - s * dx, alpha, p, co)[2]) / (2 * s)
+        return dict(dx=dx.tolist(), deps_g=float(deps), dpsi_y=float(dpsi))
+
+    return cached("tangent", compute, omega=omega, A=[list(r) for r in A], branch=branch, alpha=float(alpha),
+                  x=[round(float(v), 10) for v in x])
 
 
-def alpha_c(omega: float, A=PAPER_A, rule_name: str = "scan4", alpha0: float | None = None,
-            tol: float = 1e-7, max_iter: int = 12) -> dict:
-    """Newton on ``D(alpha) = Phi_sem - Phi_pos`` with ``D' = Psi_y,sem - Psi_y,pos`` (exact)."""
-    alpha = float(alpha0 if alpha0 is not None else 0.62 + 1.3 * omega + 2.5 * omega ** 2)
-    rs = replica_solve(omega, A, "semantic", round(alpha, 6))
-    xs = [rs["q"], rs["V"], 0.0, rs["theta"]] if rs.get("converged") else [0.06, 24.0, 0.0, 0.08]
-    rp = replica_solve(omega, A, "positional", round(alpha, 6))
-    starts = [[rp["q"], rp["V"], rp["m"], 0.0]] if rp.get("converged") else []
-    starts += [[0.045, 21.0, 0.19, 0.0], [0.055, 27.0, 0.08, 0.0]]
-    hist = []
-    for it in range(max_iter):
-        sem = _branch_solution(omega, A, "semantic", alpha, xs, rule_name)
-        pos = _positional_best(omega, A, alpha, starts, rule_name)
-        if pos is None:
-            raise NotConverged(f"omega={omega}: no positional solution at alpha={alpha}")
-        D = sem["phi"] - pos["phi"]
-        dD = sem["psi_y"] - pos["psi_y"]
-        hist.append(dict(alpha=alpha, D=D, dD=dD, m_pos=pos["m"], theta_sem=sem["theta"]))
-        step = -D / dD
-        step = max(min(step, 0.3 * alpha), -0.3 * alpha)
-        xs = sem["x"]
-        starts = [pos["x"]]
-        if abs(step) < tol:
-            break
-        alpha = alpha + step
-    else:
-        raise NotConverged(f"omega={omega}: alpha_c Newton did not converge: {hist[-3:]}")
-    return dict(omega=omega, alpha_c=alpha + step, rule=rule_name, history=hist, semantic=sem, positional=pos)
+def _pair(omega, A, branch, alpha, start) -> tuple[dict, dict]:
+    """The (check, fine) reference solutions of ``branch`` at ``alpha`` (rules of RULE_PAIRS)."""
+    r_check, r_fine = RULE_PAIRS[branch]
+    check = _branch_solution(omega, A, branch, alpha, start, r_check)
+    fine = _branch_solution(omega, A, branch, alpha, check["x"], r_fine, near=True)
+    return check, fine
 
 
-def alpha_l(omega: float, A=PAPER_A, rule_name: str = "scan4", start: dict | None = None,
-            tol: float = 1e-7, max_iter: int = 15) -> dict:
-    """Secant on ``eps_g,sem(alpha) - eps_lin`` along the semantic branch, from its solution ``start``."""
+def _replica_start(omega, A, branch, alpha, fallback):
+    r = replica_solve(omega, A, branch, round(float(alpha), 10))
+    if r.get("converged") and r.get("q") is not None:
+        return [r["q"], r["V"], r["m"], r["theta"]]
+    return list(fallback)
+
+
+def alpha_c_step(omega: float, A, alpha0: float) -> dict:
+    """``alpha_c`` by one Newton step on ``D = Phi_sem - Phi_pos`` from ``alpha0`` (a point near
+    the root, e.g. the library's value), ``D' = Psi_y,sem - Psi_y,pos`` exact (envelope theorem).
+    Bar: the step on the check rules vs the fine rules, plus the Newton truncation
+    ``|D''| delta^2 / (2 |D'|)`` with ``D''`` from the branch tangents."""
+    xs = _replica_start(omega, A, "semantic", alpha0, (0.06, 24.0, 0.0, 0.08))
+    xp = _replica_start(omega, A, "positional", alpha0, (0.045, 21.0, 0.19, 0.0))
+    sc, sf = _pair(omega, A, "semantic", alpha0, xs)
+    pc, pf = _pair(omega, A, "positional", alpha0, xp)
+    roots = []
+    for s, q in ((sc, pc), (sf, pf)):
+        D, dD = s["phi"] - q["phi"], s["psi_y"] - q["psi_y"]
+        roots.append(alpha0 - D / dD)
+    dD = sf["psi_y"] - pf["psi_y"]
+    d2 = tangent(omega, A, "semantic", alpha0, sf["x"])["dpsi_y"] - tangent(omega, A, "positional", alpha0, pf["x"])["dpsi_y"]
+    delta = roots[1] - alpha0
+    trunc = abs(d2) * delta ** 2 / (2 * abs(dD))
+    return dict(omega=omega, alpha_c=roots[1], alpha_c_check=roots[0], alpha_c_bar=abs(roots[1] - roots[0]) + trunc,
+                alpha_c_trunc=trunc, alpha0=alpha0, dD=dD, m_pos=pf["m"], theta_sem=sf["theta"],
+                eps_g_at_alpha_c=sf["eps_g"], rules=[list(RULE_PAIRS["semantic"]), list(RULE_PAIRS["positional"])])
+
+
+def alpha_l_step(omega: float, A, alpha0: float) -> dict:
+    """``alpha_l`` by one Newton step on ``eps_g,sem(alpha) - eps_lin`` from ``alpha0``; slope from
+    the semantic tangent. Bar: check vs fine step plus the truncation ``|slope error| |delta|``
+    bounded by the change of the slope between the check and fine tangents plus 1e-2 relative
+    (the coarse-rule Jacobian), times ``|delta|``."""
     p = params(omega, A)
     el = eps_lin(p)
-    a0 = start["alpha"]
-    x = start["x"]
-    f0 = start["eps_g"] - el
-    a1 = a0 * (1.15 if f0 > 0 else 0.95)
-    r1 = _branch_solution(omega, A, "semantic", a1, x, rule_name)
-    f1 = r1["eps_g"] - el
-    hist = [dict(alpha=a0, f=f0), dict(alpha=a1, f=f1)]
-    for it in range(max_iter):
-        a2 = a1 - f1 * (a1 - a0) / (f1 - f0)
-        a2 = min(max(a2, 0.7 * a1), 1.5 * a1)
-        if abs(a2 - a1) < tol:
-            break
-        r2 = _branch_solution(omega, A, "semantic", a2, r1["x"], rule_name)
-        a0, f0, a1, f1, r1 = a1, f1, a2, r2["eps_g"] - el, r2
-        hist.append(dict(alpha=a1, f=f1))
-    else:
-        raise NotConverged(f"omega={omega}: alpha_l secant did not converge: {hist[-3:]}")
-    return dict(omega=omega, alpha_l=a2, eps_lin=el, rule=rule_name, history=hist, semantic=r1)
+    xs = _replica_start(omega, A, "semantic", alpha0, (0.09, 17.0, 0.0, 0.12))
+    sc, sf = _pair(omega, A, "semantic", alpha0, xs)
+    slope = tangent(omega, A, "semantic", alpha0, sf["x"])["deps_g"]
+    roots = [alpha0 - (s["eps_g"] - el) / slope for s in (sc, sf)]
+    delta = roots[1] - alpha0
+    return dict(omega=omega, alpha_l=roots[1], alpha_l_check=roots[0],
+                alpha_l_bar=abs(roots[1] - roots[0]) + 1e-2 * abs(delta), alpha0_l=alpha0, eps_lin=el,
+                slope=slope)
 
 
-def thresholds(omegas=OMEGAS, A=PAPER_A, rule_name: str = "scan4", bar_rule: str = "mid",
-               guesses: dict | None = None) -> list[dict]:
-    """``alpha_c``, ``alpha_l`` per ``omega`` on ``rule_name``. Bar: one Newton step on the
-    ``bar_rule`` from the roots (``dalpha = -D_bar(alpha_c) / D'``, same for ``alpha_l``; the
-    bar rule's solutions start from the first rule's), plus the root tolerance."""
+#: anchors per omega: (alpha for alpha_c, alpha for alpha_l), the library's phase diagram
+#: (docs/figures/fig3_right_phase_diagram.csv) rounded to 1e-2, except where the reference
+#: already holds a solved point closer than that (omega = 0.3: alpha = 1.25; omega = 0.1: the
+#: first Newton iterate 0.7546242551 of an earlier full Newton run)
+ANCHORS = {0.3: (1.25, 1.49), 0.1: (0.7546242551, 0.89)}
+
+
+def thresholds(omegas=OMEGAS, A=PAPER_A, replica_rows: dict | None = None) -> list[dict]:
+    """``alpha_c``, ``alpha_l`` per ``omega`` by one reference Newton step from an anchor."""
     rows = []
-    guesses = guesses or {}
+    replica_rows = replica_rows or {}
     for om in omegas:
+        anc = ANCHORS.get(om)
+        if anc is None:
+            rep = replica_rows.get(round(om, 6), {})
+            if rep.get("alpha_c") is None or rep.get("alpha_l") is None:
+                rows.append(dict(omega=om, error="no anchor"))
+                continue
+            anc = (round(rep["alpha_c"], 2), round(rep["alpha_l"], 2))
         try:
-            c = alpha_c(om, A, rule_name, alpha0=guesses.get(om))
-            l = alpha_l(om, A, rule_name, c["semantic"])
-            ac, al = c["alpha_c"], l["alpha_l"]
-            sem = _branch_solution(om, A, "semantic", ac, c["semantic"]["x"], bar_rule)
-            pos = _branch_solution(om, A, "positional", ac, c["positional"]["x"], bar_rule)
-            dac = -(sem["phi"] - pos["phi"]) / (sem["psi_y"] - pos["psi_y"])
-            sl = _branch_solution(om, A, "semantic", al, l["semantic"]["x"], bar_rule)
-            h = l["history"]
-            slope = (h[-1]["f"] - h[-2]["f"]) / (h[-1]["alpha"] - h[-2]["alpha"])
-            dal = -(sl["eps_g"] - l["eps_lin"]) / slope
-            rows.append(dict(omega=om, alpha_c=ac, alpha_c_bar=abs(dac) + 1e-7, alpha_l=al,
-                             alpha_l_bar=abs(dal) + 1e-7, eps_lin=l["eps_lin"], m_pos=c["positional"]["m"],
-                             theta_sem=c["semantic"]["theta"], eps_g_at_alpha_c=c["semantic"]["eps_g"],
-                             rules=[rule_name, bar_rule]))
+            c = alpha_c_step(om, A, anc[0])
+            l = alpha_l_step(om, A, anc[1])
+            rows.append({**c, **l})
+        except MissingPoint:
+            rows.append(dict(omega=om, error="not computed in this cache"))
         except NotConverged as exc:
             log(f"omega={om}: {exc}")
             rows.append(dict(omega=om, error=str(exc)))
