@@ -14,6 +14,7 @@ independently to 1e-10 or better.
   integrands against each other.
 * Pseudo-arclength continuation through the two folds of ``x^3 - x + alpha = 0``
   (at ``alpha = +-2 / (3 sqrt 3)``).
+* Slow: ``docs/certified.md`` is current with the committed point cache (``--check``).
 """
 from __future__ import annotations
 
@@ -177,3 +178,17 @@ def test_continuation_through_folds():
     assert abs(path.folds[1]["alpha"] + exact) < 1e-4
     xf, af = refine_fold(F, path.folds[0]["x"], path.folds[0]["alpha"], scale=[1.0, 1.0])
     assert abs(af - exact) < 1e-10 and abs(xf[0] - 1 / math.sqrt(3)) < 1e-6
+
+
+@pytest.mark.slow
+def test_certified_doc_is_current():
+    """docs/certified.md's tables are what the committed point cache renders to (no computation:
+    ``--check`` is cache-only and writes nothing)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", "benchmarks.certify", "--check"], cwd=root,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -46,6 +46,7 @@ def main(argv=None) -> int:
         rows = study.table([p for p in a.points.split(",") if p] or None)
         if write:
             report.table_csv(rows)
+            report.table_figure(rows, report.FIG / "certified_points.png")
         if doc is not None:
             doc = report.replace_block(doc, "TABLE", report.table_markdown(rows))
             doc = report.replace_block(doc, "VERDICT", report.verdict_markdown(rows))

@@ -9,8 +9,9 @@ For each point of the table (reference values from ``results/points.jsonl``):
   ties averaged (what the library's rule becomes with the global prox of item 3a), N = 10, 14, 18.
 
 A rung ``N -> N'`` *covers* a quantity when ``|x_N - x_N'| >= |x_N - x_ref|`` (the refinement
-difference, used as the error bar of ``x_N``, is at least the true error). The reference's own bar
-is small against these differences (``docs/certified.md``). Writes
+difference, used as the error bar of ``x_N``, is at least the true error): "yes" when that holds
+for any reference within its own bar ``|fine - check|``, "no" when it fails for all of them,
+"undecided" otherwise. Writes
 ``docs/figures/certified_ladder.csv``; ``python -m benchmarks.certify.ladder``.
 """
 from __future__ import annotations
@@ -78,6 +79,7 @@ def run(only=None, kinds=("replica", "tensor")) -> list[dict]:
         if not _has(omega, A, branch, alpha, fine_rule):
             continue
         fine = study.fixed_point(omega, A, branch, alpha, None, fine_rule)
+        check = study.fixed_point(omega, A, branch, alpha, None, study.RULE_PAIRS[branch][0])
         for kind in kinds:
             vals = {}
             try:
@@ -99,9 +101,12 @@ def run(only=None, kinds=("replica", "tensor")) -> list[dict]:
                         continue
                     err = abs(a[qn] - ref)
                     bar = abs(a[qn] - b[qn])
+                    ref_bar = abs(ref - check[qn])
                     row[qn + "_err"] = err / abs(ref)
                     row[qn + "_bar"] = bar / abs(ref)
-                    row[qn + "_covered"] = bool(bar >= err)
+                    # covered / not covered only where the reference's own bar cannot decide
+                    row[qn + "_covered"] = ("yes" if bar >= err + ref_bar else
+                                            "no" if bar < err - ref_bar else "undecided")
                 row["seconds"] = a.get("seconds")
                 rows.append(row)
     return rows
@@ -125,7 +130,7 @@ def markdown(rows: list[dict]) -> str:
             if q + "_err" not in r:
                 cells.append("—")
                 continue
-            mark = "" if r[q + "_covered"] else " **✗**"
+            mark = {"yes": "", "no": " **✗**", "undecided": " ?"}[r[q + "_covered"]]
             cells.append(f"{r[q + '_err']:.1e} / {r[q + '_bar']:.1e}{mark}")
         lines.append(f"| {r['label']} | {r['rule']} | {r['order']} → {r['refined']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

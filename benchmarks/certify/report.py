@@ -90,13 +90,13 @@ def table_markdown(rows: list[dict]) -> str:
 
 def verdict_markdown(rows: list[dict]) -> str:
     """Per point: the largest ``|replica - reference|`` against the reference's bar, both relative."""
-    lines = ["| point | reference bar (max rel.) | replica − ref (max rel.) | replica within the bar? |",
-             "|---|---|---|---|"]
+    lines = ["| point | reference bar (max rel.) | replica − ref (max rel.) | max |replica − ref| / bar | "
+             "outside the bar |", "|---|---|---|---|---|"]
     for r in rows:
         if "error" in r or "error" in r.get("replica", {}):
-            lines.append(f"| {r['label']} | — | — | not compared: {r.get('error') or r['replica']['error']} |")
+            lines.append(f"| {r['label']} | — | — | — | not compared: {r.get('error') or r['replica']['error']} |")
             continue
-        worst_b, worst_d, names = 0.0, 0.0, []
+        worst_b, worst_d, ratio, names = 0.0, 0.0, 0.0, []
         for qn in QUANTS:
             v = r["reference"][qn]
             rep = r["replica"].get(qn)
@@ -104,11 +104,47 @@ def verdict_markdown(rows: list[dict]) -> str:
                 continue
             b, d = abs(r["bar"][qn] / v), abs((rep - v) / v)
             worst_b, worst_d = max(worst_b, b), max(worst_d, d)
+            ratio = max(ratio, d / b if b else math.inf)
             if d > abs(r["bar"][qn] / v):
                 names.append(qn)
-        ok = "yes" if not names else "no: " + ", ".join(names)
-        lines.append(f"| {r['label']} | {worst_b:.1e} | {worst_d:.1e} | {ok} |")
+        out = ", ".join(names) if names else "none"
+        lines.append(f"| {r['label']} | {worst_b:.1e} | {worst_d:.1e} | {ratio:.1f} | {out} |")
     return "\n".join(lines)
+
+
+def table_figure(rows: list[dict], out: Path) -> None:
+    """``replica - reference`` relative to the reference, per point and quantity, with the
+    reference's bar drawn as an error bar around zero (symmetric log scale)."""
+    import matplotlib
+    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in rows if "error" not in r and "error" not in r["replica"]]
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    width = 0.8 / len(QUANTS)
+    for j, qn in enumerate(QUANTS):
+        xs, ds, bs = [], [], []
+        for i, r in enumerate(ok):
+            v, rep = r["reference"][qn], r["replica"].get(qn)
+            if not v or rep is None:
+                continue
+            xs.append(i + (j - len(QUANTS) / 2 + 0.5) * width)
+            ds.append((rep - v) / abs(v))
+            bs.append(abs(r["bar"][qn] / v))
+        ax.errorbar(xs, [0.0] * len(xs), yerr=bs, fmt="none", ecolor=f"C{j}", alpha=0.5, capsize=2)
+        ax.plot(xs, ds, "o", color=f"C{j}", ms=4, label=qn)
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_yscale("symlog", linthresh=1e-4)
+    ax.set_xticks(range(len(ok)))
+    ax.set_xticklabels([r["label"] for r in ok], rotation=30, ha="right", fontsize=7)
+    ax.set_ylabel("(replica − reference) / |reference|")
+    ax.set_title("replica solve vs the certified reference (bars: the reference's error bar)", fontsize=9)
+    ax.legend(fontsize=7, ncol=len(QUANTS))
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=130)
+    plt.close(fig)
 
 
 def table_csv(rows: list[dict]) -> None:
@@ -248,11 +284,16 @@ def branch_markdown(branch: dict, replica_curve: list[dict]) -> str:
         lines.append(f"| {r['theta']:g} | {r['alpha']:.6f} | {r['q']:.6f} | {r['V']:.4f} | {r['phi']:.7e} | "
                      f"{r['eps_g']:.6e} |")
     fp = branch["fine_point"]
+    if fp is None:
+        rule_txt = ("The fine-rule point that measures the rule part of the bar is not in the cache: "
+                    f"α_b = {fmt(branch['alpha_b'], branch['alpha_b_bar'])} carries the fit part only; ")
+    else:
+        shift = fp["alpha"] - next(r["alpha"] for r in pts if r["theta"] == fp["theta"])
+        rule_txt = (f"On the fine rule (n_t = 24) the θ = {fp['theta']:g} point sits at α = {fp['alpha']:.5f} "
+                    f"(shift {shift:+.1e}), so **α_b = {fmt(branch['alpha_b_fine'], branch['alpha_b_bar'])}** "
+                    "(bar: that rule shift plus the change of the fit without its θ⁴ term); ")
     lines += ["", f"Fit through the three smallest θ: α_b = {branch['alpha_b']:.5f}, "
-              f"α ≈ α_b + {branch['c2']:.2f} θ² + {branch['c4']:.0f} θ⁴. On the fine rule (n_t = 24) the "
-              f"θ = {fp['theta']:g} point sits at α = {fp['alpha']:.5f} (shift {fp['alpha'] - next(r['alpha'] for r in pts if r['theta'] == fp['theta']):+.1e}), "
-              f"so **α_b = {fmt(branch['alpha_b_fine'], branch['alpha_b_bar'])}** (bar: that rule shift plus "
-              "the change of the fit without its θ⁴ term); "
+              f"α ≈ α_b + {branch['c2']:.2f} θ² + {branch['c4']:.0f} θ⁴. " + rule_txt +
               f"turning points of α along the branch: {branch['folds'] or 'none'}.", "",
               "replica solve --branch semantic (defaults, fresh process):", "",
               "| α | θ | q | V | converged | notes |", "|---|---|---|---|---|---|"]
