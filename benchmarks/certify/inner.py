@@ -324,6 +324,17 @@ def line_integral(v, ctx, ugrid, cert, atol, out, err, stats, stack, mins, sw, H
 
 
 @njit
+def _gk_node(j, mid, half):
+    """Node ``j`` (0..14, left to right) of the G7-K15 pair on ``[mid - half, mid + half]``:
+    abscissa, Kronrod weight, Gauss weight (0 at the Kronrod-only nodes)."""
+    if j == 7:
+        return mid, WGK[7], WG[3]
+    jj = j if j < 7 else 14 - j
+    x = mid - half * XGK[jj] if j < 7 else mid + half * XGK[jj]
+    return x, WGK[jj], (WG[jj // 2] if jj % 2 == 1 else 0.0)
+
+
+@njit
 def _gk_line(v, a, b, piece, nsw, ctx, ugrid, Hg, sw, cert, stack, mins, work, row):
     """G7-K15 of ``phi(u) f(v, u)`` on ``[a, b]`` inside ``piece``: K15 values into
     ``work[row, 3:8]``, QUADPACK error estimates into ``work[row, 8:13]``."""
@@ -338,19 +349,7 @@ def _gk_line(v, a, b, piece, nsw, ctx, ugrid, Hg, sw, cert, stack, mins, work, r
     fv = np.empty((15, 5))
     kw = np.empty(15)
     for j in range(15):
-        if j < 7:
-            uu = mid - half * XGK[j]
-            wk = WGK[j]
-            wg = WG[j // 2] if j % 2 == 1 else 0.0
-        elif j == 7:
-            uu = mid
-            wk = WGK[7]
-            wg = WG[3]
-        else:
-            jj = 14 - j
-            uu = mid + half * XGK[jj]
-            wk = WGK[jj]
-            wg = WG[jj // 2] if jj % 2 == 1 else 0.0
+        uu, wk, wg = _gk_node(j, mid, half)
         # start: the nearest known minimiser of this piece (a grid point inside it, or the
         # branch minimisers of the breaks that bound it)
         best = 1e300
@@ -401,19 +400,7 @@ def _gk_v(a, b, ctx, ugrid, cert, atol_u, stats, stack, mins, sw, Hg, work, vw, 
     fv = np.zeros((15, 5))
     kw = np.empty(15)
     for j in range(15):
-        if j < 7:
-            vv = mid - half * XGK[j]
-            wk = WGK[j]
-            wg = WG[j // 2] if j % 2 == 1 else 0.0
-        elif j == 7:
-            vv = mid
-            wk = WGK[7]
-            wg = WG[3]
-        else:
-            jj = 14 - j
-            vv = mid + half * XGK[jj]
-            wk = WGK[jj]
-            wg = WG[jj // 2] if jj % 2 == 1 else 0.0
+        vv, wk, wg = _gk_node(j, mid, half)
         kw[j] = wk
         dens = math.exp(-0.5 * vv * vv) * INV_SQRT_2PI
         if dens < 1e-30:

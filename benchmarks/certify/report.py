@@ -174,9 +174,10 @@ def semantic_figure(branch: dict, replica_curve: list[dict], gd: list[dict], out
     ax = axes[0]
     ax.plot([r["alpha"] for r in pts], [r["theta"] for r in pts], "o-", color="C0", ms=4,
             label="semantic branch, reference (θ-parametrised)")
-    ab = branch["alpha_b"]
-    ax.plot([ab, 2.4], [0, 0], "-", color="C2", lw=2, label="agnostic branch (θ = m = 0)")
-    ax.plot([ab], [0], "*", color="C3", ms=12, label=f"merger (pitchfork) α_b = {ab:.4f}")
+    ab, abb = branch["alpha_b_fine"], branch["alpha_b_bar"]
+    ax.plot([0.4, 2.4], [0, 0], "-", color="C2", lw=2, label="agnostic branch (θ = m = 0)")
+    ax.errorbar([ab], [0], xerr=[abb], fmt="*", color="C3", ms=12, capsize=3,
+                label=f"merger (pitchfork) α_b = {fmt(ab, abb)}")
     if replica_curve:
         rc = [r for r in replica_curve if r.get("converged")]
         ax.plot([r["alpha"] for r in rc], [r["theta"] for r in rc], "x--", color="C1", ms=5,
@@ -197,7 +198,7 @@ def semantic_figure(branch: dict, replica_curve: list[dict], gd: list[dict], out
             label="reference")
     tt = np.linspace(0, max(r["theta"] for r in small), 100)
     ax.plot(tt ** 2, branch["alpha_b"] + branch["c2"] * tt ** 2 + branch["c4"] * tt ** 4, "-", color="C3",
-            lw=0.8, label="α_b + c₂θ² + c₄θ⁴ (3 smallest θ)")
+            lw=0.8, label="α_b + c₂θ² + c₄θ⁴ (least squares, 5 smallest θ)")
     ax.set_xlabel("θ²")
     ax.set_ylabel("α")
     ax.set_title("α(θ) is even and monotone: no fold")
@@ -215,27 +216,29 @@ def semantic_csv(branch: dict) -> None:
 
 # ----------------------------------------------------------------------------- thresholds
 def thresholds_markdown(rows: list[dict], replica_rows: dict) -> str:
-    lines = ["| ω | α_c reference | α_c replica (figures) | α_l reference | α_l replica (figures) | ε_lin | m of the positional solution |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| ω | α_c reference | α_c replica (figures, GH 12) | α_l reference | α_l replica (figures) | ε_lin | "
+             "m of the positional solution at α_c |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         rep = replica_rows.get(round(r["omega"], 6), {})
-        if "error" in r:
-            lines.append(f"| {r['omega']} | not solved: {r['error']} | {rep.get('alpha_c', '—')} | — | "
-                         f"{rep.get('alpha_l', '—')} | — | — |")
-            continue
-        rc, rl = rep.get("alpha_c"), rep.get("alpha_l")
-        rc_s = "—" if rc is None else "%.4f (%s)" % (rc, rel_diff(rc, r["alpha_c"]))
-        rl_s = "—" if rl is None else "%.4f (%s)" % (rl, rel_diff(rl, r["alpha_l"]))
-        lines.append(f"| {r['omega']:g} | {fmt(r['alpha_c'], r['alpha_c_bar'])} | {rc_s} | "
-                     f"{fmt(r['alpha_l'], r['alpha_l_bar'])} | {rl_s} | "
-                     f"{r['eps_lin']:.6e} | {r['m_pos']:.4f} |")
+        cells = []
+        for name in ("alpha_c", "alpha_l"):
+            rv = rep.get(name)
+            if name in r:
+                cells.append(fmt(r[name], r[name + "_bar"]))
+                cells.append("—" if rv is None else "%.4f (%s)" % (rv, rel_diff(rv, r[name])))
+            else:
+                cells.append(r.get(name + "_error", "—"))
+                cells.append("—" if rv is None else "%.4f" % rv)
+        el = f"{r['eps_lin']:.6e}" if "eps_lin" in r else "—"
+        mp = f"{r['m_pos']:.4f}" if "m_pos" in r else "—"
+        lines.append(f"| {r['omega']:g} | " + " | ".join(cells) + f" | {el} | {mp} |")
     return "\n".join(lines)
 
 
 def thresholds_csv(rows: list[dict]) -> None:
-    cols = ["omega", "alpha_c", "alpha_c_bar", "alpha_l", "alpha_l_bar", "eps_lin", "m_pos", "theta_sem",
-            "eps_g_at_alpha_c"]
-    write_csv(FIG / "certified_thresholds.csv", [r for r in rows if "error" not in r], cols)
+    cols = ["omega", "alpha_c", "alpha_c_bar", "alpha_c_trunc", "alpha_l", "alpha_l_bar", "eps_lin", "m_pos",
+            "theta_sem", "eps_g_at_alpha_c"]
+    write_csv(FIG / "certified_thresholds.csv", rows, cols)
 
 
 def thresholds_figure(rows: list[dict], replica_rows: dict, out: Path) -> None:
@@ -244,16 +247,14 @@ def thresholds_figure(rows: list[dict], replica_rows: dict, out: Path) -> None:
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ok = [r for r in rows if "error" not in r]
     fig, ax = plt.subplots(figsize=(5.5, 4.2))
-    om = [r["omega"] for r in ok]
-    ax.errorbar(om, [r["alpha_c"] for r in ok], yerr=[r["alpha_c_bar"] for r in ok], fmt="o-", color="C0",
-                ms=4, capsize=2, label="α_c reference")
-    ax.errorbar(om, [r["alpha_l"] for r in ok], yerr=[r["alpha_l_bar"] for r in ok], fmt="s-", color="C1",
-                ms=4, capsize=2, label="α_l reference")
     ro = sorted(replica_rows)
     ax.plot(ro, [replica_rows[o]["alpha_c"] for o in ro], "x--", color="C0", alpha=0.6, label="α_c replica (GH 12)")
     ax.plot(ro, [replica_rows[o]["alpha_l"] for o in ro], "+--", color="C1", alpha=0.6, label="α_l replica (GH 12)")
+    for name, mk, col in (("alpha_c", "o", "C0"), ("alpha_l", "s", "C1")):
+        ok = [r for r in rows if name in r]
+        ax.errorbar([r["omega"] for r in ok], [r[name] for r in ok], yerr=[r[name + "_bar"] for r in ok],
+                    fmt=mk, color=col, ms=5, capsize=3, label=f"{name.replace('alpha_', 'α_')} reference")
     ax.set_xlabel("ω")
     ax.set_ylabel("α")
     ax.legend(fontsize=8)
@@ -291,8 +292,8 @@ def branch_markdown(branch: dict, replica_curve: list[dict]) -> str:
         shift = fp["alpha"] - next(r["alpha"] for r in pts if r["theta"] == fp["theta"])
         rule_txt = (f"On the fine rule (n_t = 24) the θ = {fp['theta']:g} point sits at α = {fp['alpha']:.5f} "
                     f"(shift {shift:+.1e}), so **α_b = {fmt(branch['alpha_b_fine'], branch['alpha_b_bar'])}** "
-                    "(bar: that rule shift plus the change of the fit without its θ⁴ term); ")
-    lines += ["", f"Fit through the three smallest θ: α_b = {branch['alpha_b']:.5f}, "
+                    "(bar: that rule shift plus the change of α_b when the fit drops its θ⁴ term and uses the three smallest θ); ")
+    lines += ["", f"Least-squares fit over the five smallest θ: α_b = {branch['alpha_b']:.5f}, "
               f"α ≈ α_b + {branch['c2']:.2f} θ² + {branch['c4']:.0f} θ⁴. " + rule_txt +
               f"turning points of α along the branch: {branch['folds'] or 'none'}.", "",
               "replica solve --branch semantic (defaults, fresh process):", "",

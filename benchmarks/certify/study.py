@@ -291,13 +291,15 @@ def table(only: list[str] | None = None) -> list[dict]:
 SEMANTIC_THETAS = (0.1179, 0.10, 0.08, 0.06, 0.05, 0.04, 0.03, 0.02, 0.01, 0.005)
 #: the theta where the branch is also solved on the fine rule (the rule part of alpha_b's bar)
 BAR_THETA = 0.01
+#: the branch points (smallest theta first) in the fit alpha = alpha_b + c2 theta^2 + c4 theta^4
+FIT_POINTS = 5
 
 
 def semantic_branch(omega: float = 0.3, A=PAPER_A, rule_name: str = "check",
                     thetas=SEMANTIC_THETAS) -> dict:
     """The semantic branch parametrised by ``theta`` down to ``theta -> 0``; ``alpha_b``, where it
-    meets the agnostic branch, from a fit ``alpha = alpha_b + c theta^2 + d theta^4`` through the
-    three smallest ``theta`` (an even function: the map is odd in ``theta``)."""
+    meets the agnostic branch, from a least-squares fit ``alpha = alpha_b + c theta^2 + d theta^4``
+    over the ``FIT_POINTS`` smallest ``theta`` (an even function: the map is odd in ``theta``)."""
     pts = []
     u = np.array([0.125, 11.5, 2.2])
     for th in thetas:
@@ -308,12 +310,14 @@ def semantic_branch(omega: float = 0.3, A=PAPER_A, rule_name: str = "check",
             u = np.array([pts[0]["q"], pts[0]["V"], pts[0]["alpha"]])
         rec = theta_point(omega, A, th, u.tolist(), rule_name)
         pts.append(rec)
-    small = sorted(pts, key=lambda r: r["theta"])[:3]
+    small = sorted(pts, key=lambda r: r["theta"])[:FIT_POINTS]
     T = np.array([r["theta"] for r in small])
     a = np.array([r["alpha"] for r in small])
-    coef = np.linalg.solve(np.stack([np.ones(3), T ** 2, T ** 4], axis=1), a)
-    # fit error: the same fit without the theta^4 term through the two smallest theta
-    c2 = np.linalg.solve(np.stack([np.ones(2), T[:2] ** 2], axis=1), a[:2])
+    # least squares over the FIT_POINTS smallest theta: the rule noise of alpha at fixed theta
+    # (~1e-4) makes an exact 3-point fit's theta^4 term meaningless
+    coef = np.linalg.lstsq(np.stack([np.ones(T.size), T ** 2, T ** 4], axis=1), a, rcond=None)[0]
+    # fit error: the fit without the theta^4 term through the three smallest theta
+    c2 = np.linalg.lstsq(np.stack([np.ones(3), T[:3] ** 2], axis=1), a[:3], rcond=None)[0]
     ref = next(r for r in pts if r["theta"] == BAR_THETA)
     try:
         fine = theta_point(omega, A, BAR_THETA, [ref["q"], ref["V"], ref["alpha"]], "fine")
@@ -439,13 +443,14 @@ def thresholds(omegas=OMEGAS, A=PAPER_A, replica_rows: dict | None = None) -> li
                 rows.append(dict(omega=om, error="no anchor"))
                 continue
             anc = (round(rep["alpha_c"], 2), round(rep["alpha_l"], 2))
-        try:
-            c = alpha_c_step(om, A, anc[0])
-            l = alpha_l_step(om, A, anc[1])
-            rows.append({**c, **l})
-        except MissingPoint:
-            rows.append(dict(omega=om, error="not computed in this cache"))
-        except NotConverged as exc:
-            log(f"omega={om}: {exc}")
-            rows.append(dict(omega=om, error=str(exc)))
+        row = dict(omega=om)
+        for name, step, a0 in (("alpha_c", alpha_c_step, anc[0]), ("alpha_l", alpha_l_step, anc[1])):
+            try:
+                row.update(step(om, A, a0))
+            except MissingPoint:
+                row[name + "_error"] = "not computed in this cache"
+            except NotConverged as exc:
+                log(f"omega={om}: {exc}")
+                row[name + "_error"] = str(exc)
+        rows.append(row)
     return rows
