@@ -14,6 +14,7 @@ dPsi_y`` since ``Phi`` is stationary; ``eps_g`` re-evaluated at ``x + dx``).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -254,6 +255,11 @@ def table_row(label, omega, A, branch, alpha, start) -> dict:
     x0 = None
     if rep.get("converged") and rep.get("q") is not None:
         x0 = [rep["q"], rep["V"], rep["m"], rep["theta"]]
+        # a positional/semantic start on the agnostic subspace stays there (it is invariant):
+        # start off it, so that reaching m = 0 (theta = 0) is a finding, not the start
+        k = {"positional": 2, "semantic": 3}.get(branch)
+        if k is not None and abs(x0[k]) < 1e-3 * math.sqrt(x0[0]):
+            x0[k] = 0.3 * math.sqrt(x0[0])
     if x0 is None and start is not None:
         x0 = list(start)
     if x0 is None:
