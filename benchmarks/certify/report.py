@@ -75,7 +75,11 @@ def table_markdown(rows: list[dict]) -> str:
         first = True
         for qn in QUANTS:
             v = r["reference"][qn]
-            if qn in ("m", "theta") and v == 0.0:
+            if qn in ("m", "theta") and _vanishes(r, qn):
+                if v != 0.0:     # a free m/theta that converged to the agnostic subspace
+                    lines.append(f"| {r['label'] if first else ''} | {qn} | {v:.1e} (≈ 0: the agnostic state) | "
+                                 f"{r['replica'].get(qn, '—')} | — | — | n/a |")
+                    first = False
                 continue
             b = r["bar"][qn]
             rep = r["replica"].get(qn) if "error" not in r["replica"] else None
@@ -86,6 +90,11 @@ def table_markdown(rows: list[dict]) -> str:
                          f"{abs(b / v) if v else 0:.0e} | {paper} |")
             first = False
     return "\n".join(lines)
+
+
+def _vanishes(r: dict, qn: str) -> bool:
+    """``m`` or ``theta`` at the agnostic subspace (below 1e-6 of ``sqrt(q)``: Newton's round-off)."""
+    return abs(r["reference"][qn]) < 1e-6 * math.sqrt(r["reference"]["q"])
 
 
 def verdict_markdown(rows: list[dict]) -> str:
@@ -100,7 +109,7 @@ def verdict_markdown(rows: list[dict]) -> str:
         for qn in QUANTS:
             v = r["reference"][qn]
             rep = r["replica"].get(qn)
-            if not v or rep is None:
+            if not v or rep is None or (qn in ("m", "theta") and _vanishes(r, qn)):
                 continue
             b, d = abs(r["bar"][qn] / v), abs((rep - v) / v)
             worst_b, worst_d = max(worst_b, b), max(worst_d, d)
@@ -127,7 +136,7 @@ def table_figure(rows: list[dict], out: Path) -> None:
         xs, ds, bs = [], [], []
         for i, r in enumerate(ok):
             v, rep = r["reference"][qn], r["replica"].get(qn)
-            if not v or rep is None:
+            if not v or rep is None or (qn in ("m", "theta") and _vanishes(r, qn)):
                 continue
             xs.append(i + (j - len(QUANTS) / 2 + 0.5) * width)
             ds.append((rep - v) / abs(v))
