@@ -285,8 +285,6 @@ def line_integral(v, ctx, ugrid, cert, atol, out, err, stats, stack, mins, sw, H
     # global adaptivity: bisect the interval with the largest (relative) error until the
     # line's total error estimate is below atol in every component, or the budget is spent
     while True:
-        worst = -1
-        wval = 0.0
         done = True
         for c in range(5):
             tot = 0.0
@@ -296,13 +294,7 @@ def line_integral(v, ctx, ugrid, cert, atol, out, err, stats, stack, mins, sw, H
                 done = False
         if done:
             break
-        for i in range(n):
-            r = 0.0
-            for c in range(5):
-                r = max(r, work[i, 8 + c] / atol[c])
-            if r > wval and work[i, 1] - work[i, 0] > 1e-12:
-                wval = r
-                worst = i
+        worst = _worst_interval(work, n, 8, atol, 1e-12)
         if worst < 0 or n >= work.shape[0]:
             stats[4] += 1
             break
@@ -321,6 +313,22 @@ def line_integral(v, ctx, ugrid, cert, atol, out, err, stats, stack, mins, sw, H
             out[c] += work[i, 3 + c]
             err[c] += work[i, 8 + c]
     return True
+
+
+@njit
+def _worst_interval(table, n, col, atol, min_width):
+    """Row (of the first ``n``) with the largest error relative to ``atol`` (columns ``col..col+4``)
+    among intervals wider than ``min_width`` (columns 0, 1); -1 if none has a positive error."""
+    worst = -1
+    wval = 0.0
+    for i in range(n):
+        r = 0.0
+        for c in range(5):
+            r = max(r, table[i, col + c] / atol[c])
+        if r > wval and table[i, 1] - table[i, 0] > min_width:
+            wval = r
+            worst = i
+    return worst
 
 
 @njit
@@ -453,15 +461,7 @@ def teacher_integral(ctx, ugrid, cert, atol_v, atol_u, out, err, stats):
                 done = False
         if done:
             break
-        worst = -1
-        wval = 0.0
-        for i in range(n):
-            r = 0.0
-            for c in range(5):
-                r = max(r, vw[i, 7 + c] / atol_v[c])
-            if r > wval and vw[i, 1] - vw[i, 0] > 1e-6:
-                wval = r
-                worst = i
+        worst = _worst_interval(vw, n, 7, atol_v, 1e-6)
         if worst < 0 or n >= vw.shape[0]:
             stats[5] += 1
             break
