@@ -285,16 +285,9 @@ def line_integral(v, ctx, ugrid, cert, atol, out, err, stats, stack, mins, sw, H
     # global adaptivity: bisect the interval with the largest (relative) error until the
     # line's total error estimate is below atol in every component, or the budget is spent
     while True:
-        done = True
-        for c in range(5):
-            tot = 0.0
-            for i in range(n):
-                tot += work[i, 8 + c]
-            if tot > atol[c]:
-                done = False
-        if done:
-            break
         worst = _worst_interval(work, n, 8, atol, 1e-12)
+        if worst == -2:
+            break
         if worst < 0 or n >= work.shape[0]:
             stats[4] += 1
             break
@@ -317,8 +310,19 @@ def line_integral(v, ctx, ugrid, cert, atol, out, err, stats, stack, mins, sw, H
 
 @njit
 def _worst_interval(table, n, col, atol, min_width):
-    """Row (of the first ``n``) with the largest error relative to ``atol`` (columns ``col..col+4``)
-    among intervals wider than ``min_width`` (columns 0, 1); -1 if none has a positive error."""
+    """The next interval to bisect: -2 when the total error estimate (columns ``col..col+4``
+    summed over the first ``n`` rows) is below ``atol`` in every component (done); else the row
+    with the largest error relative to ``atol`` among intervals wider than ``min_width``
+    (columns 0, 1), or -1 if there is none."""
+    done = True
+    for c in range(5):
+        tot = 0.0
+        for i in range(n):
+            tot += table[i, col + c]
+        if tot > atol[c]:
+            done = False
+    if done:
+        return -2
     worst = -1
     wval = 0.0
     for i in range(n):
@@ -452,16 +456,9 @@ def teacher_integral(ctx, ugrid, cert, atol_v, atol_u, out, err, stats):
             return False
         n += 1
     while True:
-        done = True
-        for c in range(5):
-            tot = 0.0
-            for i in range(n):
-                tot += vw[i, 7 + c]
-            if tot > atol_v[c]:
-                done = False
-        if done:
-            break
         worst = _worst_interval(vw, n, 7, atol_v, 1e-6)
+        if worst == -2:
+            break
         if worst < 0 or n >= vw.shape[0]:
             stats[5] += 1
             break
