@@ -15,11 +15,10 @@ from typing import Sequence
 
 import numpy as np
 
-from .compiled import compiled, resolve_backend
-from .energetic import EnergeticAverage, EnergeticIntegrator
+from .energetic import EnergeticAverage, EnergeticIntegrator, average_on_nodes
 from .errors import ParameterError
+from .kinks import KinkIntegrator, parse_plan
 from .preintegration import make_integrator
-from .prox import prox
 from .quadrature import QuadratureRule, parse_rule
 
 __all__ = ["EnergeticAverage", "EnergeticIntegrator", "QuadratureIntegrator", "fold_nodes", "from_spec",
@@ -65,59 +64,8 @@ class QuadratureIntegrator:
 
     def average(self, module, x, p, warm=None, multistart=True, prox_tol=1e-12) -> EnergeticAverage:
         """``Ψ_y`` and its gradient by the batched multistart prox on every (folded) node of the rule."""
-        if warm is not None and np.shape(warm) != (module.PROX_DIM, self.size):
-            warm = None
-        if resolve_backend(module, self.backend) == "numba":
-            return self._average_compiled(module, x, p, warm, multistart, prox_tol)
-        nodes, weights = self.nodes, self.weights
-        N = self.size
-        grad = np.zeros(len(module.ORDER_PARAMETERS))
-        psi = 0.0
-        h_all = np.empty((module.PROX_DIM, N))
-        n_dis = n_fail = 0
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            for a in range(0, N, max(self.chunk, 1)):
-                sl = slice(a, min(a + self.chunk, N))
-                z = nodes[:, sl]
-                res = prox(module, z, x, p, warm=None if warm is None else warm[:, sl], tol=prox_tol,
-                           multistart=multistart, n_starts=None if multistart else self.warm_starts)
-                G = module.bracket_parameter_gradient(res.h, z, x, p)
-                grad += G @ weights[sl]
-                psi += float(res.value @ weights[sl])
-                h_all[:, sl] = res.h
-                n_dis += res.n_disagree
-                n_fail += res.n_failed
-        return EnergeticAverage(-grad, -psi, h_all, n_dis, n_fail)
-
-    def _average_compiled(self, module, x, p, warm, multistart, prox_tol) -> EnergeticAverage:
-        k = compiled(module)
-        nodes, weights = self.nodes, self.weights
-        N, D = self.size, module.PROX_DIM
-        x = np.ascontiguousarray(x, dtype=float)
-        p = np.ascontiguousarray(p, dtype=float)
-        use_warm = warm is not None
-        # Same starts as the numpy path: every start of the module (plus the warm one), or,
-        # with multistart=False and a warm start, the warm start and warm_starts more.
-        n_starts = module.N_STARTS if (multistart or not use_warm) else self.warm_starts
-        w_arr = np.ascontiguousarray(warm, dtype=float) if use_warm else np.zeros((D, 1))
-        h_out = np.empty((D, N))
-        failed = np.zeros(N, dtype=np.bool_)
-        grad = np.zeros(len(x))
-        psi, n_dis, n_fail = k.node_prox_average(
-            nodes, weights, w_arr, use_warm, n_starts, x, p, float(prox_tol), 50, 1e-6, h_out, failed, grad)
-        if n_fail:
-            # Robust numpy/scipy fallback (per-node L-BFGS) for the rare failed nodes.
-            idx = np.flatnonzero(failed)
-            z = nodes[:, idx]
-            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-                res = prox(module, z, x, p, warm=warm[:, idx] if use_warm else None, tol=prox_tol,
-                           multistart=True)
-                G = module.bracket_parameter_gradient(res.h, z, x, p)
-            grad += G @ weights[idx]
-            psi += float(res.value @ weights[idx])
-            h_out[:, idx] = res.h
-            n_fail = res.n_failed
-        return EnergeticAverage(-grad, -float(psi), h_out, int(n_dis), int(n_fail))
+        return average_on_nodes(module, self.nodes, self.weights, x, p, warm, multistart, prox_tol, self.backend,
+                                self.chunk, self.warm_starts)
 
     def companion(self) -> "QuadratureIntegrator":
         """The same integrator on the rule's companion (a lower order), for error estimates."""
@@ -204,7 +152,13 @@ def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module:
     if labels and spec.startswith("preint"):
         raise ParameterError("quadrature", f"{spec!r}: the pre-integration integrator does not average over "
                                            f"the cluster labels of {module.MODEL}; use a rule (gh:N, default, ...)")
+    if spec.startswith("preint") and (getattr(module, "WEIGHTED", False) or getattr(module, "PIECEWISE", False)):
+        raise ParameterError("quadrature", f"{spec!r}: pre-integration follows Newton minimisers along lines and "
+                                           f"does not weight by a channel's label law; for {module.MODEL} use "
+                                           "kinks (the kink-aware rule) or a Gauss-Hermite rule (gh:N)")
 
+    if spec.startswith("kinks"):
+        return KinkIntegrator(module, parse_plan(spec))
     try:
         if spec.startswith("preint"):
             _, _, level = spec.partition(":")
@@ -225,6 +179,8 @@ def default_spec(module: ModuleType, branch: str | None = None) -> str:
     Gauss-Hermite converges erratically (docs/quadrature.md); for a model with token clusters
     always Gauss-Hermite (the solver multiplies Gaussian rules by the label configurations,
     :mod:`replica.labels`, which pre-integration does not)."""
+    if getattr(module, "KINK_RULE", False):
+        return "kinks"  # a channel model with a one-dimensional prox (replica.kinks)
     if getattr(module, "DISCRETE", ()):
         return "default"
     pinned = set(module.BRANCHES.get(branch or "free", ()))

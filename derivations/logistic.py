@@ -1,0 +1,42 @@
+"""l2-regularised logistic regression on a sign teacher: the GLM canon's classifier.
+
+``L = 1`` token ``x ~ N(0, I_d)``, teacher field ``h* ~ N(0, 1)``, label ``y = sign(h*)`` (a
+channel: the teacher enters the Gaussian measure, never the integrand), loss
+``log(1 + exp(-y h))`` summed over samples, penalty ``lam/2 |w|^2`` summed over coordinates.
+Reported besides the test loss: the classification error ``P(y != sign h)`` and the angle
+between student and teacher. Oracle: tests/oracles/classification.py.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from replica import L2, Domain, Model, Sign, StateObservable, TestObservable, TokenStatistics, fields, parameter, \
+    symbol, teacher_fields
+
+h, hs = fields(1, 1), teacher_fields(1, 1)
+lam = parameter("lam", r"\lambda")
+channel = Sign(hs[0])
+y = channel.label
+q, theta = symbol("q"), symbol("theta", r"\theta")
+
+model = Model(
+    name="logistic",
+    description="logistic regression on a sign teacher y = sign(h*), l2 penalty (a GLM with L = 1)",
+    h=h, hstar=hs,
+    loss=sp.log(1 + sp.exp(-y * h[0])),
+    channel=channel,
+    data=TokenStatistics.isotropic(1, 1),
+    regularizer=L2(lam),
+    parameters={lam: 0.1},
+    domains={lam: Domain(0, None)},
+    branches={"centered": ("m",)},
+    observables=[TestObservable("classification_error", sp.Heaviside(-y * h[0]), r"\varepsilon_{01}",
+                                "P(y != sign h) at a fresh sample"),
+                 StateObservable("angle", sp.acos(theta / sp.sqrt(q)), r"\angle(w, w^*)",
+                                 "angle between student and teacher, acos(theta / sqrt(q rho))")],
+)
+
+if __name__ == "__main__":
+    from replica.cli import main
+
+    main(["derive", "logistic", "--write"])
