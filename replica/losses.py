@@ -57,11 +57,25 @@ def is_nonsmooth(expr: sp.Expr, variables: Iterable[sp.Symbol] | None = None) ->
     return False
 
 
+def _as_piecewise(e: sp.Expr) -> sp.Expr:
+    """One non-smooth function as a ``Piecewise`` of its real arguments. Written out by hand:
+    sympy's ``rewrite(Piecewise)`` leaves ``Abs(x)`` alone unless it can prove ``x`` real, and
+    ``sqrt(Delta)`` of a real parameter is not provably real (all our symbols are real)."""
+    a = e.args[0]
+    if isinstance(e, sp.Abs):
+        return sp.Piecewise((a, a >= 0), (-a, True))
+    if isinstance(e, sp.sign):
+        return sp.Piecewise((1, a > 0), (-1, a < 0), (0, True))
+    if isinstance(e, sp.Heaviside):  # the value at a = 0 is a null set for every average
+        return sp.Piecewise((0, a < 0), (1, True))
+    rest = e.func(*e.args[1:])
+    return sp.Piecewise((a, a >= rest if isinstance(e, sp.Max) else a <= rest), (rest, True))
+
+
 def flat_piecewise(expr: sp.Expr) -> sp.Expr:
     """``expr`` with every non-smooth function rewritten as one flat ``Piecewise`` (or unchanged)."""
-    out = sp.sympify(expr)
-    for f in (sp.Max, sp.Min, sp.Abs, sp.Heaviside, sp.sign):
-        out = out.replace(lambda e, f=f: isinstance(e, f), lambda e: e.rewrite(sp.Piecewise))
+    out = sp.sympify(expr).replace(lambda e: isinstance(e, (sp.Max, sp.Min, sp.Abs, sp.Heaviside, sp.sign)),
+                                   _as_piecewise)
     return sp.piecewise_fold(out)
 
 
