@@ -35,7 +35,6 @@ re-solving at a finer rule).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
@@ -43,24 +42,13 @@ import numpy as np
 
 from .energetic import EnergeticAverage, average_on_nodes
 from .errors import ParameterError
-from .quadrature import QuadratureRule
+from .quadrature import QuadratureRule, hermite_1d, legendre_1d
 
 #: normal mass beyond CUT standard deviations is ~1e-23: neglected
 CUT = 10.0
 #: a transition of width w gets boundaries at centre + w * LADDER
 LADDER = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 13.0])
 LADDER = np.concatenate([-LADDER[:0:-1], LADDER])
-
-
-@lru_cache(maxsize=16)
-def _legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.polynomial.legendre.leggauss(n)
-
-
-@lru_cache(maxsize=16)
-def _hermite(n: int) -> tuple[np.ndarray, np.ndarray]:
-    x, w = np.polynomial.hermite_e.hermegauss(n)
-    return x, w / w.sum()
 
 
 @dataclass(frozen=True)
@@ -106,7 +94,7 @@ def composite_normal_rule(breaks: np.ndarray, plan: PanelPlan) -> tuple[np.ndarr
     a, c = b[:-1], b[1:]
     keep = c - a > 1e-14 * (1.0 + np.abs(a))
     a, c = a[keep], c[keep]
-    x, w = _legendre(plan.order)
+    x, w = legendre_1d(plan.order)
     half, mid = 0.5 * (c - a), 0.5 * (c + a)
     nodes = (mid[:, None] + half[:, None] * x[None, :]).ravel()
     weights = (half[:, None] * w[None, :]).ravel() * np.exp(-0.5 * nodes * nodes) / np.sqrt(2.0 * np.pi)
@@ -299,7 +287,7 @@ class EntropicKinkRule:
         v = d - e
         Hh = np.eye(self.dim) - 2.0 * np.outer(v, v) / (v @ v) if v @ v > 1e-30 else np.eye(self.dim)
         perp = Hh[:, 1:]  # columns orthonormal, orthogonal to d = Hh[:, 0]
-        xv, wv = _hermite(plan.across)
+        xv, wv = hermite_1d(plan.across)
         grids = np.meshgrid(*([xv] * (self.dim - 1)), indexing="ij")
         wgrids = np.meshgrid(*([wv] * (self.dim - 1)), indexing="ij")
         V = np.stack([g.ravel() for g in grids])            # (dim - 1, M)

@@ -81,7 +81,8 @@ def test_entropic_envelope_gradient_by_finite_differences(ridge_elastic_net):
     s = Solver(ridge_elastic_net, {"lam1": 0.05, "lam2": 0.02, "Delta": 0.25}, branch="centered")
     xhat = np.array([0.6, 0.9, 0.0, 0.7])   # qhat, Vhat, mhat, thetahat
     mod = ridge_elastic_net
-    nodes, weights = s.entropic_rule.nodes, s.entropic_rule.weights
+    # one weight: the kink-aware entropic rule (replica.kinks), built at xhat and then held fixed
+    nodes, weights = s.entropic_rule.rule(xhat, s.p)
 
     def psi_w(xh):
         w = mod.entropic_argmin(nodes, xh, s.p)
