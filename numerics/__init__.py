@@ -9,7 +9,13 @@ Modules:
   (proximal) GD / Adam with convergence monitoring, exact linear baseline, test error;
 * :mod:`numerics.metrics`  — order parameters ``q, m, θ, ρ`` in the theory's conventions;
 * :mod:`numerics.simulate` — ``run_attention``, ``run_linear``, ``sweep`` and the CLI
-  ``python -m numerics.simulate {attention,linear,sweep} ...``.
+  ``python -m numerics.simulate {attention,linear,sweep} ...``;
+* :mod:`numerics.value_matrix` — tied attention with a trainable low-rank value matrix
+  (paper App. E.3) and its GD transition;
+* :mod:`numerics.histogram` — the paper's histogram task (App. A): a one-layer transformer,
+  its positional and semantic minima, ``python -m numerics.histogram``;
+* :mod:`numerics.experiments` — ``python -m numerics.experiments --out docs/figures``: the
+  figures of those two experiments.
 
 Importing this package does not import torch; the submodules (except ``simulate``'s
 argument checking) need it.

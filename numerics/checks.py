@@ -4,11 +4,11 @@ reject bad input before loading torch)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["INITS", "check_row_stochastic"]
+__all__ = ["INITS", "check_row_stochastic", "run_cli"]
 
 #: Initialisations of the attention students (THEORY §7).
 INITS: tuple[str, ...] = ("semantic", "positional", "random")
@@ -36,3 +36,14 @@ def check_row_stochastic(A: Any, L: int | None = None, name: str = "A") -> np.nd
             f"{name} must be row-stochastic (non-negative, rows summing to 1); got {a.tolist()}"
         )
     return a
+
+
+def run_cli(parser: Any, run: Callable[[Any, str], int], argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` with ``parser`` and return ``run(args, prog)``, with SIGTERM raising like
+    Ctrl-C inside (``replica.workers.terminate_raises``), so that every ``numerics`` command can
+    end an interrupted run with one line and status 130/143."""
+    from replica.workers import terminate_raises
+
+    args = parser.parse_args(argv)
+    with terminate_raises():
+        return run(args, parser.prog)

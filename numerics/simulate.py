@@ -777,12 +777,9 @@ def _table(res: Mapping[str, Any], keys: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit code (2 for bad input, 130/143 when interrupted)."""
-    from replica.workers import terminate_raises
+    from .checks import run_cli
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    with terminate_raises():  # SIGTERM ends like Ctrl-C: one line, no traceback
-        return _run(args, parser.prog)
+    return run_cli(build_parser(), _run, argv)  # SIGTERM ends like Ctrl-C: one line, no traceback
 
 
 def _run(args: argparse.Namespace, prog: str) -> int:
