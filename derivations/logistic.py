@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import sympy as sp
 
-from replica import L2, Domain, Model, Sign, StateObservable, TestObservable, TokenStatistics, fields, parameter, \
-    symbol, teacher_fields
+from replica import L2, Domain, Model, Sign, TokenStatistics, classification_error, fields, parameter, \
+    student_teacher_angle, teacher_fields
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
 lam = parameter("lam", r"\lambda")
 channel = Sign(hs[0])
 y = channel.label
-q, theta = symbol("q"), symbol("theta", r"\theta")
 
 model = Model(
     name="logistic",
@@ -30,10 +29,7 @@ model = Model(
     parameters={lam: 0.1},
     domains={lam: Domain(0, None)},
     branches={"centered": ("m",)},
-    observables=[TestObservable("classification_error", sp.Heaviside(-y * h[0]), r"\varepsilon_{01}",
-                                "P(y != sign h) at a fresh sample"),
-                 StateObservable("angle", sp.acos(theta / sp.sqrt(q)), r"\angle(w, w^*)",
-                                 "angle between student and teacher, acos(theta / sqrt(q rho))")],
+    observables=[classification_error(y, h[0]), student_teacher_angle()],
 )
 
 if __name__ == "__main__":

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import sympy as sp
 
-from replica import L2, Domain, Model, Probit, StateObservable, TestObservable, TokenStatistics, fields, \
-    parameter, symbol, teacher_fields
+from replica import L2, Domain, Model, Probit, TokenStatistics, classification_error, fields, \
+    parameter, student_teacher_angle, teacher_fields
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
 lam = parameter("lam", r"\lambda")
 delta = parameter("Delta", r"\Delta")
 channel = Probit(hs[0], delta)
 y = channel.label
-q, theta = symbol("q"), symbol("theta", r"\theta")
 
 model = Model(
     name="perceptron_probit",
@@ -31,10 +30,7 @@ model = Model(
     parameters={lam: 0.1, delta: 0.25},
     domains={lam: Domain(0, None), delta: Domain(0, None)},
     branches={"centered": ("m",)},
-    observables=[TestObservable("classification_error", sp.Heaviside(-y * h[0]), r"\varepsilon_{01}",
-                                "P(y != sign h) at a fresh sample (noisy label)"),
-                 StateObservable("angle", sp.acos(theta / sp.sqrt(q)), r"\angle(w, w^*)",
-                                 "angle between student and teacher, acos(theta / sqrt(q rho))")],
+    observables=[classification_error(y, h[0], 'P(y != sign h) at a fresh sample (noisy label)'), student_teacher_angle()],
 )
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from typing import ClassVar, Sequence
 import sympy as sp
 
 from .errors import DeclarationError
+from .symbolic import symbol
 
 #: the observable every model reports (the test loss)
 TEST_LOSS = "eps_g"
@@ -92,6 +93,22 @@ class StateObservable(Observable):
     """``f(x)`` of the order parameters ``x`` (by their symbols' names) and the parameters."""
 
     kind: ClassVar[str] = "state"
+
+
+def classification_error(label: sp.Symbol, field: sp.Symbol,
+                         description: str = "P(y != sign h) at a fresh sample") -> TestObservable:
+    """The 0-1 test error of a label ``y = +-1`` predicted by ``sign(h)``: ``Heaviside(-y h)`` at a fresh
+    sample (averaged by the generic machinery: for a sign teacher it comes out as
+    ``arccos(theta / sqrt(q rho)) / pi``, never typed in)."""
+    return TestObservable("classification_error", sp.Heaviside(-label * field), r"\varepsilon_{01}", description)
+
+
+def student_teacher_angle(rho: sp.Expr = 1) -> StateObservable:
+    """The angle between student and teacher weights, ``acos(theta / sqrt(q rho))`` (one token, rank
+    one: the order parameters by their family names)."""
+    q, theta = symbol("q"), symbol("theta", r"\theta")
+    return StateObservable("angle", sp.acos(theta / sp.sqrt(q * rho)), r"\angle(w, w^*)",
+                           "angle between student and teacher, acos(theta / sqrt(q rho))")
 
 
 def eps_g_observable(loss: sp.Expr) -> TestObservable:

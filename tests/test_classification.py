@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from replica import (L2, Argmax, Derivation, Domain, LabelFlip, Model, Probit, Sign, TestObservable, Thresholds,
-                     TokenStatistics, fields, parameter, symbol, teacher_fields)
+from replica import (L2, Argmax, Derivation, Domain, LabelFlip, Model, Probit, Sign, Thresholds, TokenStatistics,
+                     classification_error, fields, parameter, symbol, teacher_fields)
 from replica.codegen import write_module
 from replica.energetic import average_on_nodes
 from replica.errors import DeclarationError
@@ -104,7 +104,7 @@ def hinge_forms(tmp_path_factory):
     losses = {"max": sp.Max(0, margin), "abs": (margin + sp.Abs(margin)) / 2,
               "piecewise": sp.Piecewise((margin, y * H[0] < 1), (0, True))}
     d = tmp_path_factory.mktemp("hinge_forms")
-    error = [TestObservable("classification_error", sp.Heaviside(-y * H[0]))]
+    error = [classification_error(y, H[0])]
     return {k: _generate(_model(f"hinge_{k}", loss, Sign(HS[0]), observables=error), d) for k, loss in losses.items()}
 
 
