@@ -44,6 +44,9 @@ that run. Sections (``--only`` selects some):
     stability check included, one torch thread each), both started at once in fresh processes
     on the 2 cores; wall time of the pair, each run's CPU time and test accuracy (issue 17:
     both >= 95 % within 5 minutes).
+``sweep``
+    ``replica sweep`` on a 3x3 (omega, sigma) grid of phase points with 1, 2 and 4 local
+    workers and a Dask LocalCluster of 2, each in a fresh process (:mod:`benchmarks.sweeps`).
 
 ``--quick`` shortens everything (fewer repeats, baseline on fewer nodes, 3 omega) and says
 so in the table. ``--out FILE`` writes the JSON; ``--markdown FILE`` the table.
@@ -65,12 +68,13 @@ if __package__ in (None, ""):  # python benchmarks/run.py
 import numpy as np
 
 from replica.applications.attention.paper import PAPER_A
+from benchmarks.sweeps import bench_sweep  # noqa: E402,F401 -- the sweep section
 
 ROOT = Path(__file__).resolve().parent.parent
 OMEGA, ALPHA = 0.3, 2.0
 #: the semantic fixed point at (omega, alpha) = (0.3, 2), default quadrature, tol 1e-12
 X_SEMANTIC = np.array([0.1148165193, 12.66950154, 0.0, 0.1581531493])
-SECTIONS = ("iteration", "point", "phase", "six", "glm", "simulator", "histogram")
+SECTIONS = ("iteration", "point", "phase", "six", "glm", "simulator", "histogram", "sweep")
 
 
 # --------------------------------------------------------------------------- helpers

@@ -16,7 +16,7 @@ from .errors import ReplicaError
 from .workers import exit_status, interrupt_message, terminate_raises
 
 #: subcommand modules, in the order ``--help`` lists them
-COMMANDS = ("models", "derive", "generate", "solve", "phase", "figures")
+COMMANDS = ("models", "derive", "generate", "solve", "phase", "figures", "sweep")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  replica derive attention --latex attention.tex\n"
                "  replica solve attention --omega 0.3 --alpha 2 --branch semantic --json\n"
                "  replica phase attention --omega 0.3 --json\n"
-               "  replica figures --out figures/",
+               "  replica figures --out figures/\n"
+               "  replica sweep grid.toml --jobs 2",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:

@@ -29,6 +29,7 @@ class Progress:
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval, self.width = interval, width
         self.done = 0
+        self.skipped = 0  # units done without work (e.g. read from a cache): not in the ETA's rate
         self.t0 = time.perf_counter()
         self._last_print = -1e9
         self._last_len = 0
@@ -42,8 +43,9 @@ class Progress:
             frac = min(1.0, self.done / self.total)
             fill = int(round(frac * self.width))
             parts.append(f"[{'#' * fill}{'.' * (self.width - fill)}] {self.done}/{self.total}")
-            if 0 < self.done < self.total:
-                parts.append(f"eta {_fmt_time(el / self.done * (self.total - self.done))}")
+            worked = self.done - self.skipped
+            if worked > 0 and self.done < self.total:
+                parts.append(f"eta {_fmt_time(el / worked * (self.total - self.done))}")
         elif self.done:
             parts.append(f"{self.done} done")
         parts.append(f"elapsed {_fmt_time(el)}")
@@ -72,9 +74,12 @@ class Progress:
         self._text = text
         self._show()
 
-    def advance(self, text: str = "", n: int = 1) -> None:
-        """Count ``n`` finished units of work and redraw the line."""
+    def advance(self, text: str = "", n: int = 1, cached: bool = False) -> None:
+        """Count ``n`` finished units of work and redraw the line; ``cached``: they took no
+        work (read from a cache), so they do not speed up the estimated time left."""
         self.done += n
+        if cached:
+            self.skipped += n
         self._text = text
         self._show(force=self.total is not None and self.done >= self.total)
 

@@ -32,6 +32,9 @@ EXPECTED = {
     # ~17 s of CPU, 25-31 s on the shared machine: derivation, generation, solves, two small
     # sizes of simulation
     "03_your_architecture.py": (False, "global minimum on the semantic branch", ()),
+    # 100 s wall on the loaded shared machine (28 s CPU in the notebook's process, the rest in
+    # sweep workers): two sweeps through the command line, one of them on a Dask LocalCluster
+    "04_sweeps.py": (True, "alpha_c over (omega, sigma):", ("eps_minus_baseline.png", "thresholds_omega_sigma.png")),
 }
 
 

@@ -7,9 +7,10 @@ import sys
 from dataclasses import replace
 
 from ..errors import ParameterError
+from ..executors import available_cpus
 from ..outputs import check_output_dir
 from ..progress import Progress
-from .phase import add_cache_flags, cache_from_args, check_jobs
+from .phase import add_cache_flags, cache_from_args, check_jobs, executor_from_args, scheduler_from_args
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -32,20 +33,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--quadrature", default=None, metavar="RULE",
                    help="energetic average, as for 'replica solve' (default gh:12, gh:8 with --quick)")
     p.add_argument("--dpi", type=int, default=None, help="PNG resolution (default 150, 100 with --quick)")
-    add_cache_flags(p)
-    p.set_defaults(jobs=None)
-    for action in p._actions:
-        if action.dest == "jobs":
-            action.help = "worker processes, parallel over omega (default: all CPUs of this machine)"
+    add_cache_flags(p, jobs_help="worker processes, parallel over omega (default: all CPUs of this machine)")
     p.set_defaults(func=run)
     return p
-
-
-def _default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,8 +44,9 @@ def run(args: argparse.Namespace) -> int:
     from ..registry import load_module
 
     if args.jobs is None:
-        args.jobs = _default_jobs()
+        args.jobs = available_cpus()
     jobs = check_jobs(args)
+    scheduler = scheduler_from_args(args)
     cfg = quick_config() if args.quick else FigureConfig()
     if args.quadrature is not None:
         from_spec(args.quadrature, load_module("attention"))  # validate early (names 'quadrature')
@@ -67,13 +58,14 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(args.out, "out")  # before minutes of work, not after
     progress = Progress(label="replica figures: phase points", enabled=not args.quiet)
     try:
-        data, pngs = make_figures(args.out, jobs=jobs, sim=args.sim, cache=cache_from_args(args),
-                                  progress=progress, config=cfg)
+        with executor_from_args(jobs, scheduler) as executor:
+            data, pngs = make_figures(args.out, jobs=jobs, sim=args.sim, cache=cache_from_args(args),
+                                      progress=progress, config=cfg, executor=executor)
     finally:
         progress.close()
     for path in pngs:
         print(path)
     print(os.path.join(args.out, "summary.json"))
-    print(f"{len(data.main) + len(data.second)} phase points in {data.seconds:.0f} s with {jobs} job(s)",
-          file=sys.stderr)
+    where = f"on {scheduler}" if scheduler else f"with {jobs} job(s)"
+    print(f"{len(data.main) + len(data.second)} phase points in {data.seconds:.0f} s {where}", file=sys.stderr)
     return 0

@@ -3,8 +3,10 @@ that declares branches (the pair compared: the model's declared transition, or `
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
+from typing import Iterator
 
 from .. import jsonio, validation
 from ..errors import ParameterError
@@ -13,13 +15,20 @@ from ..registry import load_module
 from .common import add_numeric_flags, add_parameter_flags, check_numeric_args, parameters_from_args, rule_from_args
 
 
-def add_cache_flags(p: argparse.ArgumentParser) -> None:
+def add_cache_flags(p: argparse.ArgumentParser, jobs_help: str | None = None) -> None:
+    """--cache, --no-cache, --jobs, --scheduler, --quiet. ``jobs_help``: --jobs defaults to None
+    (the command picks, e.g. every CPU) and says so; otherwise it defaults to 1."""
     g = p.add_argument_group("cache and progress")
     g.add_argument("--cache", metavar="DIR", default=None,
                    help="cache of solved points (default $REPLICA_CACHE, else the user cache directory: "
                         "$XDG_CACHE_HOME/replica or ~/.cache/replica on Linux)")
     g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    g.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    g.add_argument("--jobs", type=int, default=None if jobs_help else 1, metavar="N",
+                   help=jobs_help or "worker processes (default 1)")
+    g.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the work on a Dask cluster instead of local processes: a scheduler address "
+                        "(tcp://host:8786; default $DASK_SCHEDULER_ADDRESS) or local:N (a LocalCluster of N "
+                        "processes on this machine); needs dask[distributed]")
     g.add_argument("--quiet", action="store_true", help="no progress line on stderr")
 
 
@@ -32,6 +41,29 @@ def cache_from_args(args: argparse.Namespace):
 def check_jobs(args: argparse.Namespace) -> int:
     """``--jobs``: an integer in [1, 1024]."""
     return validation.integer(args.jobs, "jobs", low=1, high=1024)
+
+
+def scheduler_from_args(args: argparse.Namespace) -> str | None:
+    """``--scheduler``, else ``$DASK_SCHEDULER_ADDRESS`` (checked for form: a one-line error naming
+    ``scheduler``); ``None``: local processes."""
+    from ..executors import resolve_scheduler, scheduler_from_env
+
+    scheduler = getattr(args, "scheduler", None) or scheduler_from_env()
+    resolve_scheduler(scheduler)
+    return scheduler
+
+
+@contextlib.contextmanager
+def executor_from_args(jobs: int, scheduler: str | None) -> Iterator:
+    """The Dask executor of ``--scheduler`` (:func:`replica.executors.open_executor`), or ``None``:
+    the phase machinery then starts ``jobs`` local processes where it can use them."""
+    if scheduler is None:
+        yield None
+        return
+    from ..executors import open_executor
+
+    with open_executor(jobs, scheduler) as ex:
+        yield ex
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -102,13 +134,16 @@ def run(args: argparse.Namespace) -> int:
             if b not in module.BRANCHES:
                 raise ParameterError("branches", f"unknown branch {b!r}; {module.MODEL} has {list(module.BRANCHES)}")
     jobs = check_jobs(args)
+    scheduler = scheduler_from_args(args)
     settings = SolverSettings(rule=rule_from_args(module, args), tol=args.tol, max_iter=args.max_iter)
     progress = Progress(label=f"replica phase {module.MODEL}", enabled=not args.quiet)
     label = " ".join(f"{k}={v:g}" for k, v in params.items())
     try:
-        res = phase_point(module, params, pair=pair, alpha_min=args.alpha_min, alpha_max=args.alpha_max,
-                          branches=branches, settings=settings, cache=cache_from_args(args), progress=progress,
-                          jobs=jobs, thresholds_only=args.thresholds_only, label=label)
+        with executor_from_args(jobs, scheduler) as executor:
+            res = phase_point(module, params, pair=pair, alpha_min=args.alpha_min, alpha_max=args.alpha_max,
+                              branches=branches, settings=settings, cache=cache_from_args(args),
+                              progress=progress, jobs=jobs, thresholds_only=args.thresholds_only, label=label,
+                              executor=executor)
     finally:
         progress.close()
     if args.json:

@@ -10,6 +10,7 @@ followed on from there and competes in its place.
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
 import time
 from types import ModuleType
 from typing import Callable, Iterable, Mapping
@@ -21,7 +22,7 @@ from ..progress import Progress
 from .common import as_module, check_range, resolve_pair
 from .crossings import find_baseline_crossing, find_crossing, global_segments
 from .follower import BranchFollower
-from .parallel import module_from_ref, module_ref, pool
+from .parallel import executor_for, module_from_ref, module_ref
 from .results import BranchCurve, BranchPoint, Crossing, EndReason, PhaseResult
 from .settings import SolverSettings, StepControl
 
@@ -59,7 +60,8 @@ def continuation_point(module: ModuleType | str, parameters: Mapping[str, float]
                        branches: Iterable[str] | None = None, settings: SolverSettings | None = None,
                        steps: StepControl | None = None, cache: PointCache | None = None,
                        progress: Progress | Callable[[str], None] | None = None, jobs: int = 1,
-                       early_stop: bool = False, xtol: float = 1e-4, label: str = "") -> PhaseResult:
+                       early_stop: bool = False, xtol: float = 1e-4, label: str = "",
+                       executor: cf.Executor | None = None) -> PhaseResult:
     """Branches, spinodals, ``alpha_c``, the baseline ``eps_lin`` and ``alpha_l`` at one set of
     parameters, by continuation (see the module docstring).
 
@@ -68,8 +70,8 @@ def continuation_point(module: ModuleType | str, parameters: Mapping[str, float]
     ``early_stop=True`` stops the ``low`` continuation once its ``Phi`` is below that of
     ``high`` (past ``alpha_c``: enough for ``alpha_c`` and ``alpha_l``, with fewer solves, but
     its spinodal is then not searched for); it needs ``high`` first and hence runs sequentially.
-    With ``jobs > 1`` (and no early stop) the branches other than ``low`` are followed in
-    parallel processes.
+    With ``jobs > 1`` or an ``executor`` (any :class:`concurrent.futures.Executor`), and no early
+    stop, the branches other than ``low`` are followed in parallel.
     """
     t0 = time.perf_counter()
     module = as_module(module)
@@ -87,12 +89,12 @@ def continuation_point(module: ModuleType | str, parameters: Mapping[str, float]
     stop_at = {b: (alpha_min if b == high else alpha_max) for b in branches}
     curves: dict[str, BranchCurve] = {}
     extra_solves = extra_cached = 0
-    if jobs > 1 and not early_stop and len(branches) > 2:
+    if (jobs > 1 or executor is not None) and not early_stop and len(branches) > 2:
         # the branches other than low in parallel; low (which starts at the lower end of high) in
         # this process once that is known
         others = [b for b in branches if b != low]
-        with pool(min(jobs, len(others))) as executor:
-            futs = {b: executor.submit(_follow_task, module_ref(module), b, params, start[b], stop_at[b],
+        with executor_for(min(jobs, len(others)), executor) as ex:
+            futs = {b: ex.submit(_follow_task, module_ref(module), b, params, start[b], stop_at[b],
                                        settings, followers[b].steps, cache.root, cache.enabled) for b in others}
             curves[high], s, c = futs[high].result()
             extra_solves += s

@@ -1,23 +1,33 @@
-"""Worker processes of the phase machinery: the pool, and passing a generated module to a worker.
+"""The phase machinery's side of the executor layer (:mod:`replica.executors`): which executor a
+call runs on, and passing a generated module to a worker.
 
-One place for process parallelism in :mod:`replica.phase` (issue 19 replaces this with any
-``concurrent.futures`` executor). A module crosses the process boundary by reference (its
-import name and file).
+Parallel work in :mod:`replica.phase` goes through :func:`executor_for` -- the caller's
+executor (e.g. a Dask client's) when one is given, else :func:`replica.executors.open_executor`
+with ``jobs`` local processes that die with this one. A module crosses the process boundary by
+reference (its import name and file).
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
+import contextlib
 import importlib
 import importlib.util
 import sys
 from types import ModuleType
+from typing import Iterator
 
-from ..workers import worker_pool
+from ..executors import open_executor
 
 
-def pool(jobs: int):
-    """``with pool(jobs) as executor``: ``jobs`` worker processes that die with this one on
-    SIGTERM/SIGINT (:func:`replica.workers.worker_pool`; forked where the platform allows)."""
-    return worker_pool(jobs)
+@contextlib.contextmanager
+def executor_for(jobs: int, executor: cf.Executor | None = None) -> Iterator[cf.Executor]:
+    """``executor`` if given (left open: its owner closes it), else ``jobs`` local worker
+    processes (:func:`replica.executors.open_executor`; this process when ``jobs == 1``)."""
+    if executor is not None:
+        yield executor
+        return
+    with open_executor(jobs) as ex:
+        yield ex
 
 
 def module_ref(module: ModuleType) -> tuple[str, str | None]:

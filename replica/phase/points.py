@@ -9,10 +9,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..cache import PointCache
 from ..errors import ParameterError
+from ..executors import describe, run_chains
 from ..progress import Progress
 from .common import as_module
 from .continuation import continuation_point
-from .parallel import module_from_ref, module_ref, pool
+from .parallel import executor_for, module_from_ref, module_ref
 from .results import PhaseResult
 from .settings import SolverSettings, StepControl
 from .thresholds import thresholds
@@ -24,7 +25,7 @@ def phase_point(module: ModuleType | str, parameters: Mapping[str, float] | None
                 steps: StepControl | None = None, cache: PointCache | None = None,
                 progress: Progress | Callable[[str], None] | None = None, jobs: int = 1,
                 early_stop: bool = False, xtol: float = 1e-4, thresholds_only: bool = False,
-                label: str = "") -> PhaseResult:
+                label: str = "", executor: cf.Executor | None = None) -> PhaseResult:
     """Branches, spinodals, ``alpha_c``, the baseline ``eps_lin`` and ``alpha_l`` at one set of
     parameters, for any model that declares branches.
 
@@ -34,7 +35,9 @@ def phase_point(module: ModuleType | str, parameters: Mapping[str, float] | None
     branches (:func:`~replica.phase.continuation.continuation_point`: curves and spinodals), or
     with ``thresholds_only=True`` from a few root-finder solves
     (:func:`~replica.phase.thresholds.thresholds`; ``curves`` then hold those points, no
-    spinodals). ``label`` names the point in progress lines (e.g. ``omega=0.3``).
+    spinodals). ``label`` names the point in progress lines (e.g. ``omega=0.3``). The
+    continuation follows its other branches in parallel with ``jobs > 1`` local processes or on
+    ``executor`` (:mod:`replica.executors`).
     """
     if not (parameters is None or isinstance(parameters, Mapping)):
         raise ParameterError("parameters", f"must be a mapping of parameter names to values, got {parameters!r} "
@@ -44,7 +47,7 @@ def phase_point(module: ModuleType | str, parameters: Mapping[str, float] | None
                           settings=settings, steps=steps, cache=cache, xtol=xtol, progress=progress, label=label)
     return continuation_point(module, parameters, pair=pair, alpha_min=alpha_min, alpha_max=alpha_max,
                               branches=branches, settings=settings, steps=steps, cache=cache, progress=progress,
-                              jobs=jobs, early_stop=early_stop, xtol=xtol, label=label)
+                              jobs=jobs, early_stop=early_stop, xtol=xtol, label=label, executor=executor)
 
 
 def _task(point: Callable[..., PhaseResult], ref, task: Mapping[str, Any], cache_root, cache_on) -> PhaseResult:
@@ -53,12 +56,14 @@ def _task(point: Callable[..., PhaseResult], ref, task: Mapping[str, Any], cache
 
 def phase_points(module: ModuleType | str, tasks: Sequence[Mapping[str, Any]], *, jobs: int = 1,
                  cache: PointCache | None = None, progress: Progress | None = None,
-                 point: Callable[..., PhaseResult] = phase_point) -> list[PhaseResult]:
-    """``point(module, **task)`` for each task (a dict of its keyword arguments), in ``jobs``
+                 point: Callable[..., PhaseResult] = phase_point,
+                 executor: cf.Executor | None = None) -> list[PhaseResult]:
+    """``point(module, **task)`` for each task (a dict of its keyword arguments), on ``executor``
+    (any :class:`concurrent.futures.Executor`, e.g. a Dask client's) or else in ``jobs`` local
     processes; ``point`` is :func:`phase_point` or an application's (a module-level function, so
     that it reaches the workers).
 
-    Results come back in the order of ``tasks``; ``progress`` advances once per task. Each process
+    Results come back in the order of ``tasks``; ``progress`` advances once per task. Each worker
     solves its own points and shares the on-disk cache.
     """
     module = as_module(module)
@@ -66,7 +71,7 @@ def phase_points(module: ModuleType | str, tasks: Sequence[Mapping[str, Any]], *
         raise ParameterError("jobs", f"must be >= 1, got {jobs}")
     cache = cache if cache is not None else PointCache(enabled=False)
     results: list[PhaseResult | None] = [None] * len(tasks)
-    if jobs == 1 or len(tasks) <= 1:
+    if executor is None and (jobs == 1 or len(tasks) <= 1):
         for i, task in enumerate(tasks):
             results[i] = point(module, cache=cache, progress=progress, **task)
             if progress is not None:
@@ -74,24 +79,29 @@ def phase_points(module: ModuleType | str, tasks: Sequence[Mapping[str, Any]], *
         return results  # type: ignore[return-value]
     # full-curve tasks first: they take longest
     order = sorted(range(len(tasks)), key=lambda i: bool(tasks[i].get("early_stop", False)))
-    if progress is not None:
-        progress.note(f"{len(tasks)} phase points on {min(jobs, len(tasks))} processes")
-    with pool(min(jobs, len(tasks))) as executor:
-        futs = {executor.submit(_task, point, module_ref(module), dict(tasks[i]), cache.root, cache.enabled): i
-                for i in order}
-        for fut in cf.as_completed(futs):
-            i = futs[fut]
-            results[i] = fut.result()
-            if progress is not None:
-                progress.advance(results[i].summary())
+    ref = module_ref(module)
+
+    def step(i: int, done: list):
+        return _task, point, ref, dict(tasks[i]), cache.root, cache.enabled
+
+    def finished(c: int, k: int, r: PhaseResult, ready: bool) -> None:
+        results[order[c]] = r
+        if progress is not None:
+            progress.advance(r.summary())
+
+    with executor_for(min(jobs, len(tasks)), executor) as ex:
+        if progress is not None:
+            progress.note(f"{len(tasks)} phase points on {describe(ex)}")
+        run_chains(ex, [[i] for i in order], step, on_result=finished)
     return results  # type: ignore[return-value]
 
 
 def phase_sweep(module: ModuleType | str, name: str, values: Sequence[float],
                 parameters: Mapping[str, float] | None = None, *, jobs: int = 1,
-                cache: PointCache | None = None, progress: Progress | None = None, **kwargs) -> list[PhaseResult]:
-    """:func:`phase_point` at every value of the parameter ``name`` (in ``jobs`` processes);
-    results in ``values`` order. ``kwargs`` go to :func:`phase_point`."""
+                cache: PointCache | None = None, progress: Progress | None = None,
+                executor: cf.Executor | None = None, **kwargs) -> list[PhaseResult]:
+    """:func:`phase_point` at every value of the parameter ``name`` (on ``executor``, else in
+    ``jobs`` processes); results in ``values`` order. ``kwargs`` go to :func:`phase_point`."""
     tasks = [dict(kwargs, parameters=dict(parameters or {}, **{name: float(w)}), label=f"{name}={float(w):g}")
              for w in values]
-    return phase_points(module, tasks, jobs=jobs, cache=cache, progress=progress)
+    return phase_points(module, tasks, jobs=jobs, cache=cache, progress=progress, executor=executor)

@@ -50,11 +50,12 @@ from ..progress import Progress
 from .common import as_module, check_range, resolve_pair
 from .continuation import baseline_value, continuation_point, no_baseline, note_function
 from .follower import BranchFollower
-from .parallel import module_from_ref, module_ref, pool
+from ..executors import describe, run_chains
+from .parallel import executor_for, module_from_ref, module_ref
 from .results import BranchCurve, Crossing, CrossingStatus, PhaseResult
 from .settings import SolverSettings, StepControl
 
-__all__ = ["Guess", "thresholds", "thresholds_sweep"]
+__all__ = ["Guess", "Seed", "next_guess", "thresholds", "thresholds_sweep"]
 
 #: a neutral first guess of (alpha_c, alpha_l / alpha_c); Newton does the rest (the paper's
 #: instance has alpha_c in [0.6, 2.2])
@@ -328,40 +329,78 @@ def thresholds(module: ModuleType | str, parameters: Mapping[str, float] | None 
         return give_up(str(exc))
 
 
-def next_guess(done: Sequence[tuple[float, PhaseResult | None]], value: float) -> Guess:
+@dataclass
+class Seed:
+    """What a solved point passes on to its neighbours along a swept parameter: its ``alpha_c``
+    (and whether it is a root refined on solved points), ``alpha_l``, and each branch's state
+    ``x[branch]`` at the solved ``alpha_x[branch]`` nearest ``alpha_c``. Small and JSON-able (a
+    sweep stores it with the point, so that a resumed run seeds its neighbours the same way)."""
+
+    alpha_c: float | None
+    root: bool
+    alpha_l: float | None
+    x: dict[str, np.ndarray] = field(default_factory=dict)
+    alpha_x: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, r: PhaseResult) -> "Seed":
+        s = cls(r.alpha_c.value, r.alpha_c.is_root, r.alpha_l.value)
+        if r.alpha_c.value is not None:
+            for b, c in r.curves.items():
+                if len(c):
+                    p = min(c.points, key=lambda p: abs(p.alpha - r.alpha_c.value))
+                    s.x[b], s.alpha_x[b] = p.x.copy(), p.alpha
+        return s
+
+    def to_dict(self) -> dict:
+        return dict(alpha_c=self.alpha_c, root=self.root, alpha_l=self.alpha_l,
+                    x={b: [float(v) for v in x] for b, x in self.x.items()}, alpha_x=dict(self.alpha_x))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Seed":
+        return cls(d["alpha_c"], bool(d["root"]), d["alpha_l"],
+                   {b: np.array(x, dtype=float) for b, x in d["x"].items()},
+                   {b: float(a) for b, a in d["alpha_x"].items()})
+
+
+def next_guess(done: Sequence[tuple[float, PhaseResult | Seed | None]], value: float) -> Guess:
     """First guesses at ``value`` of a swept parameter from the results ``done`` (pairs
-    ``(value, result)``) of the same run: ``alpha_c``, ``alpha_l`` linearly extrapolated from the
-    two nearest values whose ``alpha_c`` is a root, and the branch states of the nearest one at
-    its last ``alpha_c`` evaluation."""
-    ok = sorted([(w, r) for w, r in done if r is not None and r.alpha_c.is_root],
+    ``(value, result or its Seed)``) of the same run: ``alpha_c``, ``alpha_l`` linearly
+    extrapolated from the two nearest values whose ``alpha_c`` is a root, and the branch states
+    of the nearest one at its last ``alpha_c`` evaluation."""
+    seeds = [(w, r if isinstance(r, Seed) else Seed.of(r)) for w, r in done if r is not None]
+    ok = sorted([(w, r) for w, r in seeds if r.root and r.alpha_c is not None],
                 key=lambda wr: abs(wr[0] - value))
     if not ok:
         return Guess()
     w1, r1 = ok[0]
-    g = Guess(alpha_c=r1.alpha_c.value, alpha_l=r1.alpha_l.value)
+    g = Guess(alpha_c=r1.alpha_c, alpha_l=r1.alpha_l)
     if len(ok) > 1:
         w0, r0 = ok[1]
         if w1 != w0:
             t = (value - w1) / (w1 - w0)
-            g.alpha_c = r1.alpha_c.value + t * (r1.alpha_c.value - r0.alpha_c.value)
-            if r1.alpha_l.value is not None and r0.alpha_l.value is not None:
-                g.alpha_l = r1.alpha_l.value + t * (r1.alpha_l.value - r0.alpha_l.value)
+            g.alpha_c = r1.alpha_c + t * (r1.alpha_c - r0.alpha_c)
+            if r1.alpha_l is not None and r0.alpha_l is not None:
+                g.alpha_l = r1.alpha_l + t * (r1.alpha_l - r0.alpha_l)
     if g.alpha_c <= 0:
-        g.alpha_c = r1.alpha_c.value
+        g.alpha_c = r1.alpha_c
     if g.alpha_l is not None and g.alpha_l <= g.alpha_c:
         g.alpha_l = None
-    for b, c in r1.curves.items():
-        if len(c):
-            p = min(c.points, key=lambda p: abs(p.alpha - r1.alpha_c.value))
-            g.x[b], g.alpha_x[b] = p.x.copy(), p.alpha
+    for b, x in r1.x.items():
+        g.x[b], g.alpha_x[b] = x.copy(), r1.alpha_x[b]
     return g
 
 
-def _visit_order(ws: Sequence[float], centre: float) -> list[int]:
+def visit_order(ws: Sequence[float], centre: float) -> list[int]:
     """Indices of the sorted ``ws`` of one run: from the one nearest ``centre`` outwards (up
     first, then down), so that every value after the first has a neighbour to start from."""
     k = int(np.argmin([abs(w - centre) for w in ws]))
     return list(range(k, len(ws))) + list(range(k - 1, -1, -1))
+
+
+def contiguous_runs(n: int, count: int) -> list[list[int]]:
+    """``range(n)`` split into ``count`` contiguous runs of nearly equal length (none empty)."""
+    return [[int(i) for i in r] for r in np.array_split(np.arange(n), min(count, n)) if len(r)]
 
 
 def _run(module: ModuleType, name: str, ws: Sequence[float], centre: float, kwargs: Mapping[str, Any],
@@ -370,7 +409,7 @@ def _run(module: ModuleType, name: str, ws: Sequence[float], centre: float, kwar
     done: list[tuple[float, PhaseResult | None]] = []
     base = dict(kwargs.get("parameters") or {})
     kw = {k: v for k, v in kwargs.items() if k != "parameters"}
-    for i in _visit_order(ws, centre):
+    for i in visit_order(ws, centre):
         g = next_guess(done, ws[i])
         out[i] = thresholds(module, dict(base, **{name: ws[i]}), cache=cache, guess=g, progress=progress,
                             label=f"{name}={ws[i]:g}", **kw)
@@ -380,21 +419,28 @@ def _run(module: ModuleType, name: str, ws: Sequence[float], centre: float, kwar
     return out
 
 
-def _chain(ref, name: str, ws: Sequence[float], centre: float, kwargs: Mapping[str, Any], cache_root,
-           cache_on) -> list[PhaseResult | None]:
-    return _run(module_from_ref(ref), name, ws, centre, kwargs, PointCache(cache_root, cache_on))
+def _point(ref, name: str, w: float, kwargs: Mapping[str, Any], guess: Guess, cache_root,
+           cache_on) -> tuple[float, PhaseResult]:
+    # one value of a run, in a worker: the same call as in _run
+    base = dict(kwargs.get("parameters") or {})
+    kw = {k: v for k, v in kwargs.items() if k != "parameters"}
+    r = thresholds(module_from_ref(ref), dict(base, **{name: w}), cache=PointCache(cache_root, cache_on),
+                   guess=guess, progress=None, label=f"{name}={w:g}", **kw)
+    return w, r
 
 
 def thresholds_sweep(module: ModuleType | str, name: str, values: Sequence[float],
                      parameters: Mapping[str, float] | None = None, *, jobs: int = 1,
                      cache: PointCache | None = None, progress: Progress | None = None,
-                     **kwargs) -> list[PhaseResult]:
+                     executor: cf.Executor | None = None, **kwargs) -> list[PhaseResult]:
     """:func:`thresholds` at every value of the parameter ``name``; results in ``values`` order.
 
-    The values are split into ``jobs`` contiguous runs (sorted), one process each; inside a run
-    every point starts from the previous ones' thresholds and states (:class:`Guess`).
-    ``kwargs`` go to :func:`thresholds` (``pair``, ``alpha_min``, ``alpha_max``, ``settings``,
-    ``xtol`` ...).
+    The values are split into ``jobs`` contiguous runs (sorted), run concurrently on
+    ``executor`` (any :class:`concurrent.futures.Executor`) or else in ``jobs`` local processes;
+    inside a run every point starts from the previous ones' thresholds and states
+    (:class:`Guess`, :func:`next_guess`). The runs, hence the numbers, depend on ``jobs`` only,
+    not on where they are computed. ``kwargs`` go to :func:`thresholds` (``pair``,
+    ``alpha_min``, ``alpha_max``, ``settings``, ``xtol`` ...).
     """
     module = as_module(module)
     if jobs < 1:
@@ -410,19 +456,25 @@ def thresholds_sweep(module: ModuleType | str, name: str, values: Sequence[float
     # contiguous runs, each started at its value nearest the middle of the whole range (a first
     # guess there is typically better than at the ends, and the ends then get neighbours)
     centre = float(np.median(ws))
-    runs = [list(r) for r in np.array_split(np.arange(len(ws)), min(jobs, len(ws))) if len(r)]
+    runs = contiguous_runs(len(ws), jobs)
     results: list = [None] * len(values)
-    if len(runs) <= 1:
+    if len(runs) <= 1 and executor is None:
         for k, r in enumerate(_run(module, name, ws, centre, kw, cache, progress)):
             results[order[k]] = r
         return results
-    with pool(len(runs)) as executor:
-        futs = {executor.submit(_chain, module_ref(module), name, [ws[k] for k in run], centre, kw, cache.root,
-                                cache.enabled): run for run in runs}
-        for fut in cf.as_completed(futs):
-            run = futs[fut]
-            for k, r in zip(run, fut.result()):
-                results[order[k]] = r
-                if progress is not None:
-                    progress.advance(r.summary())
+    ref = module_ref(module)
+    chains = [[run[i] for i in visit_order([ws[k] for k in run], centre)] for run in runs]
+
+    def step(k: int, done: list):
+        return _point, ref, name, ws[k], kw, next_guess(done, ws[k]), cache.root, cache.enabled
+
+    def finished(c: int, j: int, wr: tuple[float, PhaseResult], ready: bool) -> None:
+        results[order[chains[c][j]]] = wr[1]
+        if progress is not None:
+            progress.advance(wr[1].summary())
+
+    with executor_for(len(runs), executor) as ex:
+        if progress is not None:
+            progress.note(f"{len(ws)} values of {name} in {len(runs)} runs on {describe(ex)}")
+        run_chains(ex, chains, step, on_result=finished)
     return results

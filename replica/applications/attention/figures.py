@@ -17,6 +17,7 @@ Simulation points (the CSV of ``python -m numerics.simulate sweep``) can be over
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
 import csv
 import math
 import os
@@ -97,8 +98,9 @@ class FigureData:
 
 
 def compute_figures(config: FigureConfig | None = None, *, jobs: int = 1, cache: PointCache | None = None,
-                    progress: Progress | None = None) -> FigureData:
-    """Every phase point the figures need, ``jobs`` processes in parallel over ``omega``.
+                    progress: Progress | None = None, executor: cf.Executor | None = None) -> FigureData:
+    """Every phase point the figures need, in parallel over ``omega`` on ``executor`` (any
+    :class:`concurrent.futures.Executor`, e.g. a Dask cluster's) or else ``jobs`` local processes.
 
     ``omega_fig2`` and ``omegas_loss`` get full curves (both branches over the whole
     range); the other points of the phase diagrams stop the positional continuation
@@ -130,7 +132,7 @@ def compute_figures(config: FigureConfig | None = None, *, jobs: int = 1, cache:
         keys.append(("second", w))
     if progress is not None:
         progress.total = len(tasks)
-    results = phase_points(cfg.model, tasks, jobs=jobs, cache=cache, progress=progress)
+    results = phase_points(cfg.model, tasks, jobs=jobs, cache=cache, progress=progress, executor=executor)
     data = FigureData(cfg, {}, {}, 0.0)
     for (which, w), r in zip(keys, results):
         getattr(data, which)[w] = r
@@ -526,7 +528,8 @@ def write_figures(data: FigureData, out: str | os.PathLike, sim_rows: Sequence[M
 
 def make_figures(out: str | os.PathLike = "figures", *, quick: bool = False, jobs: int = 1,
                  sim: str | os.PathLike | None = None, cache: PointCache | None = None,
-                 progress: Progress | None = None, config: FigureConfig | None = None) -> tuple[FigureData, list[Path]]:
+                 progress: Progress | None = None, config: FigureConfig | None = None,
+                 executor: cf.Executor | None = None) -> tuple[FigureData, list[Path]]:
     """Compute and draw everything (the ``replica figures`` command).
 
     ``out`` is checked before the computation (it must be, or be creatable as, a writable
@@ -534,5 +537,5 @@ def make_figures(out: str | os.PathLike = "figures", *, quick: bool = False, job
     check_output_dir(out, "out")
     sim_rows = load_simulation(sim) if sim is not None else []
     cfg = config or (quick_config() if quick else FigureConfig())
-    data = compute_figures(cfg, jobs=jobs, cache=cache, progress=progress)
+    data = compute_figures(cfg, jobs=jobs, cache=cache, progress=progress, executor=executor)
     return data, write_figures(data, out, sim_rows)

@@ -8,6 +8,7 @@ the positionality ``omega`` of the target (its ``A`` matrix as further parameter
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
 from types import ModuleType
 from typing import Any, Mapping, Sequence
 
@@ -57,25 +58,29 @@ def thresholds(module: ModuleType | str = MODEL, omega: float | None = None,
 
 
 def phase_points(module: ModuleType | str, tasks: Sequence[Mapping[str, Any]], *, jobs: int = 1,
-                 cache: PointCache | None = None, progress: Progress | None = None) -> list[PhaseResult]:
+                 cache: PointCache | None = None, progress: Progress | None = None,
+                 executor: cf.Executor | None = None) -> list[PhaseResult]:
     """:func:`phase_point` for each task (a dict of its keyword arguments: ``omega``,
-    ``parameters``, ``alpha_max``, ``early_stop``, ``thresholds_only`` ...) in ``jobs`` processes."""
-    return core_phase_points(module, tasks, jobs=jobs, cache=cache, progress=progress, point=phase_point)
+    ``parameters``, ``alpha_max``, ``early_stop``, ``thresholds_only`` ...) on ``executor``, else
+    in ``jobs`` processes."""
+    return core_phase_points(module, tasks, jobs=jobs, cache=cache, progress=progress, point=phase_point,
+                             executor=executor)
 
 
 def phase_diagram(module: ModuleType | str, omegas: Sequence[float], parameters: Mapping[str, float] | None = None,
                   *, jobs: int = 1, cache: PointCache | None = None, progress: Progress | None = None,
-                  **kwargs: Any) -> list[PhaseResult]:
-    """:func:`phase_point` at every ``omega`` (in ``jobs`` processes); results in ``omegas`` order."""
+                  executor: cf.Executor | None = None, **kwargs: Any) -> list[PhaseResult]:
+    """:func:`phase_point` at every ``omega`` (on ``executor``, else in ``jobs`` processes); results
+    in ``omegas`` order."""
     tasks = [dict(kwargs, omega=float(w), parameters=dict(parameters or {})) for w in omegas]
-    return phase_points(module, tasks, jobs=jobs, cache=cache, progress=progress)
+    return phase_points(module, tasks, jobs=jobs, cache=cache, progress=progress, executor=executor)
 
 
 def thresholds_diagram(module: ModuleType | str, omegas: Sequence[float],
                        parameters: Mapping[str, float] | None = None, *, jobs: int = 1,
                        cache: PointCache | None = None, progress: Progress | None = None,
-                       **kwargs: Any) -> list[PhaseResult]:
+                       executor: cf.Executor | None = None, **kwargs: Any) -> list[PhaseResult]:
     """The fast thresholds at every ``omega``, each seeded by its neighbours
-    (:func:`replica.phase.thresholds_sweep` along ``omega``); results in ``omegas`` order."""
+    (:func:`replica.phase.thresholds_sweep` along ``omega``, ``jobs`` runs); results in ``omegas`` order."""
     return thresholds_sweep(module, "omega", omegas, parameters, jobs=jobs, cache=cache, progress=progress,
-                            pair=TRANSITION, **kwargs)
+                            executor=executor, pair=TRANSITION, **kwargs)
