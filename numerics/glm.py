@@ -34,7 +34,10 @@ test set (``classification_error``, ``test_loss``, ``test_mse``) and their popul
 (exact by Gaussianity: ``classification_error_population = arccos(θ/√(q(ρ + Δ)))/π``,
 ``test_mse_population = ½(q − 2θ + ρ + Δ)``); ``zero_fraction`` for LASSO.
 
-CLI: ``python -m numerics.glm MODEL --alpha A --d D --param NAME=VALUE --seeds N --json``.
+CLI: ``python -m numerics.glm MODEL --alpha A --d D --param NAME=VALUE --seeds N --json``; with
+``--theory`` the same command also solves the replica theory at the point (``replica solve MODEL``,
+the generated module of ``derivations/MODEL.py``) and prints theory next to simulation, the
+deviation in standard errors of the seed mean (theory vs simulation in one command).
 """
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["MODELS", "PARAMETERS", "run_glm", "run_seed", "summarize", "main"]
+__all__ = ["MODELS", "PARAMETERS", "THEORY_KEYS", "run_glm", "run_seed", "summarize", "theory", "compare", "main"]
 
 #: Parameters of each model (the toolkit's names) with their defaults.
 PARAMETERS: dict[str, dict[str, float]] = {
@@ -350,6 +353,39 @@ def run_glm(model: str, alpha: float, d: int, params: dict[str, float] | None = 
             "seeds": runs, "mean": mean, "se": se, "converged": all(r["converged"] for r in runs)}
 
 
+# --- theory at the same point ------------------------------------------------------------------------
+
+#: simulator observable -> the key of ``replica solve --json`` that predicts it (the population test
+#: errors are exact given the weights; the test-set ones carry test-set noise as well)
+THEORY_KEYS = {"q": "q", "theta": "theta", "train_loss": "train_loss", "test_loss": "eps_g",
+               "classification_error": "classification_error",
+               "classification_error_population": "classification_error",
+               "test_mse": "eps_g", "test_mse_population": "eps_g", "zero_fraction": "zero_fraction"}
+
+
+def theory(model: str, alpha: float, params: dict[str, float], max_iter: int = 2000) -> dict[str, Any]:
+    """``replica solve MODEL --alpha A --param ... --json`` in process: the replica-symmetric fixed
+    point of the declared model (derivations/MODEL.py), as the CLI solves it."""
+    from replica.commands.solve import result_dict
+    from replica.registry import load_module
+    from replica.solver import Solver
+
+    module = load_module(model)
+    fp = Solver(module, params, max_iter=max_iter).solve_best(alpha)
+    return result_dict(module, fp)
+
+
+def compare(res: dict[str, Any], th: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Per observable: simulation mean, its standard error, the theory and ``(mean - theory)/SE``."""
+    out: dict[str, dict[str, float | None]] = {}
+    for obs, key in THEORY_KEYS.items():
+        if obs in res["mean"] and th.get(key) is not None:
+            se = res["se"][obs]
+            dev = (res["mean"][obs] - th[key]) / se if se else None
+            out[obs] = {"simulation": res["mean"][obs], "se": se, "theory": th[key], "deviation_in_se": dev}
+    return out
+
+
 # --- CLI ---------------------------------------------------------------------------------------------------
 
 class _Parser(argparse.ArgumentParser):
@@ -385,6 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-test", type=int, default=20000, help="fresh test samples per seed (default 20000)")
     p.add_argument("--json", action="store_true", help="print one JSON object (strict: no NaN)")
     p.add_argument("--quiet", action="store_true", help="no per-seed progress on stderr")
+    p.add_argument("--theory", action="store_true",
+                   help="also solve the replica theory at this point (replica solve MODEL) and print it next to "
+                        "the simulation, with the deviation in standard errors")
     return p
 
 
@@ -392,6 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit code (2 for bad input, 1 if a seed did not converge,
     130/143 when interrupted)."""
     from replica import jsonio
+    from replica.errors import ParameterError, ReplicaError
     from replica.workers import exit_status, terminate_raises
 
     parser = build_parser()
@@ -403,7 +443,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {e}\n")
     try:
         with terminate_raises():  # SIGTERM ends like Ctrl-C: one line, no traceback
+            if a.theory:  # first: a theory that cannot be solved should not cost the simulation
+                th = theory(a.model, a.alpha, params)
             res = run_glm(a.model, a.alpha, a.d, params, a.seeds, a.seed0, a.n_test, progress=not a.quiet)
+            if a.theory:
+                res["theory"], res["agreement"] = th, compare(res, th)
+    except ReplicaError as e:
+        parser.exit(2 if isinstance(e, ParameterError) else 1, f"{parser.prog}: error: theory: {e}\n")
     except KeyboardInterrupt as e:
         name = getattr(e, "signum", None)
         print(f"{parser.prog}: interrupted ({'SIGTERM' if name else 'SIGINT'}); nothing is saved, rerun it",
@@ -418,6 +464,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             se = res["se"][k]
             print(f"  {k:32s} {v:.6g}" + (f" ± {se:.2g}" if se is not None else ""))
         print(f"  converged (KKT <= {KKT_TOL:g}) on every seed: {res['converged']}")
+        if a.theory:
+            print(f"  theory (replica solve {a.model}): converged={res['theory']['converged']}")
+            print(f"  {'observable':32s} {'simulation':>12s} {'± SE':>9s} {'theory':>12s} {'(sim-th)/SE':>11s}")
+            for k, c in res["agreement"].items():
+                se = f"{c['se']:.2g}" if c["se"] is not None else "n/a"
+                dev = f"{c['deviation_in_se']:+.2f}" if c["deviation_in_se"] is not None else "n/a"
+                print(f"  {k:32s} {c['simulation']:12.6g} {se:>9s} {c['theory']:12.6g} {dev:>11s}")
     return 0 if res["converged"] else 1
 
 

@@ -38,8 +38,9 @@ LIBRARY = Path(__file__).resolve().parent
 ROOT = LIBRARY.parent
 
 #: library sources of the symbolic pipeline (shared by modules and exports)
-SYMBOLIC_SOURCES = ("constraints.py", "data.py", "derivation.py", "model.py", "observables.py",
-                    "order_parameters.py", "potentials.py", "regularizers.py", "symbolic.py", "symmetries.py")
+SYMBOLIC_SOURCES = ("channels.py", "constraints.py", "data.py", "derivation.py", "losses.py", "model.py",
+                    "observables.py", "order_parameters.py", "potentials.py", "regularizers.py", "symbolic.py",
+                    "symmetries.py")
 #: what else decides a generated module / an export
 MODULE_SOURCES = SYMBOLIC_SOURCES + ("codegen/__init__.py", "codegen/backends.py", "codegen/generator.py",
                                      "codegen/printers.py")

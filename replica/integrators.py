@@ -18,9 +18,10 @@ import math
 
 import numpy as np
 
-from .compiled import compiled, resolve_backend
-from .energetic import EnergeticAverage, EnergeticIntegrator
+from .compiled import resolve_backend
+from .energetic import EnergeticAverage, EnergeticIntegrator, _weighted, average_on_nodes
 from .errors import ParameterError
+from .kinks import KinkIntegrator, parse_plan
 from .preintegration import CUT, householder, make_integrator, truncated_normal_rule
 from .prox import prox
 from .quadrature import QuadratureRule, gauss_hermite, parse_rule
@@ -69,66 +70,15 @@ class QuadratureIntegrator:
 
     def average(self, module, x, p, warm=None, multistart=True, prox_tol=1e-12) -> EnergeticAverage:
         """``Ψ_y`` and its gradient by the batched multistart prox on every (folded) node of the rule."""
-        if warm is not None and np.shape(warm) != (module.PROX_DIM, self.size):
-            warm = None
         avg = self._average(module, x, p, warm, multistart, prox_tol)
-        if self.extra_starts and multistart:
+        if self.extra_starts and multistart and not getattr(module, "PIECEWISE", False):
+            # (a piecewise bracket's prox is exact already: replica.prox.piecewise_prox)
             avg = self._more_starts(module, np.asarray(x, dtype=float), np.asarray(p, dtype=float), avg, prox_tol)
         return avg
 
-    def _average(self, module, x, p, warm, multistart, prox_tol) -> EnergeticAverage:
-        if resolve_backend(module, self.backend) == "numba":
-            return self._average_compiled(module, x, p, warm, multistart, prox_tol)
-        nodes, weights = self.nodes, self.weights
-        N = self.size
-        grad = np.zeros(len(module.ORDER_PARAMETERS))
-        psi = 0.0
-        h_all = np.empty((module.PROX_DIM, N))
-        n_dis = n_fail = 0
-        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            for a in range(0, N, max(self.chunk, 1)):
-                sl = slice(a, min(a + self.chunk, N))
-                z = nodes[:, sl]
-                res = prox(module, z, x, p, warm=None if warm is None else warm[:, sl], tol=prox_tol,
-                           multistart=multistart, n_starts=None if multistart else self.warm_starts)
-                G = module.bracket_parameter_gradient(res.h, z, x, p)
-                grad += G @ weights[sl]
-                psi += float(res.value @ weights[sl])
-                h_all[:, sl] = res.h
-                n_dis += res.n_disagree
-                n_fail += res.n_failed
-        return EnergeticAverage(-grad, -psi, h_all, n_dis, n_fail)
-
-    def _average_compiled(self, module, x, p, warm, multistart, prox_tol, n_starts=None) -> EnergeticAverage:
-        k = compiled(module)
-        nodes, weights = self.nodes, self.weights
-        N, D = self.size, module.PROX_DIM
-        x = np.ascontiguousarray(x, dtype=float)
-        p = np.ascontiguousarray(p, dtype=float)
-        use_warm = warm is not None
-        # Same starts as the numpy path: every start of the module (plus the warm one), or,
-        # with multistart=False and a warm start, the warm start and warm_starts more.
-        if n_starts is None:
-            n_starts = module.N_STARTS if (multistart or not use_warm) else self.warm_starts
-        w_arr = np.ascontiguousarray(warm, dtype=float) if use_warm else np.zeros((D, 1))
-        h_out = np.empty((D, N))
-        failed = np.zeros(N, dtype=np.bool_)
-        grad = np.zeros(len(x))
-        psi, n_dis, n_fail = k.node_prox_average(
-            nodes, weights, w_arr, use_warm, n_starts, x, p, float(prox_tol), 50, 1e-6, h_out, failed, grad)
-        if n_fail:
-            # Robust numpy/scipy fallback (per-node L-BFGS) for the rare failed nodes.
-            idx = np.flatnonzero(failed)
-            z = nodes[:, idx]
-            with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-                res = prox(module, z, x, p, warm=warm[:, idx] if use_warm else None, tol=prox_tol,
-                           multistart=True)
-                G = module.bracket_parameter_gradient(res.h, z, x, p)
-            grad += G @ weights[idx]
-            psi += float(res.value @ weights[idx])
-            h_out[:, idx] = res.h
-            n_fail = res.n_failed
-        return EnergeticAverage(-grad, -float(psi), h_out, int(n_dis), int(n_fail))
+    def _average(self, module, x, p, warm, multistart, prox_tol, n_starts=None) -> EnergeticAverage:
+        return average_on_nodes(module, self.nodes, self.weights, x, p, warm, multistart, prox_tol, self.backend,
+                                self.chunk, self.warm_starts, n_starts=n_starts)
 
     def _more_starts(self, module, x, p, avg: EnergeticAverage, prox_tol: float) -> EnergeticAverage:
         """``avg`` with the inner minimum also sought from :func:`extra_starts` at every node;
@@ -144,7 +94,7 @@ class QuadratureIntegrator:
             n_better = 0
             for start in extra_starts(base, h, self.extra_starts):
                 if compiled_path:  # the compiled Newton from this start alone (n_starts = 0)
-                    hk = self._average_compiled(module, x, p, start, False, prox_tol, n_starts=0).state
+                    hk = self._average(module, x, p, start, False, prox_tol, n_starts=0).state
                 else:
                     hk = prox(module, nodes, x, p, warm=start, tol=prox_tol, n_starts=0).h
                 Fk = np.asarray(module.bracket(hk, nodes, x, p), dtype=float)
@@ -155,8 +105,9 @@ class QuadratureIntegrator:
             self.last_improved = n_better
             if not n_better:
                 return avg
-            G = module.bracket_parameter_gradient(h, nodes, x, p)
-        return EnergeticAverage(-(G @ weights), -float(F @ weights), h, avg.n_disagree + n_better, avg.n_failed)
+            G = module.bracket_parameter_gradient(h, nodes, x, p)  # d(W F)/dx with a channel's W
+            psi = float(_weighted(module, F, nodes, x, p) @ weights)
+        return EnergeticAverage(-(G @ weights), -psi, h, avg.n_disagree + n_better, avg.n_failed)
 
     def with_extra_starts(self, level: int) -> "QuadratureIntegrator":
         """The same rule with the inner minimum also sought from :func:`extra_starts` of ``level``."""
@@ -387,7 +338,13 @@ def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module:
     if labels and spec.startswith("preint"):
         raise ParameterError("quadrature", f"{spec!r}: the pre-integration integrator does not average over "
                                            f"the cluster labels of {module.MODEL}; use a rule (gh:N, default, ...)")
+    if spec.startswith("preint") and (getattr(module, "WEIGHTED", False) or getattr(module, "PIECEWISE", False)):
+        raise ParameterError("quadrature", f"{spec!r}: pre-integration follows Newton minimisers along lines and "
+                                           f"does not weight by a channel's label law; for {module.MODEL} use "
+                                           "kinks (the kink-aware rule) or a Gauss-Hermite rule (gh:N)")
 
+    if spec.startswith("kinks"):
+        return KinkIntegrator(module, parse_plan(spec))
     try:
         if spec.startswith("preint"):
             _, _, level = spec.partition(":")
@@ -408,6 +365,8 @@ def default_spec(module: ModuleType, branch: str | None = None) -> str:
     Gauss-Hermite converges erratically (docs/quadrature.md); for a model with token clusters
     always Gauss-Hermite (the solver multiplies Gaussian rules by the label configurations,
     :mod:`replica.labels`, which pre-integration does not)."""
+    if getattr(module, "KINK_RULE", False):
+        return "kinks"  # a channel model with a one-dimensional prox (replica.kinks)
     if getattr(module, "DISCRETE", ()):
         return "default"
     pinned = set(module.BRANCHES.get(branch or "free", ()))

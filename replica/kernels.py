@@ -6,7 +6,7 @@ Newton prox at every node (:func:`node_prox_average`, the same algorithm as
 the test-point average of the declared observables (:func:`node_test_average`). They call the
 model's *leaves* -- per-node scalar functions the code generator writes into every generated
 module (``node_constants``, ``node_bracket_newton``, ``node_parameter_gradient``,
-``node_starts``, ``node_test_observables``) -- and its sizes (``PROX_DIM``, ``N_STARTS``,
+``node_starts``, ``node_test_observables``, ``node_weight``) -- and its sizes (``PROX_DIM``, ``N_STARTS``,
 ``N_CONSTANTS``, ``N_OBSERVABLES``) as module globals.
 
 :mod:`replica.compiled` assembles, per model, one *compiled unit*: the model's leaves followed
@@ -60,9 +60,14 @@ def node_test_observables(z, x, p, out):  # pragma: no cover - stub
     raise NotImplementedError("bound to the model's generated leaf in the compiled unit")
 
 
+def node_weight(z, x, p):  # pragma: no cover - stub
+    """A teacher channel's label law ``W(y | z; x)`` at node ``z`` (1.0 without a channel)."""
+    raise NotImplementedError("bound to the model's generated leaf in the compiled unit")
+
+
 #: the leaves above, in the order the compiled unit defines them (after ``_sexp``)
 LEAF_NAMES = ("node_constants", "node_bracket_newton", "node_parameter_gradient", "node_starts",
-              "node_test_observables")
+              "node_test_observables", "node_weight")
 #: module-level sizes the kernels read
 SIZE_NAMES = ("PROX_DIM", "N_STARTS", "N_CONSTANTS", "N_OBSERVABLES")
 
@@ -219,7 +224,8 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
                       h_out, failed, grad):
     """Fused energetic average: for every node, the global minimum of the bracket over
     the warm start (if use_warm) and the first n_starts of node_starts, then
-    grad += w dF/dx at the minimiser. Returns (sum w F_min, n_disagree, n_failed); failed
+    grad += w d(W F)/dx at the minimiser (W: the node's label law, 1 without a channel).
+    Returns (sum w W F_min, n_disagree, n_failed); failed
     nodes (no start converged) are flagged and left out of the sums.
     h_out (PROX_DIM, N) receives the minimisers (the next warm start).
     """
@@ -304,7 +310,7 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
         w = weights[j]
         for k in range(nx):
             grad[k] += w * G[k]
-        psi += w * best
+        psi += w * node_weight(z, x, p) * best
     return psi, n_dis, n_fail
 
 

@@ -12,6 +12,13 @@ knows its Gaussian factor, for companions and descriptions.
 
 Sign-flip folding (module ``SYMMETRIES``) only ever flips Gaussian coordinates, which come
 first, so a folded product rule never mixes configurations.
+
+A teacher channel (:mod:`replica.channels`) adds one more discrete coordinate, its label ``y``
+(module ``LABEL``, values ``LABEL_VALUES``), after the cluster indicators: :class:`ChannelRule`
+repeats a rule for every label value with *unit* weight, because the label's law
+``W(y | z; x)`` depends on the state and is carried by the integrand (``label_weight``). A
+symmetric channel's fold flips the label with the Gaussians (``y -> -y``), which maps the set of
+label values onto itself.
 """
 from __future__ import annotations
 
@@ -79,10 +86,46 @@ def with_labels(rule: QuadratureRule, values: np.ndarray, probabilities: np.ndar
 
 def labelled(rule, module: ModuleType, p: np.ndarray):
     """``rule`` extended by the module's label law when it is a Gaussian rule of a module with
-    labels (``rule.dim == len(GAUSSIANS)``); anything else is returned unchanged."""
+    labels (``rule.dim == len(GAUSSIANS)``), then by a channel's label values; anything else is
+    returned unchanged."""
+    if not isinstance(rule, QuadratureRule) or isinstance(rule, ChannelRule):
+        return rule
     law = label_law(module, p)
-    if law is None or not isinstance(rule, QuadratureRule) or isinstance(rule, LabelledRule):
-        return rule
-    if rule.dim != len(module.GAUSSIANS):
-        return rule
-    return with_labels(rule, *law)
+    if law is not None and not isinstance(rule, LabelledRule) and rule.dim == len(module.GAUSSIANS):
+        rule = with_labels(rule, *law)
+    values = channel_values(module)
+    if values is not None and rule.dim == len(module.GAUSSIANS) + len(getattr(module, "DISCRETE", ())):
+        rule = with_channel(rule, values)
+    return rule
+
+
+def channel_values(module: ModuleType) -> np.ndarray | None:
+    """The label values of a module with a teacher channel, else None."""
+    vals = getattr(module, "LABEL_VALUES", None)
+    return None if vals is None else np.asarray(vals, dtype=float)
+
+
+@dataclass(frozen=True)
+class ChannelRule(QuadratureRule):
+    """A rule repeated for every value of a channel's label (last coordinate), unit weights: the
+    weights sum to the number of labels, the label law is in the integrand."""
+
+    base: QuadratureRule | None = None
+    values: np.ndarray | None = None
+
+    def companion(self) -> "ChannelRule":
+        """The base rule's companion, times the same label values."""
+        return with_channel(self.base.companion(), self.values)
+
+    def describe(self) -> str:
+        """The base rule's description and the number of label values."""
+        return f"{self.base.describe()} x {self.values.size} channel labels"
+
+
+def with_channel(rule: QuadratureRule, values: np.ndarray) -> ChannelRule:
+    """``rule`` (nodes ``(dim, N)``) times the label values: nodes ``(dim + 1, N K)``, label-major."""
+    values = np.asarray(values, dtype=float)
+    K, N = values.size, rule.size
+    nodes = np.concatenate([np.tile(rule.nodes, (1, K)), np.repeat(values, N)[None, :]], axis=0)
+    weights = np.tile(rule.weights, K)
+    return ChannelRule(np.ascontiguousarray(nodes), weights, rule.kind, rule.order, base=rule, values=values)

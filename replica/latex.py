@@ -20,7 +20,7 @@ import sympy as sp
 from .data import CLUSTER_LETTERS
 from .derivation import Derivation
 from .freshness import current_stamp
-from .observables import TEST_LOSS, TestObservable
+from .observables import TEST_LOSS, StateObservable, TestObservable
 from .potentials import GaussianMoreauEnvelope, prox_center_symbols
 from .symbolic import LATEX_NAMES, symbol
 
@@ -113,6 +113,9 @@ def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
     if m.student is not None:
         model_blocks.append(Block("Student score map:", rf"S(h) = {tex(m.student)}"))
         model_blocks.append(Block("Target map:", rf"T(h^{{*}}) = {tex(m.target)}"))
+    if m.channel is not None:
+        model_blocks.append(Block("Teacher channel (the label's law given the teacher fields enters the Gaussian "
+                                  "measure, never the integrand):", m.channel.describe(tex)))
     model_blocks.append(Block("Per-sample loss of the fields (the $d \\to \\infty$ limit of the risk):",
                               rf"\ell(h, h^{{*}}) = {tex(m.loss)}"))
     w = sp.Matrix([symbol(f"w_{i + 1}", f"w_{{{i + 1}}}") for i in range(m.r)])
@@ -158,10 +161,23 @@ def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
                          "$e_{\\ell c} = 1$ iff $c_\\ell = c$):",
                          [rf"\Psi_y = -\mathbb{{E}}_{{{gs}}} \min_{{h}} F(h; \omega, h^{{*}}, V)",
                           rf"F(h; \omega, h^{{*}}, V) = {tex(env.bracket)}"]))
+    elif env.weight is not None:
+        values = ", ".join(str(v) for v in env.label_values)
+        y = tex(env.label)
+        pot.append(Block("Energetic potential, a Moreau envelope of the loss at a fixed label, weighted by the "
+                         f"label's law $W$ given the student's Gaussians (the $Z_{{\\rm out}}$ form; ${y}$ "
+                         f"takes the values ${values}$):",
+                         [rf"\Psi_y = -\mathbb{{E}}_{{{gs}}} \sum_{{{y}}} W({y} \mid {gs}) \min_{{h}} F(h; \omega, {y}, V)",
+                          rf"W({y} \mid {gs}) = {tex(env.weight)}",
+                          rf"F(h; \omega, {y}, V) = {tex(env.bracket)}"]))
     else:
         pot.append(Block("Energetic potential, a Moreau envelope of the loss:",
                          [rf"\Psi_y = -\mathbb{{E}}_{{{gs}}} \min_{{h}} F(h; \omega, h^{{*}}, V)",
                           rf"F(h; \omega, h^{{*}}, V) = {tex(env.bracket)}"]))
+    if env.pieces is not None:
+        pot.append(Block("The loss is piecewise smooth in $h$, with breakpoints below; the minimum over $h$ is "
+                         "found exactly (stationary points of every piece and the breakpoints):",
+                         [rf"h \in \left\{{{', '.join(tex(b) for b in env.pieces.breakpoints)}\right\}}"]))
     laws = [rf"{tex(u)} = {tex(e)}" for u, e in env.intermediates.items()]
     pot.append(Block("with the centres and teacher fields (Cholesky form of $q^{1/2}$), all Gaussians "
                      "standard and independent:", laws))
@@ -178,11 +194,21 @@ def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
             ent.append(Block("", rf"\partial_{{{tex(s_)}}} B = {tex(e)}"))
     sections.append(("Saddle-point equations: entropic side", ent))
     en = [Block("", rf"{tex(eq.lhs)} = {tex(eq.rhs)}") for eq in sp_eqs.energetic]
-    en.append(Block("where, by the envelope theorem ($\\hat h$ the global minimiser of $F$):",
-                    r"\partial_x \Psi_y = -\mathbb{E}\left[ \partial_x F(h; \omega, h^{*}, V) "
-                    r"\big|_{h = \hat h} \right]"))
-    for x in d.order_symbols:
-        en.append(Block("", rf"\partial_{{{tex(x)}}} F = {tex(chain_rule_gradient(d, x))}"))
+    if env.weight is not None:
+        y = tex(env.label)
+        en.append(Block("where, by the envelope theorem ($\\hat h$ the global minimiser of $F$ at the label) and "
+                        "differentiating the label's law, never the label:",
+                        rf"\partial_x \Psi_y = -\mathbb{{E}} \sum_{{{y}}} \left[ \partial_x W \, F(\hat h; \omega, "
+                        rf"{y}, V) + W \, \partial_x F(h; \omega, {y}, V) \big|_{{h = \hat h}} \right]"))
+        for x in d.order_symbols:
+            en.append(Block("", [rf"\partial_{{{tex(x)}}} W = {tex(sp.simplify(sp.diff(env.weight, x)))}",
+                                 rf"\partial_{{{tex(x)}}} F = {tex(chain_rule_gradient(d, x))}"]))
+    else:
+        en.append(Block("where, by the envelope theorem ($\\hat h$ the global minimiser of $F$):",
+                        r"\partial_x \Psi_y = -\mathbb{E}\left[ \partial_x F(h; \omega, h^{*}, V) "
+                        r"\big|_{h = \hat h} \right]"))
+        for x in d.order_symbols:
+            en.append(Block("", rf"\partial_{{{tex(x)}}} F = {tex(chain_rule_gradient(d, x))}"))
     sections.append(("Saddle-point equations: energetic side", en))
     sections.append(("Observables", _observable_blocks(m)))
     return sections
@@ -200,6 +226,9 @@ def _observable_blocks(m) -> list[Block]:
             body = tex(sp.sympify(o.expr).subs(dict(zip(m.h, prox_center_symbols(m)))))
             out.append(Block(f"{o.description or o.name} (test point, $h_\\ell = \\omega_\\ell$):",
                              rf"{o.tex_name} = \mathbb{{E}}\left[{body}\right]"))
+        elif isinstance(o, StateObservable):
+            out.append(Block(f"{o.description or o.name} (a function of the order parameters at the fixed point):",
+                             rf"{o.tex_name} = {tex(m.state_expression(o.expr))}"))
         else:
             out.append(Block(f"{o.description or o.name} (at the entropic minimiser $\\hat w$, summed over the "
                              "atoms of the spectral law):",

@@ -13,7 +13,9 @@ A :class:`Model` says *what* is learnt, never *how* the equations look:
   branches: named sets of order-parameter families pinned to zero (invariant subspaces of the
   saddle-point equations), optionally the pair of branches whose free entropies cross
   (``transition``) and a baseline the test error is compared with (``baseline``);
-* the observables it reports (:mod:`replica.observables`; the test loss ``eps_g`` always).
+* the observables it reports (:mod:`replica.observables`; the test loss ``eps_g`` always);
+* optionally a teacher *channel* (:mod:`replica.channels`): a discrete label ``y`` whose law given
+  the teacher fields enters the Gaussian measure; the loss is then written in ``h`` and ``y``.
 
 :class:`replica.derivation.Derivation` turns it into potentials and saddle-point equations.
 """
@@ -26,12 +28,14 @@ import numpy as np
 import sympy as sp
 
 from .branches import FREE, PINNABLE
+from .channels import Channel
 from .constraints import Constraint, holds, row_stochastic  # noqa: F401  (re-exported)
 from .data import TokenStatistics
 from .errors import DeclarationError, ParameterError
-from .observables import EntropicObservable, Observable, TestObservable, with_test_loss
-from .order_parameters import TokenReduction
-from .regularizers import L2, Regularizer
+from .losses import analyse, check_continuous, check_convex
+from .observables import EntropicObservable, Observable, StateObservable, TestObservable, with_test_loss
+from .order_parameters import OrderParameters, TokenReduction
+from .regularizers import L2, Regularizer, SeparableRegularizer
 from .validation import real
 
 
@@ -87,6 +91,11 @@ class Model:
         Alternatively the per-sample loss ``l(h, h*)`` directly.
     noise:
         Extra standard-Gaussian symbols appearing in ``loss`` (label noise, ...).
+    channel:
+        A teacher channel (:mod:`replica.channels`, e.g. ``Sign(hstar[0])``): the label ``y`` is a
+        discrete function of linear forms of ``hstar`` whose law enters the Gaussian measure (the
+        ``Z_out`` form); ``loss`` and the test observables are then written in ``h`` and the
+        channel's ``label``, not in ``hstar``. ``None``: a continuous label written into the loss.
     parameters:
         Numeric parameters and their defaults: ``{symbol: value}`` or
         ``{matrix_of_symbols: nested list}``.
@@ -132,12 +141,14 @@ class Model:
     transition: tuple[str, str] | None = None
     baseline: str | None = None
     observables: Sequence[Observable] = ()
+    channel: Channel | None = None
 
     def __post_init__(self) -> None:
         self.h = sp.Matrix(self.h)
         self.hstar = sp.Matrix(self.hstar)
         self.noise = tuple(self.noise)
         self._defaults = self._flatten_parameters(self.parameters)
+        self.domains = {**self._implied_domains(), **dict(self.domains)}
         extra = self.data.label_constraints() if self.data is not None else []
         if extra:  # a label law in the parameters must stay a probability law
             self.constraints = tuple(self.constraints) + tuple(extra)
@@ -146,6 +157,7 @@ class Model:
             self.loss = self._square_loss()
         self.observables = with_test_loss(self.loss, tuple(self.observables))
         self._validate_observables()
+        self._check_nonsmooth()
 
     # ------------------------------------------------------------ properties
     @property
@@ -218,13 +230,23 @@ class Model:
                 raise DeclarationError(f"target: T(hstar) uses undeclared symbols {sorted(map(str, extra))}")
         else:
             self.loss = sp.sympify(self.loss)
-            allowed = (set(self.h) | set(self.hstar) | set(self.noise) | set(self._defaults)
-                       | set(self.data.label_symbols))
-            extra = self.loss.free_symbols - allowed
+            extra = self.loss.free_symbols - self._integrand_symbols()
             if extra:
+                if self.channel is not None and extra & set(self.hstar):
+                    raise DeclarationError(
+                        f"loss: uses the teacher fields {sorted(map(str, extra & set(self.hstar)))}; with a channel "
+                        f"the teacher enters through the label: write the loss in h and {self.channel.label}")
                 raise DeclarationError(f"loss: uses undeclared symbols {sorted(map(str, extra))}")
             if not (self.loss.free_symbols & set(self.h)):
                 raise DeclarationError("loss: does not depend on the student fields h")
+        if self.channel is not None:
+            if not isinstance(self.channel, Channel):
+                raise DeclarationError(f"channel: {self.channel!r} is not a replica.channels.Channel")
+            if self.student is not None:
+                raise DeclarationError("channel: give the loss in h and the label (a channel replaces the target T)")
+            self.channel.validate(list(self.hstar), self._defaults)
+            if self.channel.label in set(self.h) | set(self.hstar) | set(self.noise) | set(self._defaults):
+                raise DeclarationError(f"channel: label symbol {self.channel.label} is already used by the model")
         self.regularizer.validate(r)
         reg_free = self.regularizer.parameters() - set(self._defaults)
         if reg_free:
@@ -281,16 +303,86 @@ class Model:
                     if val.is_number and float(val) < 0:
                         raise DeclarationError(f"data: covariance eigenvalue {float(val)} < 0 is not PSD")
 
+    def _integrand_symbols(self) -> set[sp.Symbol]:
+        """What the loss and the test observables may depend on: ``h``, the teacher (``hstar`` or,
+        with a channel, its label), the noise, the parameters and the cluster labels."""
+        teacher = {self.channel.label} if self.channel is not None else set(self.hstar)
+        return set(self.h) | teacher | set(self.noise) | set(self._defaults) | set(self.data.label_symbols)
+
+    def _implied_domains(self) -> dict[sp.Symbol, Domain]:
+        """Domains implied by the factors: a penalty or channel parameter that is a bare symbol
+        (``L1(lam1)``: ``lam1 >= 0``; ``Probit(u, Delta)``: ``Delta >= 0``; ``LabelFlip(.., p)``:
+        ``p in [0, 1]``), so that a bad value is refused before solving."""
+        out: dict[sp.Symbol, Domain] = {}
+        for sym, (low, high) in getattr(self.regularizer, "implied_domains", lambda: {})().items():
+            out[sym] = Domain(low, high)
+        ch = self.channel
+        while ch is not None:
+            for attr, dom in (("delta", Domain(0, None)), ("p", Domain(0, 1))):
+                val = getattr(ch, attr, None)
+                if isinstance(val, sp.Symbol):
+                    out[val] = dom
+            ch = getattr(ch, "base", None)
+        return {k: v for k, v in out.items() if k in self._defaults}
+
+    def _check_nonsmooth(self) -> None:
+        """Non-smooth losses and penalties: piecewise structure, continuity, convexity (one-line errors)."""
+        teacher = set(self.hstar) | set(self.noise)
+        discrete = set(self.data.label_symbols) | ({self.channel.label} if self.channel is not None else set())
+        labels = {self.channel.label: list(self.channel.values)} if self.channel is not None else {}
+        for cond in self.data.label_symbols:
+            labels[cond] = [0, 1]
+        if self.L * self.r == 1:
+            pw = analyse(self.loss, self.h[0, 0], what="loss", teacher=teacher, discrete=discrete)
+            if pw is not None:
+                check_continuous(pw, self._defaults, labels, what="loss")
+        else:
+            from .losses import is_nonsmooth
+            if is_nonsmooth(self.loss, set(self.h)):
+                raise DeclarationError(
+                    f"loss: non-smooth losses (Max, Min, Abs, Heaviside, sign, Piecewise of h) need a one-dimensional "
+                    f"prox; this model's prox has dimension L r = {self.L * self.r}")
+            analyse(self.loss, self.h[0, 0], what="loss", teacher=teacher, discrete=discrete)
+        reg = self.regularizer
+        if isinstance(reg, SeparableRegularizer) and len(reg.w) == 1:
+            check_convex(reg.expr, reg.w[0], self._defaults, "regularizer")
+
+    def order_parameter_symbols(self) -> set[sp.Symbol]:
+        """The order-parameter and conjugate symbols of this model (for state observables)."""
+        ops = OrderParameters(self.L, self.r, self.r_t, self.reduction, slots=self.data.slot_labels)
+        return set(ops.order_symbols()) | set(ops.conjugate_symbols())
+
+    def state_aliases(self) -> dict[sp.Symbol, sp.Symbol]:
+        """Family names for the order parameters of a family with a single scalar (``q`` for ``q_1``
+        of a one-token, rank-one model), as a state observable may write them."""
+        ops = OrderParameters(self.L, self.r, self.r_t, self.reduction, slots=self.data.slot_labels)
+        out = {}
+        for op in ops.order_parameters() + ops.conjugates():
+            same = [o for o in ops.order_parameters() + ops.conjugates() if o.family == op.family]
+            if len(same) == 1 and len(op.symbols) == 1:
+                out[sp.Symbol(op.family, real=True)] = op.symbols[0]
+        return out
+
+    def state_expression(self, expr: sp.Expr) -> sp.Expr:
+        """A state observable's expression in the order-parameter symbols (aliases resolved)."""
+        return sp.sympify(expr).subs(self.state_aliases())
+
     def _validate_observables(self) -> None:
-        allowed = (set(self.h) | set(self.hstar) | set(self.noise) | set(self._defaults)
-                   | set(self.data.label_symbols))
+        allowed = self._integrand_symbols()
         for o in self.observables:
             expr = sp.sympify(o.expr)
             if isinstance(o, TestObservable):
                 extra = expr.free_symbols - allowed
                 if extra:
+                    who = (f"h, the label {self.channel.label}" if self.channel is not None else "h, hstar")
                     raise DeclarationError(f"observables[{o.name!r}]: uses {sorted(map(str, extra))}; a test-point "
-                                           "observable is a function of h, hstar, noise and the parameters")
+                                           f"observable is a function of {who}, noise and the parameters")
+            elif isinstance(o, StateObservable):
+                extra = self.state_expression(expr).free_symbols - self.order_parameter_symbols() - set(self._defaults)
+                if extra:
+                    raise DeclarationError(f"observables[{o.name!r}]: uses {sorted(map(str, extra))}; a state "
+                                           "observable is a function of the order parameters (q, V, m, theta and "
+                                           "conjugates, by their names) and the parameters")
             elif isinstance(o, EntropicObservable):
                 if len(o.w) != self.r:
                     raise DeclarationError(f"observables[{o.name!r}]: w needs r={self.r} symbols, got {len(o.w)}")

@@ -4,7 +4,7 @@ A model lists its observables (``Model(observables=[...])``); code generation, t
 (:attr:`replica.solver.FixedPoint.observables`), the JSON of ``replica solve`` and ``replica
 phase``, and the LaTeX export pick every one of them up by name, with no per-observable code.
 
-Two kinds, after where their average lives in the replica computation:
+Three kinds, after where their value lives in the replica computation:
 
 * :class:`TestObservable` -- a *test-point* average ``E f(h, h*, z)``: ``h`` are the student's
   fields at a fresh test sample, which at the saddle point have the law of the prox centres
@@ -21,6 +21,13 @@ Two kinds, after where their average lives in the replica computation:
   needs the entropic prox, i.e. a non-quadratic regularizer (:class:`~replica.regularizers.
   SeparableRegularizer`); with an l2 penalty the entropic side is solved in closed form and the
   declaration is refused with a message saying so.
+* :class:`StateObservable` -- a function of the order parameters themselves (no average), e.g. the
+  angle ``acos(theta / sqrt(q rho))`` between student and teacher; written with symbols named like
+  the order parameters (``q``, ``theta``, ``V``, ``m``, ``q_1`` ... as in ``ORDER_PARAMETERS``).
+
+With a teacher channel (:mod:`replica.channels`) a test-point observable is written in ``h`` and
+the channel's label ``y`` (the teacher is in the measure): e.g. the classification error
+``Heaviside(-y h)``, whose average is ``P(y != sign h)``.
 """
 from __future__ import annotations
 
@@ -30,6 +37,7 @@ from typing import ClassVar, Sequence
 import sympy as sp
 
 from .errors import DeclarationError
+from .symbolic import symbol
 
 #: the observable every model reports (the test loss)
 TEST_LOSS = "eps_g"
@@ -80,6 +88,29 @@ class EntropicObservable(Observable):
     kind: ClassVar[str] = "entropic"
 
 
+@dataclass(frozen=True)
+class StateObservable(Observable):
+    """``f(x)`` of the order parameters ``x`` (by their symbols' names) and the parameters."""
+
+    kind: ClassVar[str] = "state"
+
+
+def classification_error(label: sp.Symbol, field: sp.Symbol,
+                         description: str = "P(y != sign h) at a fresh sample") -> TestObservable:
+    """The 0-1 test error of a label ``y = +-1`` predicted by ``sign(h)``: ``Heaviside(-y h)`` at a fresh
+    sample (averaged by the generic machinery: for a sign teacher it comes out as
+    ``arccos(theta / sqrt(q rho)) / pi``, never typed in)."""
+    return TestObservable("classification_error", sp.Heaviside(-label * field), r"\varepsilon_{01}", description)
+
+
+def student_teacher_angle(rho: sp.Expr = 1) -> StateObservable:
+    """The angle between student and teacher weights, ``acos(theta / sqrt(q rho))`` (one token, rank
+    one: the order parameters by their family names)."""
+    q, theta = symbol("q"), symbol("theta", r"\theta")
+    return StateObservable("angle", sp.acos(theta / sp.sqrt(q * rho)), r"\angle(w, w^*)",
+                           "angle between student and teacher, acos(theta / sqrt(q rho))")
+
+
 def eps_g_observable(loss: sp.Expr) -> TestObservable:
     """The default observable: the per-sample loss at the test point, ``eps_g = E l(omega, h*)``."""
     return TestObservable(TEST_LOSS, loss, r"\varepsilon_g",
@@ -97,7 +128,8 @@ def with_test_loss(loss: sp.Expr, declared: Sequence[Observable]) -> tuple[Obser
         raise DeclarationError(f"observables: names declared twice: {sorted(dup)}")
     for o in declared:
         if not isinstance(o, Observable):
-            raise DeclarationError(f"observables: {o!r} is not a TestObservable or EntropicObservable")
+            raise DeclarationError(f"observables: {o!r} is not a TestObservable, EntropicObservable or "
+                                   "StateObservable")
         o.validate()
     first = next((o for o in declared if o.name == TEST_LOSS), None)
     if first is not None and not isinstance(first, TestObservable):

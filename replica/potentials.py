@@ -28,6 +28,22 @@ for one label configuration with every token's parameters the one-hot combinatio
 *discrete* variables of the average (:attr:`GaussianMoreauEnvelope.discrete`), summed over
 the configurations with their probabilities. By the chain rule ``dF/dx_{lc} = e_{lc} dF/dx_l``:
 a slot's gradient collects the configurations where the token sits in that cluster.
+
+Teacher channels (:mod:`replica.channels`): the label is a discrete function of the teacher,
+so the teacher leaves the integrand. Given the student's Gaussians ``xi`` the channel's forms are
+Gaussian (:func:`replica.channels.conditional_law` of the Cholesky laws above), the residual
+``eta`` is integrated out in closed form, and the envelope is
+
+    Psi_y = - E_xi sum_y W(y | xi; x) min_h F(h; omega, y),    W = Z(y | mu(xi), C)
+
+with the label ``y`` a discrete variable of the average (:attr:`GaussianMoreauEnvelope.label`,
+summed over :attr:`~GaussianMoreauEnvelope.label_values` with weight one, ``W`` carrying its law).
+The minimiser does not depend on ``W > 0``, so the envelope theorem gives
+``dPsi_y/dx = -E sum_y d(W F)/dx`` at fixed ``h`` (:meth:`GaussianMoreauEnvelope.parameter_gradient`):
+the derivative falls on the smooth weight, never on the label.
+
+Non-smooth losses (:mod:`replica.losses`): the bracket keeps its flat ``Piecewise``; its structure
+(branches, breakpoints) is :attr:`GaussianMoreauEnvelope.pieces`, used by the exact piecewise prox.
 """
 from __future__ import annotations
 
@@ -35,7 +51,9 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
+from .channels import conditional_law
 from .errors import DeclarationError
+from .losses import PiecewiseStructure, analyse, flat_piecewise
 from .model import Model
 from .order_parameters import OrderParameters
 from .regularizers import L2, SeparableRegularizer
@@ -61,6 +79,17 @@ class GaussianMoreauEnvelope:
     discrete:
         Discrete variables of the average after the Gaussians (one-hot label indicators of a
         model with token clusters; their law is the data's label law), else empty.
+    weight:
+        A teacher channel's label law ``W(y | z; x)`` (an expression of the Gaussians, the order
+        parameters and the label), which multiplies the minimum; ``None`` without a channel.
+    label, label_values:
+        The channel's label symbol (a discrete variable of the average after ``discrete``) and
+        the values it takes (summed with unit weight: ``weight`` is the law).
+    transitions:
+        For a one-dimensional ``z``: ``(centre, width)`` of every place where ``weight`` changes
+        (in ``z``, as expressions of the order parameters), for quadrature placement.
+    pieces:
+        The piecewise structure of a non-smooth loss in the (one) minimisation variable, else None.
     """
 
     name: str
@@ -70,11 +99,22 @@ class GaussianMoreauEnvelope:
     intermediates: dict[sp.Symbol, sp.Expr]
     starts: list[list[sp.Expr]] = field(default_factory=list)
     discrete: list[sp.Symbol] = field(default_factory=list, kw_only=True)
+    weight: sp.Expr | None = field(default=None, kw_only=True)
+    label: sp.Symbol | None = field(default=None, kw_only=True)
+    label_values: tuple = field(default=(), kw_only=True)
+    transitions: list = field(default_factory=list, kw_only=True)
+    pieces: PiecewiseStructure | None = field(default=None, kw_only=True)
 
     @property
     def full_bracket(self) -> sp.Expr:
         """``B(x; z, order parameters)`` with every intermediate substituted."""
         return self.bracket.subs(self.intermediates)
+
+    @property
+    def weighted_bracket(self) -> sp.Expr:
+        """``W B`` (``B`` without a channel): the integrand whose minimum over ``x`` is averaged."""
+        B = self.full_bracket
+        return B if self.weight is None else self.weight * B
 
     def gradient(self) -> list[sp.Expr]:
         """``dB/dx`` (for the proximal solver)."""
@@ -90,9 +130,10 @@ class GaussianMoreauEnvelope:
         """``dB/dp`` at fixed ``x``: by the envelope theorem ``dPsi/dp = -E[dB/dp at x = argmin]``.
 
         The chain rule through the intermediates is left to sympy:
-        ``dB/dp = sum_k dB/du_k du_k/dp + (explicit dB/dp)``.
+        ``dB/dp = sum_k dB/du_k du_k/dp + (explicit dB/dp)``. With a channel the derivative is that
+        of ``W B`` (the weight does not depend on ``x``, so the minimiser is that of ``B``).
         """
-        B = self.full_bracket
+        B = self.weighted_bracket
         return [sp.diff(B, p) for p in parameters]
 
 
@@ -159,6 +200,8 @@ class EntropicEnvelope(GaussianMoreauEnvelope):
 
     argmin: list[sp.Expr] | None = None
     validity: dict[str, sp.Expr] = field(default_factory=dict)
+    #: per atom, ``A_k = sum_l gamma_l Vhat_l`` (``r = 1``: the bracket's curvature besides ``r``)
+    curvatures: list[sp.Expr] = field(default_factory=list)
 
 
 def entropic_envelope(model: Model, ops: OrderParameters) -> EntropicEnvelope:
@@ -170,6 +213,7 @@ def entropic_envelope(model: Model, ops: OrderParameters) -> EntropicEnvelope:
     variables, intermediates, argmin, validity = [], {}, [], {}
     bracket = sp.Integer(0)
     closed = True
+    curvatures: list = []
     for k, atom in enumerate(model.data.atoms):
         A, B, Gam = sp.zeros(r, r), sp.zeros(r, r), sp.zeros(r, rt)
         mu = sp.zeros(r, 1)
@@ -190,6 +234,7 @@ def entropic_envelope(model: Model, ops: OrderParameters) -> EntropicEnvelope:
         term = reg.expression(wv) + (wv.T * A * wv)[0, 0] / 2 - (wv.T * sp.Matrix(Zs))[0, 0]
         bracket += sp.sympify(atom.weight) * term
         variables += w_k
+        curvatures.append(A[0, 0] if r == 1 else A)
         if r == 1:
             sol = reg.scalar_prox(Zs[0] / A[0, 0], 1 / A[0, 0])
             if sol is None:
@@ -207,7 +252,7 @@ def entropic_envelope(model: Model, ops: OrderParameters) -> EntropicEnvelope:
                 Ag[:i, :i].det() if i > 1 else Ag[0, 0]
     starts = [[Zi for Zi in intermediates]]  # w = Z (a bounded, admissible point) if Newton is needed
     return EntropicEnvelope("entropic", variables, xi + tau, bracket, intermediates, starts,
-                            argmin if closed else None, validity)
+                            argmin if closed else None, validity, curvatures)
 
 
 def _quadratic_growth(reg: SeparableRegularizer, r: int) -> list[sp.Expr]:
@@ -270,7 +315,8 @@ def field_laws(model: Model, ops: OrderParameters) -> dict[sp.Symbol, sp.Expr]:
 
 
 def energetic_potential(model: Model, ops: OrderParameters) -> GaussianMoreauEnvelope:
-    """``Psi_y = - E_{xi, eta} min_h [ sum_l 1/2 (h_l - omega_l)^T V_l^{-1} (h_l - omega_l) + l(h, h*) ]``."""
+    """``Psi_y = - E_{xi, eta} min_h [ sum_l 1/2 (h_l - omega_l)^T V_l^{-1} (h_l - omega_l) + l(h, h*) ]``,
+    or with a channel ``- E_xi sum_y W(y | xi) min_h [ ... + l(h, y) ]`` (module docstring)."""
     centers = prox_center_symbols(model)
     xi, eta = gaussian_symbols(model)
     quad = sp.Integer(0)
@@ -279,13 +325,46 @@ def energetic_potential(model: Model, ops: OrderParameters) -> GaussianMoreauEnv
         Vinv = V.inv() if model.r > 1 else sp.Matrix([[1 / V[0, 0]]])
         dev = model.h[l, :].T - centers[l, :].T
         quad += (dev.T * Vinv * dev)[0, 0] / 2
-    bracket = quad + model.loss
     variables = list(model.h)
-    gaussians = list(xi) + list(eta) + list(model.noise)
+    laws = field_laws(model, ops)
+    pieces = None
+    loss = model.loss
+    if len(variables) == 1:
+        teacher = set(model.hstar) | set(model.noise)
+        discrete = set(model.data.label_symbols) | ({model.channel.label} if model.channel is not None else set())
+        pieces = analyse(loss, variables[0], teacher=teacher, discrete=discrete)
+        if pieces is not None:
+            loss = pieces.expr
+    bracket = quad + loss
     omega = list(centers)
     starts = [omega, [sp.Integer(0)] * len(variables), [-w for w in omega]]
-    return GaussianMoreauEnvelope("energetic", variables, gaussians, bracket, field_laws(model, ops), starts,
-                                  discrete=list(model.data.label_symbols))
+    if pieces is not None:
+        # the breakpoints of the loss, after the bracket's quad part: kept inside the Piecewise
+        pieces = PiecewiseStructure(pieces.variable, flat_piecewise(bracket), [quad + b for b in pieces.branches],
+                                    pieces.conditions, pieces.breakpoints)
+    ch = model.channel
+    if ch is None:
+        gaussians = list(xi) + list(eta) + list(model.noise)
+        return GaussianMoreauEnvelope("energetic", variables, gaussians, bracket, laws, starts,
+                                      discrete=list(model.data.label_symbols), pieces=pieces)
+    # the teacher in the measure: the residual eta is integrated out into the channel's label law
+    teacher_laws = {s: laws[s] for s in model.hstar}
+    mean, cov = conditional_law(ch.forms, teacher_laws, list(eta))
+    weight = ch.likelihood(ch.label, mean, cov)
+    transitions = []
+    if len(xi) == 1:
+        z = xi[0]
+        for centre, k, extra in ch.transitions():
+            a = [sp.Integer(1), sp.Integer(-1)] if k < 0 else [sp.Integer(int(i == k)) for i in range(len(mean))]
+            mu = sp.expand(sum(ai * mi for ai, mi in zip(a, mean)))
+            var = sum(a[i] * a[j] * cov[i, j] for i in range(len(a)) for j in range(len(a)))
+            slope = sp.diff(mu, z)
+            transitions.append(((centre - mu.subs(z, 0)) / slope, sp.sqrt(var + extra) / sp.Abs(slope)))
+    intermediates = {c: laws[c] for c in centers}
+    gaussians = list(xi) + list(model.noise)
+    return GaussianMoreauEnvelope("energetic", variables, gaussians, bracket, intermediates, starts,
+                                  discrete=list(model.data.label_symbols), weight=weight, label=ch.label,
+                                  label_values=tuple(ch.values), transitions=transitions, pieces=pieces)
 
 
 def validity_conditions(model: Model, ops: OrderParameters) -> dict[str, sp.Expr]:

@@ -87,7 +87,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from types import ModuleType
 from typing import Any, Sequence
 
@@ -97,6 +96,7 @@ from .compiled import compiled, resolve_backend
 from .energetic import EnergeticAverage
 from .errors import ParameterError
 from .prox import ProxResult, newton_minimize, prox
+from .quadrature import hermite_1d, legendre_1d
 
 __all__ = ["truncated_normal_rule", "householder", "fold_sign_flips", "PreintegrationIntegrator",
            "PreintegrationState", "PreintegrationStats", "make_integrator", "ACCURACY"]
@@ -106,17 +106,6 @@ CUT = 12.0
 
 
 # ----------------------------------------------------------------------------- 1-D rules
-@lru_cache(maxsize=8)
-def _legendre(K: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.polynomial.legendre.leggauss(K)
-
-
-@lru_cache(maxsize=32)
-def _hermite(n: int) -> tuple[np.ndarray, np.ndarray]:
-    u, w = np.polynomial.hermite_e.hermegauss(n)
-    return u, w / w.sum()
-
-
 def truncated_normal_rule(a: np.ndarray, b: np.ndarray, n: int, discretization: int = 96
                           ) -> tuple[np.ndarray, np.ndarray]:
     """``n``-point Gauss rules for the weight ``phi(u) 1[a < u < b]``, for many intervals at once.
@@ -142,7 +131,7 @@ def truncated_normal_rule(a: np.ndarray, b: np.ndarray, n: int, discretization: 
     if S == 0:
         return np.zeros((0, n)), np.zeros((0, n))
     c, hw = 0.5 * (a + b), 0.5 * np.maximum(b - a, 0.0)
-    s, lam = _legendre(discretization)
+    s, lam = legendre_1d(discretization)
     t = c[:, None] + hw[:, None] * s[None, :]
     w = lam[None, :] * hw[:, None] * np.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi)
     mu0 = w.sum(axis=1)
@@ -333,12 +322,12 @@ class PreintegrationIntegrator:
             self._wu = np.zeros(self._u.size)
             self.always_segments = True
         else:
-            u, w = _hermite(self.u_order)
+            u, w = hermite_1d(self.u_order)
             self.sentinel = max(self.sentinel, float(u[-1]) + 1.0)
             self._u = np.concatenate([[-self.sentinel], u, [self.sentinel]])
             self._wu = np.concatenate([[0.0], w, [0.0]])
         if dim > 1:
-            rules = [_hermite(k) for k in orders]
+            rules = [hermite_1d(k) for k in orders]
             grids = np.meshgrid(*[r[0] for r in rules], indexing="ij")
             wgrids = np.meshgrid(*[r[1] for r in rules], indexing="ij")
             self._y = np.stack([g.ravel() for g in grids])

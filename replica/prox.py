@@ -10,6 +10,12 @@ The lowest bracket over the starts is kept (the global minimum the free entropy
 needs, THEORY §3). Nodes where the starts reach different minima, and nodes where
 Newton did not converge, are counted; the latter get a robust fallback (scipy's
 L-BFGS per node), which should be rare.
+
+A piecewise bracket (a non-smooth loss, module ``PIECEWISE``, :mod:`replica.losses`) is not
+minimised by Newton: :func:`piecewise_prox` finds its global minimum exactly, over the
+stationary points of every branch inside its interval and the breakpoints themselves
+(:func:`prox` dispatches to it). :func:`envelope_gradient` is the envelope-theorem gradient at the
+minimiser for both kinds (on a moving breakpoint: the total derivative along it).
 """
 from __future__ import annotations
 
@@ -130,8 +136,11 @@ def prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
     extra start (it makes consecutive fixed-point iterations cheap). With
     ``multistart=False`` and a ``warm`` start, only the warm start and ``h = omega``
     are used. ``n_starts`` (with a ``warm`` start) overrides this: the warm start and
-    the first ``n_starts`` module starts (0: the warm start alone).
+    the first ``n_starts`` module starts (0: the warm start alone). A piecewise bracket
+    (module ``PIECEWISE``) goes to :func:`piecewise_prox`, which needs no start.
     """
+    if getattr(module, "PIECEWISE", False):
+        return piecewise_prox(module, z, x, p)
     D = module.PROX_DIM
     N = z.shape[1]
     starts = module.prox_starts(z, x, p).reshape(module.N_STARTS, D, N)
@@ -185,3 +194,151 @@ def _fallback(module, z, x, p, starts, failed):
             if np.isfinite(res.fun) and res.fun < F[j]:
                 h[:, j], F[j] = res.x, res.fun
     return h, F
+
+
+# --------------------------------------------------------------------------- piecewise brackets
+@dataclass
+class PiecewiseProxResult(ProxResult):
+    """A :class:`ProxResult` of :func:`piecewise_prox`; ``on_break[j]`` is the index (in the
+    module's ``loss_breaks`` order) of the breakpoint the minimiser of node ``j`` sits on, -1
+    when it is a stationary point inside a branch."""
+
+    on_break: np.ndarray | None = None
+
+
+def _inside(h: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return np.isfinite(h) & (h > lo) & (h < hi)
+
+
+def _branch_rows(table: np.ndarray, branch: np.ndarray, k: int, stride: int) -> np.ndarray:
+    """Row ``stride * branch + k`` of ``table`` (rows, N) at every node."""
+    return np.take_along_axis(table, (stride * branch + k)[None, :], axis=0)[0]
+
+
+def _branch_root(module: ModuleType, branch: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: np.ndarray,
+                 x: np.ndarray, p: np.ndarray, iters: int = 100) -> np.ndarray:
+    """The stationary point of each node's ``branch`` inside ``(lo, hi)`` (nan if none), for
+    branches without a closed form: safeguarded Newton on ``dF/dh`` (bracketing, bisection when
+    Newton leaves the bracket). Convex branches have at most one."""
+    N = branch.size
+    start = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi),
+                     np.where(np.isfinite(lo), lo + 1.0 + np.abs(lo), np.where(np.isfinite(hi), hi - 1.0 - np.abs(hi),
+                                                                              0.0)))
+
+    def slope(h):
+        t = np.asarray(module.branch_newton(h[None, :], z, x, p), dtype=float)
+        return _branch_rows(t, branch, 1, 3), _branch_rows(t, branch, 2, 3)
+
+    g0, _ = slope(start)
+    a = np.where(g0 > 0, lo, start)   # g(a) < 0 <= g(b) once bracketed
+    b = np.where(g0 > 0, start, hi)
+    # finite brackets: walk out from the start by doubling steps
+    step = np.ones(N)
+    for _ in range(80):
+        need_a, need_b = ~np.isfinite(a), ~np.isfinite(b)
+        if not (need_a.any() or need_b.any()):
+            break
+        ta = np.where(need_a, start - step, a)
+        tb = np.where(need_b, start + step, b)
+        ga, _ = slope(ta)
+        gb, _ = slope(tb)
+        a = np.where(need_a & (ga < 0), ta, a)
+        b = np.where(need_b & (gb >= 0), tb, b)
+        start = np.where(need_a & (ga >= 0), ta, np.where(need_b & (gb < 0), tb, start))
+        step *= 2.0
+    ok = np.isfinite(a) & np.isfinite(b)
+    h = np.where(ok, 0.5 * (a + b), np.nan)
+    for _ in range(iters):
+        g, H = slope(np.where(ok, h, 0.0))
+        a = np.where(ok & (g < 0), h, a)
+        b = np.where(ok & (g >= 0), h, b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            newton = h - g / H
+        bad = ~(np.isfinite(newton) & (newton > a) & (newton < b))
+        h_new = np.where(bad, 0.5 * (a + b), newton)
+        done = np.abs(h_new - h) <= 1e-15 * (1.0 + np.abs(h))
+        h = np.where(ok, h_new, np.nan)
+        if np.all(done | ~ok):
+            break
+    return np.where(_inside(h, lo, hi), h, np.nan)
+
+
+def piecewise_prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray) -> PiecewiseProxResult:
+    """Exact global minimum of a piecewise bracket in one variable at every node.
+
+    The breakpoints ``b_1 <= ... <= b_k`` (module ``loss_breaks``) cut the line into intervals; the
+    branch active on each (``branch_index`` at an inner point) is smooth there, so the minimum over
+    an interval is at a stationary point of that branch inside it (closed form,
+    ``branch_stationary``, or :func:`_branch_root`) or at one of its ends. The global minimum is
+    the lowest of these candidates (``bracket`` evaluates them all). Exact for any continuous
+    piecewise loss whose branches have closed-form stationary points or are convex.
+    """
+    N = z.shape[1]
+    nb, nbr, R = module.N_BREAKS, module.N_BRANCHES, module.STATIONARY_ROOTS
+    with np.errstate(all="ignore"):
+        b = np.asarray(module.loss_breaks(z, x, p), dtype=float).reshape(nb, N)
+        bs = np.sort(np.where(np.isfinite(b), b, np.inf), axis=0)
+        lo = np.vstack([np.full((1, N), -np.inf), bs])
+        hi = np.vstack([bs, np.full((1, N), np.inf)])
+        mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi),
+                       np.where(np.isfinite(hi), hi - 1.0 - np.abs(hi), lo + 1.0 + np.abs(lo)))
+        mid = np.where(np.isfinite(mid), mid, 0.0)
+        closed = np.asarray(module.STATIONARY_CLOSED, dtype=bool)
+        stat = np.asarray(module.branch_stationary(z, x, p), dtype=float).reshape(nbr * R, N)
+        cands, labels = [], []
+        for j in range(nb + 1):
+            idx = np.asarray(module.branch_index(mid[j][None, :], z, x, p), dtype=float)
+            idx = np.clip(np.nan_to_num(idx, nan=0.0).astype(int).reshape(N), 0, nbr - 1)
+            for r in range(R):
+                h = _branch_rows(stat, idx, r, R)
+                cands.append(np.where(closed[idx] & _inside(h, lo[j], hi[j]), h, np.nan))
+                labels.append(-1)
+            if not closed.all():
+                need = ~closed[idx] & (hi[j] > lo[j])
+                h = np.full(N, np.nan)
+                if need.any():
+                    sel = np.flatnonzero(need)
+                    h[sel] = _branch_root(module, idx[sel], lo[j][sel], hi[j][sel], z[:, sel], x, p)
+                cands.append(h)
+                labels.append(-1)
+        order = np.argsort(np.where(np.isfinite(b), b, np.inf), axis=0)  # sorted position -> break index
+        for k in range(nb):
+            cands.append(np.where(np.isfinite(bs[k]), bs[k], np.nan))
+            labels.append(k)
+        C = np.stack(cands)                                 # (n_candidates, N)
+        Fv = np.full(C.shape, np.inf)
+        for c in range(C.shape[0]):
+            ok = np.isfinite(C[c])
+            if ok.any():
+                sel = np.flatnonzero(ok)
+                Fv[c, sel] = np.asarray(module.bracket(C[c, sel][None, :], z[:, sel], x, p), dtype=float)
+        Fv = np.where(np.isfinite(Fv), Fv, np.inf)
+        best = np.argmin(Fv, axis=0)
+        cols = np.arange(N)
+        h_best = C[best, cols]
+        F_best = Fv[best, cols]
+        lab = np.asarray(labels)[best]
+        on_break = np.where(lab >= 0, order[np.clip(lab, 0, max(nb - 1, 0)), cols] if nb else -1, -1)
+    failed = ~np.isfinite(F_best)
+    return PiecewiseProxResult(h_best[None, :], F_best, 0, int(failed.sum()), 0, 1, on_break=on_break)
+
+
+def envelope_gradient(module: ModuleType, result: ProxResult, z: np.ndarray, x: np.ndarray,
+                      p: np.ndarray) -> np.ndarray:
+    """``d(W F)/dx`` at the minimisers of ``result`` (envelope theorem), ``(len(x), N)``.
+
+    At fixed ``h`` (module ``bracket_parameter_gradient``), except for minimisers sitting on a
+    breakpoint that moves with the state (``MOVING_BREAKS``): there the envelope follows the
+    breakpoint, and its derivative is the total one along ``h = b(x)`` (``break_parameter_gradient``),
+    the same from both sides because the loss is continuous.
+    """
+    G = np.asarray(module.bracket_parameter_gradient(result.h, z, x, p), dtype=float)
+    on = getattr(result, "on_break", None)
+    if on is not None and getattr(module, "MOVING_BREAKS", False) and np.any(on >= 0):
+        sel = np.flatnonzero(on >= 0)
+        nx = G.shape[0]
+        Gb = np.asarray(module.break_parameter_gradient(z[:, sel], x, p), dtype=float).reshape(
+            module.N_BREAKS, nx, sel.size)
+        G = G.copy()
+        G[:, sel] = Gb[on[sel], :, np.arange(sel.size)].T
+    return G

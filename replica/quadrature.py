@@ -88,8 +88,9 @@ _HERMEGAUSS_MAX = 150
 
 
 @lru_cache(maxsize=64)
-def _hermite_1d(n: int) -> tuple[np.ndarray, np.ndarray]:
-    # Probabilists' Hermite nodes/weights, normalised to the N(0, 1) density.
+def hermite_1d(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` probabilists' Gauss-Hermite nodes and weights, normalised to the N(0, 1) density (cached:
+    do not modify the arrays)."""
     if n <= _HERMEGAUSS_MAX:
         x, w = np.polynomial.hermite_e.hermegauss(n)
     else:
@@ -103,6 +104,12 @@ def _hermite_1d(n: int) -> tuple[np.ndarray, np.ndarray]:
     return x, w / w.sum()
 
 
+@lru_cache(maxsize=32)
+def legendre_1d(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` Gauss-Legendre nodes and weights on ``[-1, 1]`` (cached: do not modify the arrays)."""
+    return np.polynomial.legendre.leggauss(n)
+
+
 def gauss_hermite(dim: int, order: int) -> QuadratureRule:
     """Tensor Gauss-Hermite rule with ``order`` points per axis (``order**dim`` nodes)."""
     if dim < 1:
@@ -110,7 +117,7 @@ def gauss_hermite(dim: int, order: int) -> QuadratureRule:
     if order < 1:
         raise ParameterError("order", f"quadrature order must be >= 1, got {order}")
     check_rule_size("gh", dim, order, "order")
-    x, w = _hermite_1d(order)
+    x, w = hermite_1d(order)
     grids = np.meshgrid(*([x] * dim), indexing="ij")
     wgrids = np.meshgrid(*([w] * dim), indexing="ij")
     nodes = np.stack([g.ravel() for g in grids])
@@ -135,7 +142,7 @@ def smolyak(dim: int, level: int) -> QuadratureRule:
         if s < max(dim, q - dim + 1) or s > q:
             continue
         coef = (-1) ** (q - s) * math.comb(dim - 1, q - s)
-        rules = [_hermite_1d(2 * l - 1) for l in lvec]
+        rules = [hermite_1d(2 * l - 1) for l in lvec]
         for combo in itertools.product(*[range(len(r[0])) for r in rules]):
             node = tuple(round(float(rules[k][0][i]), 12) for k, i in enumerate(combo))
             weight = coef * float(np.prod([rules[k][1][i] for k, i in enumerate(combo)]))

@@ -141,6 +141,11 @@ def _unique_root(expr: sp.Expr, w: sp.Symbol) -> sp.Expr | None:
     return sp.simplify(sols[0]) if len(sols) == 1 else None
 
 
+def _nonnegative(*weights: sp.Expr) -> dict[sp.Symbol, tuple[float, None]]:
+    """``{symbol: (0, None)}`` for the weights that are bare symbols (a negative one is not convex)."""
+    return {w: (0.0, None) for w in weights if isinstance(w, sp.Symbol)}
+
+
 class L1(SeparableRegularizer):
     """``r(w) = lam1 |w|_1`` (LASSO); its proximal map, soft thresholding, is found by sympy."""
 
@@ -148,6 +153,10 @@ class L1(SeparableRegularizer):
         w = [sp.Symbol(f"w_reg_{i + 1}", real=True) for i in range(r)]
         super().__init__(sp.sympify(lam1) * sum(sp.Abs(wi) for wi in w), w)
         self.lam1 = sp.sympify(lam1)
+
+    def implied_domains(self) -> dict[sp.Symbol, tuple[float, None]]:
+        """``lam1 >= 0`` (a negative weight makes the penalty concave)."""
+        return _nonnegative(self.lam1)
 
 
 class ElasticNet(SeparableRegularizer):
@@ -158,3 +167,7 @@ class ElasticNet(SeparableRegularizer):
         l1, l2 = sp.sympify(lam1), sp.sympify(lam2)
         super().__init__(l1 * sum(sp.Abs(wi) for wi in w) + l2 / 2 * sum(wi ** 2 for wi in w), w)
         self.lam1, self.lam2 = l1, l2
+
+    def implied_domains(self) -> dict[sp.Symbol, tuple[float, None]]:
+        """``lam1, lam2 >= 0`` (a negative weight makes the penalty non-convex)."""
+        return _nonnegative(self.lam1, self.lam2)

@@ -36,6 +36,7 @@ from .convergence import explained_failures, is_converged
 from .errors import ConvergenceError, InvalidStateError, ParameterError
 from .integrators import (TENSOR_ENTROPIC_ORDERS, AlignedEntropicRule, EnergeticAverage, EnergeticIntegrator,
                           QuadratureIntegrator, fold_nodes)
+from .kinks import EntropicKinkRule, KinkIntegrator
 from .labels import labelled
 from .parameters import parameter_vector
 from .prox import prox
@@ -250,18 +251,24 @@ class Solver:
         resolve_backend(module, backend)  # validates the name (and availability of "numba")
         self.symmetries = self._branch_symmetries()
         # Token clusters: Gaussian rules become products with the label configurations
-        # (replica.labels); z then has len(GAUSSIANS) + len(DISCRETE) coordinates.
+        # (replica.labels); z then has len(GAUSSIANS) + len(DISCRETE) coordinates, and a
+        # teacher channel's label one more. A channel model with a one-dimensional prox gets
+        # the kink-aware rule by default (replica.kinks), built afresh at every state.
+        if rule is None and getattr(module, "KINK_RULE", False):
+            rule = KinkIntegrator(module, backend=backend)
         rule = labelled(rule or _cached_rule("energetic", dim), module, self.p)
         self.integrator = (QuadratureIntegrator(rule, self.symmetries, backend)
                            if isinstance(rule, QuadratureRule) else rule)
         self.test_rule = labelled(test_rule or _cached_rule("test", dim), module, self.p)
-        dim += len(getattr(module, "DISCRETE", ()))
+        dim += len(getattr(module, "DISCRETE", ())) + (1 if getattr(module, "LABEL_VALUES", None) else 0)
         self.error_estimate = bool(error_estimate)
         # A non-quadratic regularizer: the entropic side is a Moreau envelope averaged over
-        # (xi, tau) too. Its integrand has kinks (soft thresholding) but lives in r + r_t
-        # dimensions only, so a fine tensor rule is cheap.
+        # (xi, tau) too, whose integrand has kinks (soft thresholding): a scalar prox gets the
+        # rule aligned with them (default_entropic_rule); replica.kinks.EntropicKinkRule, from the
+        # module's symbolic kinks, can be given instead; else a fine tensor rule (r + r_t dims).
         self.entropic_rule = None
         if getattr(module, "ENTROPIC", "closed") == "envelope":
+            validation.convex_penalty(module, self.p)
             dim_w = len(module.ENTROPIC_GAUSSIANS)
             if entropic_rule is None:
                 entropic_rule = default_entropic_rule(module)
@@ -460,6 +467,8 @@ class Solver:
         """Nodes and weights of the entropic rule at conjugates ``xhat``: the aligned rule places
         them on the prox's smooth pieces (``argmin(nodes)`` is the prox), else its tensor fallback."""
         rule = self.entropic_rule
+        if isinstance(rule, EntropicKinkRule):  # the module's symbolic kinks (replica.kinks)
+            return rule.rule(xhat, self.p)
         if isinstance(rule, AlignedEntropicRule):
             nw = rule.nodes_weights(self.module.entropic_bracket, argmin, xhat, self.p)
             if nw is not None:
@@ -922,14 +931,32 @@ class Solver:
         is false)."""
         x = np.asarray(x, dtype=float)
         names = self.module.TEST_OBSERVABLES
-        fine = self._test_average(*fold_nodes(self.test_rule.nodes, self.test_rule.weights,
-                                              self.symmetries), x)
-        if not estimate:
+        if isinstance(self.integrator, KinkIntegrator):
+            # the test integrands have their own discontinuities (e.g. omega = 0 of a
+            # classification error): a kink-aware rule at this state, and its companion
+            rule = self.integrator.test_rule(x, self.p)
+            comp = self.integrator.companion().test_rule(x, self.p) if estimate else None
+            sym: tuple = ()
+        else:
+            rule, sym = self.test_rule, self.symmetries
+            comp = _companion(self.test_rule) if estimate else None
+        fine = self._test_average(*fold_nodes(rule.nodes, rule.weights, sym), x)
+        if comp is None:
             err = np.full(len(names), np.nan)
         else:
-            comp = _companion(self.test_rule)
-            err = np.abs(fine - self._test_average(*fold_nodes(comp.nodes, comp.weights, self.symmetries), x))
-        return dict(zip(names, fine.tolist())), dict(zip(names, err.tolist()))
+            err = np.abs(fine - self._test_average(*fold_nodes(comp.nodes, comp.weights, sym), x))
+        values = dict(zip(names, fine.tolist()))
+        errors = dict(zip(names, err.tolist()))
+        for name, v in zip(getattr(self.module, "STATE_OBSERVABLES", ()), self._state_observables(x)):
+            values[name], errors[name] = float(v), 0.0
+        return values, errors
+
+    def _state_observables(self, x: np.ndarray) -> np.ndarray:
+        """The state observables (functions of the order parameters) at ``x``."""
+        if not getattr(self.module, "STATE_OBSERVABLES", ()):
+            return np.empty(0)
+        with np.errstate(all="ignore"):
+            return np.atleast_1d(np.asarray(self.module.state_observables(x, self.p), dtype=float))
 
     def _test_average(self, nodes: np.ndarray, weights: np.ndarray, x: np.ndarray) -> np.ndarray:
         mod = self.module

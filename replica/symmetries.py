@@ -66,13 +66,17 @@ class _Numeric:
         self.model, self.env = m, env
         self.x_syms = d.order_symbols
         self.params = m.parameter_symbols
-        self.z_syms = list(env.gaussians)
+        # a channel's label is one more coordinate of z (after the cluster labels), flipped with
+        # the Gaussians when the channel is symmetric
+        self.z_syms = list(env.gaussians) + ([env.label] if env.label is not None else [])
+        self.label_values = list(env.label_values)
         self.labels = list(env.discrete)
         inter = list(env.intermediates.items())
         self.u_syms = [u for u, _ in inter]
         base = [*self.z_syms, *self.labels, *self.x_syms, *self.params]
         self.f_u = sp.lambdify(base, [e for _, e in inter], "math")
         self.f_B = sp.lambdify([*env.variables, *self.u_syms, *base], env.bracket, "math")
+        self.f_W = sp.lambdify(base, env.weight if env.weight is not None else sp.Integer(1), "math")
         centers = list(prox_center_symbols(m))
         at_test = {h: c for h, c in zip(env.variables, centers)}
         self.f_obs = [sp.lambdify([*self.u_syms, *base], sp.sympify(o.expr).subs(at_test), "math")
@@ -114,9 +118,11 @@ class _Numeric:
         return not (len(tail) == 2 and tail.isdigit()) or tail[0] == tail[1]
 
     def values(self, h, z, lab, x) -> tuple[float, list[float]]:
+        """The (channel-weighted) bracket and test observables at one point."""
         base = [*z, *lab, *x, *self.p_val]
         u = self.f_u(*base)
-        return self.f_B(*h, *u, *base), [f(*u, *base) for f in self.f_obs]
+        W = self.f_W(*base)
+        return W * self.f_B(*h, *u, *base), [W * f(*u, *base) for f in self.f_obs]
 
 
 def _close(a: float, b: float) -> bool:
@@ -129,9 +135,15 @@ def derive_symmetries(derivation, trials: int = 6, seed: int = 0) -> Symmetries:
     m = derivation.model
     xi, eta = gaussian_symbols(m)
     z = num.z_syms
-    groups = [tuple(z.index(s) for s in xi), tuple(z.index(s) for s in eta)]
+    groups = [tuple(z.index(s) for s in xi)]
+    if all(s in z for s in eta):  # with a channel the teacher's eta is integrated out
+        groups.append(tuple(z.index(s) for s in eta))
     if m.noise:
         groups.append(tuple(z.index(s) for s in m.noise))
+    symmetric_label = (num.env.label is not None and m.channel.symmetric
+                       and sorted(-v for v in num.label_values) == sorted(num.label_values))
+    if symmetric_label:
+        groups.append((z.index(num.env.label),))
     candidates = []
     for k in range(1, len(groups) + 1):
         for combo in itertools.combinations(groups, k):
@@ -148,6 +160,8 @@ def derive_symmetries(derivation, trials: int = 6, seed: int = 0) -> Symmetries:
             lab = num.configs[t % len(num.configs)]
             h = [rng.uniform(-1.5, 1.5) for _ in num.env.variables]
             zz = [rng.uniform(-1.5, 1.5) for _ in z]
+            if num.env.label is not None:  # the label takes its own values
+                zz[z.index(num.env.label)] = float(rng.choice(num.label_values))
             B0, O0 = num.values(h, zz, lab, x)
             hf = [-v for v in h] if mirror else h
             zf = [-v if i in flip else v for i, v in enumerate(zz)]
@@ -174,6 +188,11 @@ def derive_symmetries(derivation, trials: int = 6, seed: int = 0) -> Symmetries:
             continue
         if any(invariant(idx, mirror, (), (fam,), observables=False) for idx, mirror in candidates):
             signs.append(fam)
+    if num.env.label is not None and num.labels:
+        # in the module's z the channel's label comes after the cluster indicators (DISCRETE)
+        at = z.index(num.env.label)
+        folds = [Symmetry(f.families, tuple(i + len(num.labels) if i == at else i for i in f.indices), f.mirrored)
+                 for f in folds]
     return Symmetries(tuple(folds), tuple(signs))
 
 

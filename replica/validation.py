@@ -265,3 +265,30 @@ def token_scale(module, p: np.ndarray) -> None:
     raise ParameterError(name, f"{shown} give{'s' if len(culprits) == 1 else ''} the tokens a second moment "
                                f"rho_bar = {np.array2string(rb, precision=3)}: no state is admissible (rho_bar "
                                "must be positive and finite)")
+
+
+def convex_penalty(module, p: np.ndarray) -> None:
+    """Refuse parameters at which a non-quadratic penalty is not convex (midpoint convexity of
+    the generated ``regularizer`` on a grid of weights): its entropic Moreau envelope would have
+    no unique minimiser. Names the parameters that differ from their defaults."""
+    if not hasattr(module, "regularizer"):
+        return
+    r = int(getattr(module, "R", 1))
+    grid = np.array([-6.0, -3.0, -1.5, -0.7, -0.2, 0.0, 0.3, 0.8, 1.6, 3.2, 6.5])
+    rng = np.random.default_rng(0)
+    dirs = np.eye(r) if r > 1 else np.ones((1, 1))
+    if r > 1:
+        dirs = np.vstack([dirs, rng.normal(size=(4, r))])
+    for d in dirs:
+        a = grid[:, None] * d[None, :]
+        i, j = np.triu_indices(grid.size, 1)
+        with np.errstate(all="ignore"):
+            fa = np.asarray(module.regularizer(a.T, p), dtype=float)
+            fm = np.asarray(module.regularizer((0.5 * (a[i] + a[j])).T, p), dtype=float)
+        defect = 0.5 * (fa[i] + fa[j]) - fm
+        scale = 1.0 + np.nanmax(np.abs(fa))
+        if np.nanmin(defect) < -1e-9 * scale:
+            changed = [f"{n}={v:g}" for n, v, dv in zip(module.PARAMETERS, p, module.DEFAULTS) if v != dv]
+            raise ParameterError("regularizer", "the penalty r(w) is not convex" +
+                                 (f" at {', '.join(changed)}" if changed else "") +
+                                 " (its entropic Moreau envelope needs a convex penalty)")

@@ -78,11 +78,11 @@ def test_entropic_envelope_gradient_by_finite_differences(ridge_elastic_net):
     xhat (a Moreau envelope is C^1), so the quotient converges like step^2; step 1e-6 and
     the closed-form prox give agreement to ~1e-7 relative.
     """
-    s = Solver(ridge_elastic_net, {"lam1": 0.05, "lam2": 0.02, "Delta": 0.25}, branch="centered",
-               entropic_rule=120)  # a fixed tensor rule (the default aligned rule moves with xhat)
+    s = Solver(ridge_elastic_net, {"lam1": 0.05, "lam2": 0.02, "Delta": 0.25}, branch="centered")
     xhat = np.array([0.6, 0.9, 0.0, 0.7])   # qhat, Vhat, mhat, thetahat
     mod = ridge_elastic_net
-    nodes, weights = s.entropic_rule.nodes, s.entropic_rule.weights
+    # the default entropic rule (aligned with the prox's kinks), built at xhat and then held fixed
+    nodes, weights = s.entropic_nodes_weights(xhat, lambda z: mod.entropic_argmin(z, xhat, s.p))
 
     def psi_w(xh):
         w = mod.entropic_argmin(nodes, xh, s.p)

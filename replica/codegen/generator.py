@@ -8,6 +8,7 @@ The generic numeric algorithm is not generated: it is library code (:mod:`replic
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import keyword
 from pathlib import Path
@@ -18,7 +19,8 @@ import sympy as sp
 from ..derivation import Derivation
 from ..errors import DeclarationError
 from ..freshness import current_stamp
-from ..observables import EntropicObservable, TestObservable
+from ..losses import analyse
+from ..observables import EntropicObservable, StateObservable, TestObservable
 from ..outputs import atomic_write_text
 from ..order_parameters import ORDER_FAMILIES
 from ..potentials import GaussianMoreauEnvelope, prox_center_symbols
@@ -27,7 +29,7 @@ from ..symbolic import cholesky_lower
 from .backends import Backend, Function, NodeForm, NumpyBackend, default_backends
 
 #: bump when the generated code changes in a way the solver must know about
-GENERATOR_VERSION = "2.0.0"
+GENERATOR_VERSION = "2.1.0"
 
 
 def _check_names(symbols: Sequence[sp.Symbol]) -> None:
@@ -52,7 +54,7 @@ def source_hash(derivation: Derivation) -> str:
     """A hash of everything the generated code depends on (changes when the model does)."""
     d = derivation
     m = d.model
-    parts = [GENERATOR_VERSION, m.name, sp.srepr(d.energetic_potential.full_bracket),
+    parts = [GENERATOR_VERSION, m.name, sp.srepr(d.energetic_potential.weighted_bracket),
              sp.srepr(getattr(d.entropic_potential, "full_bracket", d.entropic_potential)),
              sp.srepr(d.trace_potential),
              repr(sorted((str(k), v) for k, v in m.defaults.items())), repr(dict(m.branches)),
@@ -71,7 +73,8 @@ def model_functions(d: Derivation) -> list[Function]:
     params = m.parameter_symbols
     env = d.energetic_potential
     h_syms = env.variables
-    z_syms = env.gaussians + env.discrete  # label indicators (token clusters) after the Gaussians
+    # label indicators (token clusters) after the Gaussians, then a channel's label
+    z_syms = env.gaussians + env.discrete + ([env.label] if env.label is not None else [])
     _check_names([*x_syms, *xh_syms, *params, *h_syms, *z_syms])
     placeholders = [d.gradient_placeholders[s] for s in x_syms]
     x_arg, xh_arg, p_arg = ("_x", x_syms), ("_xhat", xh_syms), ("_p", params)
@@ -83,8 +86,10 @@ def model_functions(d: Derivation) -> list[Function]:
     intermediates = env.intermediates
     starts = [[sp.sympify(e).subs(intermediates) for e in s] for s in env.starts]
     at_test = dict(zip(h_syms, prox_center_symbols(m)))  # the test fields have the law of the centres
-    test_loss = m.loss.subs(at_test).subs(intermediates)
-    tests = [sp.sympify(o.expr).subs(at_test).subs(intermediates) for o in m.observables
+    # with a channel every test-point integrand carries the label law W(y | z)
+    weight = env.weight if env.weight is not None else sp.Integer(1)
+    test_loss = weight * m.loss.subs(at_test).subs(intermediates)
+    tests = [weight * sp.sympify(o.expr).subs(at_test).subs(intermediates) for o in m.observables
              if isinstance(o, TestObservable)]
     F = Function.make
     out: list[Function] = []
@@ -109,8 +114,12 @@ def model_functions(d: Derivation) -> list[Function]:
                                split=("node_constants", "Subexpressions of the bracket that do not depend on "
                                                         "h, for one node, into _c."))))
     out.append(F("bracket_parameter_gradient", [h_arg, z_arg, x_arg, p_arg], [[pgrad[ph] for ph in placeholders]],
-                 "dF/dx at fixed h, for every order parameter (envelope theorem).", node_args=("_h", "_z"),
-                 node=NodeForm("node_parameter_gradient", ("_G",), "dF/dx at fixed h for one node (into _G).")))
+                 "d(W F)/dx at fixed h, for every order parameter (envelope theorem; W = 1 without a channel).",
+                 node_args=("_h", "_z"),
+                 node=NodeForm("node_parameter_gradient", ("_G",), "d(W F)/dx at fixed h for one node (into _G).")))
+    out.append(F("label_weight", [z_arg, x_arg, p_arg], [weight],
+                 "The channel's label law W(y | z; x) that multiplies min_h F at every node (1 without a channel).",
+                 node_args=("_z",), node=NodeForm("node_weight", (None,), "W(y | z; x) at one node.")))
     out.append(F("prox_starts", [z_arg, x_arg, p_arg], [[e for s in starts for e in s]],
                  "Starting points of the inner minimisation, shape (S * PROX_DIM, ...).", node_args=("_z",),
                  node=NodeForm("node_starts", ("_out",), "Starting points of the inner minimisation for one "
@@ -127,6 +136,14 @@ def model_functions(d: Derivation) -> list[Function]:
                                "Integrands of the test-point observables at one node (into _out).")))
     out.append(F("validity", [x_arg, p_arg], [list(d.validity.values())],
                  "Quantities that must be positive (principal minors), named in VALIDITY."))
+    states = [o for o in m.observables if isinstance(o, StateObservable)]
+    if states:
+        out.append(F("state_observables", [x_arg, p_arg], [[m.state_expression(o.expr) for o in states]],
+                     "The state observables (STATE_OBSERVABLES order): functions of the order parameters."))
+    if env.pieces is not None:
+        out += _piecewise_functions(d, z_arg, x_arg, p_arg)
+    if env.label is not None and len(h_syms) == 1:
+        out += _kink_rule_functions(d, z_arg, x_arg, p_arg, tests)
     if m.target is not None:
         # Linear baseline (Result 5.1): T(h*) with independent h*_l ~ N(0, rho_l).
         eta_syms = z_syms[m.L * m.r:m.L * m.r + m.L * m.r_t]
@@ -153,6 +170,139 @@ def model_functions(d: Derivation) -> list[Function]:
     checks = list(m.constraints)
     out.append(F("parameter_checks", [p_arg], [[c.relation.lhs - c.relation.rhs for c in checks] or [sp.Integer(0)]],
                  "lhs - rhs of every parameter constraint (see CONSTRAINTS)."))
+    if env.pieces is not None:
+        # Newton leaves would stop at the kinks: the compiled path is off, the exact piecewise
+        # prox of replica.prox runs on the numpy functions
+        out = [dataclasses.replace(f, node=None) for f in out]
+    return out
+
+
+def _piecewise_functions(d: Derivation, z_arg, x_arg, p_arg) -> list[Function]:
+    """The exact prox of a piecewise bracket (``PROX_DIM = 1``, :func:`replica.prox.piecewise_prox`).
+
+    ``loss_breaks``: the breakpoints in ``h`` at every node; ``branch_index``: the branch active at
+    ``h``; ``branch_newton``: value, slope and curvature of every branch's bracket (smooth
+    continuations beyond its interval); ``branch_stationary``: the closed-form stationary points of
+    every branch (``STATIONARY_ROOTS`` per branch, ``nan`` where there is none or sympy found none:
+    ``STATIONARY_CLOSED`` says which branches have closed forms); ``break_parameter_gradient``
+    (when the breakpoints move with the state, ``MOVING_BREAKS``): the total derivative
+    ``d(W F(b(x)))/dx`` along each breakpoint (envelope theorem on the kink).
+    """
+    env = d.energetic_potential
+    pw = env.pieces
+    h = env.variables[0]
+    inter = env.intermediates
+    x_syms = d.order_symbols
+    F = Function.make
+    h_arg = ("_h", [h])
+    breaks = [sp.sympify(b).subs(inter) for b in pw.breakpoints]
+    branches = [sp.sympify(b).subs(inter) for b in pw.branches]
+    conds = [c.subs(inter) if c not in (sp.true, sp.false) else c for c in pw.conditions]
+    selector = sp.Piecewise(*[(sp.Integer(i), c) for i, c in enumerate(conds)])
+    roots: list[list[sp.Expr]] = []
+    for b in branches:
+        rts = None
+        try:
+            g = sp.diff(b, h)
+            if sp.Poly(g, h).degree() <= 2:
+                rts = [r for r in sp.solve(sp.Eq(g, 0), h)]
+        except (sp.PolynomialError, NotImplementedError, ValueError, sp.GeneratorsNeeded):
+            rts = None
+        roots.append(rts if rts is not None else [])
+    closed = tuple(bool(r) or _linear_free(b, h) for r, b in zip(roots, branches))
+    width = max(1, max(len(r) for r in roots))
+    stationary = [r[k] if k < len(r) else sp.nan for r in roots for k in range(width)]
+    newton = []
+    for b in branches:
+        g = sp.diff(b, h)
+        newton += [b, g, sp.diff(g, h)]
+    out = [
+        F("loss_breaks", [z_arg, x_arg, p_arg], [breaks], "Breakpoints of the loss in h at every node (N_BREAKS, ...).",
+          node_args=("_z",)),
+        F("branch_index", [h_arg, z_arg, x_arg, p_arg], [selector],
+          "Index of the branch of the piecewise bracket active at h.", node_args=("_h", "_z")),
+        F("branch_newton", [h_arg, z_arg, x_arg, p_arg], [newton],
+          "Value, dF/dh and d2F/dh2 of every branch's bracket at h (3 N_BRANCHES, ...).", node_args=("_h", "_z")),
+        F("branch_stationary", [z_arg, x_arg, p_arg], [stationary],
+          "Closed-form stationary points of every branch (N_BRANCHES * STATIONARY_ROOTS, ...), nan where none.",
+          node_args=("_z",)),
+    ]
+    moving = any(sp.sympify(b).free_symbols & (set(env.gaussians) | set(inter) | set(x_syms)) for b in pw.breakpoints)
+    if moving:
+        weight = env.weight if env.weight is not None else sp.Integer(1)
+        full = env.full_bracket
+        grads = []
+        for b in breaks:
+            along = weight * full.subs(h, b)
+            grads += [sp.diff(along, x) for x in x_syms]
+        out.append(F("break_parameter_gradient", [z_arg, x_arg, p_arg], [grads],
+                     "d(W F(b(x)))/dx along every breakpoint b (N_BREAKS * len(ORDER_PARAMETERS), ...).",
+                     node_args=("_z",)))
+    _meta(d)["piecewise"] = (len(breaks), len(branches), width, closed, moving)
+    return out
+
+
+def _linear_free(branch: sp.Expr, h: sp.Symbol) -> bool:
+    """A branch whose stationarity condition sympy solved to nothing (e.g. a constant slope with no
+    root): its only candidates are the interval ends, which is exact."""
+    try:
+        return sp.Poly(sp.diff(branch, h), h).degree() <= 2
+    except (sp.PolynomialError, sp.GeneratorsNeeded):
+        return False
+
+
+def _meta(d: Derivation) -> dict:
+    """Sizes the function builders found, for the module header (kept on the derivation)."""
+    return d.__dict__.setdefault("_codegen_meta", {})
+
+
+def _kink_rule_functions(d: Derivation, z_arg, x_arg, p_arg, tests) -> list[Function]:
+    """What the kink-aware quadrature (:mod:`replica.kinks`) needs of a channel model with a
+    one-dimensional prox: where the label law changes (``channel_transitions``), where the prox
+    has kinks (``prox_kinks``: ``omega = b + V l'(b)`` for every breakpoint and branch, a superset
+    of the true kinks), the loss's slope and curvature (``loss_profile``, to resolve smooth losses
+    at their own scale) and the discontinuities of the test integrands (``test_breaks``), all in
+    the prox centre ``omega``, plus ``omega = centre_of(z)`` itself."""
+    env = d.energetic_potential
+    m = d.model
+    F = Function.make
+    h = env.variables[0]
+    center = prox_center_symbols(m)[0, 0]
+    inter = env.intermediates
+    x_syms, params = d.order_symbols, m.parameter_symbols
+    out = []
+    if env.transitions:
+        out.append(F("channel_transitions", [x_arg, p_arg],
+                     [[c for c, _ in env.transitions], [w for _, w in env.transitions]],
+                     "Centres and widths (in z) where the label law changes (N_TRANSITIONS each)."))
+    loss = m.loss
+    pw = analyse(loss, h, discrete={env.label} | set(env.discrete))
+    branches = pw.branches if pw is not None else [loss]
+    slope = [sp.diff(b, h) for b in branches]
+    V = [s for s in x_syms if d.order_parameters.family_of(s) == "V"][0]
+    kinks = []
+    if pw is not None:
+        for b in pw.breakpoints:
+            kinks += [b + V * g.subs(h, b) for g in slope]
+    full = pw.expr if pw is not None else loss
+    g = sp.diff(full, h)
+    label_arg = ("_z", list(z_arg[1]))
+    out.append(F("prox_kinks", [label_arg, x_arg, p_arg], [kinks or [sp.nan]],
+                 "Prox centres omega = b + V l'(b) at every breakpoint b and branch (N_PROX_KINKS, ...).",
+                 node_args=("_z",)))
+    out.append(F("loss_profile", [("_h", [h]), label_arg, p_arg], [[g, sp.diff(g, h)]],
+                 "dl/dh and d2l/dh2 of the loss at h (label in z).", node_args=("_h", "_z")))
+    tb = []
+    for o in m.observables:
+        if isinstance(o, TestObservable):
+            pwo = analyse(sp.sympify(o.expr).subs(h, center), center, discrete={env.label} | set(env.discrete))
+            if pwo is not None:
+                tb += pwo.breakpoints
+    out.append(F("test_breaks", [label_arg, p_arg], [tb or [sp.nan]],
+                 "Discontinuities and kinks of the test integrands in omega (N_TEST_BREAKS, ...).", node_args=("_z",)))
+    out.append(F("center_of", [z_arg, x_arg], [inter[center]], "The prox centre omega at the nodes z.",
+                 node_args=("_z",)))
+    _meta(d)["kinks"] = (len(env.transitions), max(len(kinks), 1), max(len(tb), 1))
     return out
 
 
@@ -197,6 +347,28 @@ def _entropic_envelope_functions(d: Derivation, xh_arg, p_arg) -> list[Function]
         out.append(F("entropic_starts", [zw_arg, xh_arg, p_arg],
                      [[sp.sympify(e).subs(env.intermediates) for st in env.starts for e in st]],
                      "Starting points of the entropic prox.", node_args=("_zw",)))
+    reg = m.regularizer
+    out.append(F("regularizer", [("_w", reg.w), ("_p", m.parameter_symbols)], [sp.sympify(reg.expr)],
+                 "The penalty r(w) of one weight row (w: (r, ...)), for the convexity check at solve time.",
+                 node_args=("_w",)))
+    if m.r == 1 and len(m.data.atoms) == 1:
+        # one weight and one atom: the bracket depends on the Gaussians only through the field
+        # Z = mu + a . z, and the prox has kinks at Z = A b + r'(b) for every breakpoint b of r
+        Z = list(env.intermediates.values())[0]
+        zeros = {g: 0 for g in env.gaussians}
+        field_rows = [Z.subs(zeros)] + [sp.diff(Z, g) for g in env.gaussians]
+        pw = analyse(reg.expr, reg.w[0], what="regularizer")
+        kinks = []
+        if pw is not None:
+            A = env.curvatures[0]
+            slopes = [sp.diff(b, reg.w[0]) for b in pw.branches]
+            for b in pw.breakpoints:
+                kinks += [A * b + g.subs(reg.w[0], b) for g in slopes]
+        out.append(F("entropic_field", [xh_arg, p_arg], [field_rows],
+                     "mu and a of the entropic field Z = mu + a . z (1 + len(ENTROPIC_GAUSSIANS))."))
+        out.append(F("entropic_kinks", [xh_arg, p_arg], [kinks or [sp.nan]],
+                     "Fields Z = A b + r'(b) where the entropic prox has kinks (N_ENTROPIC_KINKS)."))
+        _meta(d)["entropic_kinks"] = max(len(kinks), 1)
     ent = [o for o in m.observables if isinstance(o, EntropicObservable)]
     if ent:
         r = m.r
@@ -274,6 +446,20 @@ def _exp(u):
     return np.exp(np.minimum(u, EXP_CAP))
 
 
+def _erfc(u):
+    """erfc on arrays (scipy.special, imported on first use; numpy has none)."""
+    from scipy.special import erfc
+
+    return erfc(u)
+
+
+def _ndtr(u):
+    """The standard normal CDF on arrays (scipy.special.ndtr, accurate in both tails)."""
+    from scipy.special import ndtr
+
+    return ndtr(u)
+
+
 MODEL = {m.name!r}
 GENERATOR_VERSION = {GENERATOR_VERSION!r}
 REPLICA_VERSION = {__version__!r}
@@ -312,7 +498,34 @@ CONSTRAINTS = {tuple((c.parameter, c.message, c.relation.rel_op) for c in m.cons
 # (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
 SYMMETRIES = {tuple((f.families, f.indices) for f in sym.folds)!r}
 MIRRORED = {tuple(f.mirrored for f in sym.folds)!r}
-''' + _discrete_header(m, env) + _entropic_header(d)
+''' + _discrete_header(m, env) + _channel_header(d) + _entropic_header(d)
+
+
+def _channel_header(d: Derivation) -> str:
+    """Constants of a channel, a piecewise loss and state observables (empty for other models)."""
+    m, env = d.model, d.energetic_potential
+    meta = _meta(d)
+    out = ""
+    if env.label is not None:
+        out += (f"# Teacher channel: z = (GAUSSIANS, DISCRETE, LABEL); the label takes LABEL_VALUES, each with\n"
+                f"# weight one: its law W(y | z; x) = label_weight(z, x, p) multiplies min_h F (replica.channels).\n"
+                f"WEIGHTED = True\nLABEL = {env.label.name!r}\n"
+                f"LABEL_VALUES = {tuple(float(v) for v in env.label_values)!r}\n"
+                f"CHANNEL = {type(m.channel).__name__!r}\n")
+    else:
+        out += "WEIGHTED = False\n"
+    if "kinks" in meta:
+        nt, nk, ntb = meta["kinks"]
+        out += f"KINK_RULE = True\nN_TRANSITIONS = {nt}\nN_PROX_KINKS = {nk}\nN_TEST_BREAKS = {ntb}\n"
+    if "piecewise" in meta:
+        nb, nbr, width, closed, moving = meta["piecewise"]
+        out += (f"# Piecewise loss (replica.losses): exact prox by replica.prox.piecewise_prox\n"
+                f"PIECEWISE = True\nN_BREAKS = {nb}\nN_BRANCHES = {nbr}\nSTATIONARY_ROOTS = {width}\n"
+                f"STATIONARY_CLOSED = {closed!r}\nMOVING_BREAKS = {moving!r}\n")
+    states = tuple(o.name for o in m.observables if isinstance(o, StateObservable))
+    if states:
+        out += f"STATE_OBSERVABLES = {states!r}\n"
+    return out
 
 
 def _discrete_header(m, env) -> str:
@@ -339,7 +552,10 @@ def _entropic_header(d: Derivation) -> str:
             f"ENTROPIC_DIM = {len(env.variables)}\n"
             f"ENTROPIC_ARGMIN = {env.argmin is not None!r}\n"
             f"ENTROPIC_N_STARTS = {len(env.starts)}\n"
-            f"ENTROPIC_VALIDITY = {tuple(env.validity.keys())!r}\n")
+            f"ENTROPIC_VALIDITY = {tuple(env.validity.keys())!r}\n"
+            + (f"# one weight, one atom: the entropic average runs on a kink-aware rule along Z (replica.kinks)\n"
+               f"ENTROPIC_KINK_RULE = True\nN_ENTROPIC_KINKS = {_meta(d)['entropic_kinks']}\n"
+               if "entropic_kinks" in _meta(d) else ""))
 
 
 # --------------------------------------------------------------------------- the module

@@ -27,6 +27,30 @@ class ArrayPrinter(NumPyPrinter):
         # softmax are ratios like exp(u) / (1 + exp(u))**2 that would be inf/inf.
         return f"_exp({self._print(expr.args[0])})"
 
+    def _print_erfc(self, expr):
+        # numpy has no erfc; the module's _erfc is scipy.special's (a channel's label law)
+        return f"_erfc({self._print(expr.args[0])})"
+
+    def _print_erf(self, expr):
+        return f"(1.0 - _erfc({self._print(expr.args[0])}))"
+
+    def _print_NormalCDF(self, expr):
+        # the standard normal CDF of a channel's label law (replica.channels.NormalCDF)
+        return f"_ndtr({self._print(expr.args[0])})"
+
+    def _print_Max(self, expr):
+        # elementwise (sympy's default goes through functools.reduce, not imported here)
+        out = self._print(expr.args[0])
+        for a in expr.args[1:]:
+            out = f"np.maximum({out}, {self._print(a)})"
+        return out
+
+    def _print_Min(self, expr):
+        out = self._print(expr.args[0])
+        for a in expr.args[1:]:
+            out = f"np.minimum({out}, {self._print(a)})"
+        return out
+
 
 _E = sp.Function("_E")  # capped exponential in per-node code (printed as _sexp)
 
@@ -96,6 +120,10 @@ class ScalarPrinter(PythonCodePrinter):
 
     def _print_exp(self, expr):
         return f"_sexp({self._print(expr.args[0])})"
+
+    def _print_NormalCDF(self, expr):
+        # Phi(x) = erfc(-x / sqrt 2) / 2: accurate in both tails
+        return f"(0.5*math.erfc(-0.7071067811865476*{self.parenthesize(expr.args[0], 1000)}))"
 
     def _print_Pow(self, expr, rational=False):
         b, e = expr.args
