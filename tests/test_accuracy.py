@@ -186,3 +186,34 @@ def test_phase_accuracy_reports_threshold_bars():
     for k in ("alpha_c", "alpha_l"):
         assert res["errors"][k] is not None and 0 <= res["errors"][k] < 0.05 * res[k]
     assert res["accuracy_met"] is True and res["accuracy"] == 0.05
+
+
+# Issue 14's check on the classifiers of issue 13: the hand-written state evolution of
+# tests/oracles (certified to ~1e-13) is the truth; every reported bar must cover the distance.
+CLASSIFIERS = [("logistic", {"lam": 0.1}), ("hinge", {"lam": 0.1}), ("perceptron_probit", {})]
+
+
+@pytest.mark.parametrize("model,params", CLASSIFIERS, ids=[m for m, _ in CLASSIFIERS])
+def test_classifier_error_bars_cover_the_state_evolution(model, params):
+    args = ["solve", model, "--alpha", "2", "--json", "--no-replicon"]
+    for k, v in params.items():
+        args += ["--param", f"{k}={v}"]
+    out = _cli(*args)
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    oracle = state_evolution(model, 2.0, **params)
+    for k in ("q", "V", "theta", "classification_error", "eps_g", "phi"):
+        assert abs(res[k] - oracle[k]) <= res["errors"][k], (k, res[k], oracle[k], res["errors"][k])
+    assert res["accuracy_met"] is True
+
+
+def test_logistic_accuracy_1e6_is_reached():
+    out = _cli("solve", "logistic", "--alpha", "2", "--param", "lam=0.1", "--accuracy", "1e-6", "--json",
+               "--no-replicon")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    oracle = state_evolution("logistic", 2.0, lam=0.1)
+    assert res["accuracy_met"] is True
+    for k in ("q", "V", "theta", "classification_error"):
+        assert abs(res[k] - oracle[k]) <= max(1e-6 * abs(oracle[k]), res["errors"][k])
+        assert res["errors"][k] <= 1e-6 * abs(res[k])
