@@ -469,6 +469,14 @@ class Solver:
         x, psi_w, _ = self._entropic(xhat)
         return x, psi_w
 
+    def entropic_argmin(self, nodes: np.ndarray, xhat: np.ndarray, tol: float | None = None) -> np.ndarray:
+        """The entropic prox ``(r, N)`` at ``nodes`` and conjugates ``xhat``: the module's closed form
+        when it has one, the damped-Newton prox otherwise (to ``tol``, default the solver's)."""
+        mod = self.module
+        if mod.ENTROPIC_ARGMIN:
+            return np.asarray(mod.entropic_argmin(nodes, xhat, self.p))
+        return prox(_EntropicView(mod), nodes, xhat, self.p, tol=self.prox_tol if tol is None else tol).h
+
     def entropic_nodes_weights(self, xhat: np.ndarray, argmin) -> tuple[np.ndarray, np.ndarray]:
         """Nodes and weights of the entropic rule at conjugates ``xhat``: the aligned rule places
         them on the prox's smooth pieces (``argmin(nodes)`` is the prox), else its tensor fallback."""
@@ -494,9 +502,7 @@ class Solver:
             raise InvalidStateError(mod.ENTROPIC_VALIDITY[i], f"must be positive, got {vals[i]:.3e}",
                                     dict(zip(self.conj_names, xhat.tolist())))
         def argmin(nodes: np.ndarray) -> np.ndarray:
-            if mod.ENTROPIC_ARGMIN:
-                return mod.entropic_argmin(nodes, xhat, self.p)
-            return prox(_EntropicView(mod), nodes, xhat, self.p, tol=self.prox_tol).h
+            return self.entropic_argmin(nodes, xhat)
 
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             nodes, weights = self.entropic_nodes_weights(xhat, argmin)

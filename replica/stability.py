@@ -202,11 +202,7 @@ def _entropic_factor(solver: Solver, x: np.ndarray, alpha: float) -> tuple[np.nd
     eps = 1e-6
 
     def argmins(zw):
-        if mod.ENTROPIC_ARGMIN:
-            return np.asarray(mod.entropic_argmin(zw, xhat, solver.p))
-        from .solver import _EntropicView
-
-        return prox(_EntropicView(mod), zw, xhat, solver.p, tol=1e-13).h
+        return solver.entropic_argmin(zw, xhat, tol=1e-13)
 
     def argmin(zw):
         return argmins(zw)[0]
