@@ -159,6 +159,9 @@ def model_functions(d: Derivation) -> list[Function]:
     if not m.data.has_clusters:
         out.append(F("rho_bar", [p_arg], [[m.data.rho_bar(l) for l in range(m.L)]],
                      "rho_bar_l = tr Sigma_l / d for every token."))
+        # what the replicon's isotropy check reads (replica.stability), without the declaration
+        out.append(F("atom_eigenvalues", [p_arg], [[g for a in m.data.atoms for g in a.gamma]],
+                     "Eigenvalues gamma_l of every atom of the spectral law, atom-major (n_atoms x L)."))
     else:
         out.append(F("rho_bar", [p_arg], [[m.data.rho_bar(s) for s in range(m.data.S)]],
                      "rho_bar_s = tr Sigma_s / d for every slot (token, cluster), in SLOTS order."))
