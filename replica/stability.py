@@ -325,9 +325,12 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
 
 def _check_isotropic(module: ModuleType, parameters: Mapping[str, float]) -> None:
     """The entropic factor ``J = V_ℓ/γ_ℓ`` needs every atom of the spectral law to share its
-    eigenvalues (isotropic tokens). Read from the generated module's ``atom_eigenvalues`` (no
-    sympy); a module generated before it existed is checked on its declaration when that can be
-    found by name (which needs sympy: without it the replicon is refused, not computed unchecked)."""
+    eigenvalues (isotropic tokens). Read from the generated module (``ISOTROPIC_TOKENS``, else the
+    numbers of ``atom_eigenvalues``: no sympy); a module generated before they existed is checked on
+    its declaration when that can be found by name (which needs sympy: without it the replicon is
+    refused, not computed unchecked)."""
+    if getattr(module, "ISOTROPIC_TOKENS", False):
+        return
     if hasattr(module, "atom_eigenvalues"):
         p = np.array([float(parameters.get(n, d)) for n, d in zip(module.PARAMETERS, module.DEFAULTS)])
         gam = np.asarray(module.atom_eigenvalues(p), dtype=float).reshape(-1, module.L)
