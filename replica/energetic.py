@@ -123,12 +123,15 @@ def chunk_map(fn, n: int) -> list:
     threads = min(kernel_threads(), CHUNKS)
     if threads <= 1:
         return [fn(a, b) for a, b in spans]
-    if not _POOL or _POOL[0][0] != threads:
+    key = (threads, os.getpid())  # a forked child has the pool object but not its threads
+    if not _POOL or _POOL[0][0] != key:
         from concurrent.futures import ThreadPoolExecutor
 
         if _POOL:
-            _POOL.pop()[1].shutdown(wait=False)
-        _POOL.append((threads, ThreadPoolExecutor(max_workers=threads, thread_name_prefix="replica-kernel")))
+            old_key, old = _POOL.pop()
+            if old_key[1] == os.getpid():
+                old.shutdown(wait=False)
+        _POOL.append((key, ThreadPoolExecutor(max_workers=threads, thread_name_prefix="replica-kernel")))
     futures = [_POOL[0][1].submit(fn, a, b) for a, b in spans]
     return [f.result() for f in futures]
 
