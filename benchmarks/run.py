@@ -37,8 +37,8 @@ that run. Sections (``--only`` selects some):
     ``Solver(...).solve_best``) in a warm process (compiled unit and caches loaded by a first
     solve), target <= 0.5 s, against the hand-written state evolution of ``tests/oracles`` at the
     same point (the field's way: adaptive quadrature in every iteration), with the largest
-    relative deviation between the two on ``q, V, theta``; a hard point (logistic, lam = 1e-3,
-    alpha = 5: q ~ 180); and ``replica solve logistic --alpha 2 --param lam=0.1 --json`` in a fresh
+    relative deviation between the two on ``q, V, theta``; two hard points (logistic and hinge at
+    lam = 1e-3, alpha = 5: q ~ 180 and ~ 26); and ``replica solve logistic --alpha 2 --param lam=0.1 --json`` in a fresh
     process (interpreter start and imports included).
 ``simulator``
     Full-batch GD steps per second of :mod:`numerics` at d = 1000, 2000, 4000, 8000 (n = 2d) on
@@ -410,8 +410,10 @@ def bench_six(quick: bool) -> tuple[list[dict], dict]:
     return rows, data
 
 
-#: (model, alpha, parameters) of the glm section; the last is the hard point
-GLM_POINTS = (("logistic", 2.0, {"lam": 0.1}), ("hinge", 2.0, {"lam": 0.1}), ("logistic", 5.0, {"lam": 1e-3}))
+#: (model, alpha, parameters) of the glm section; the last two are the hard points (near the
+#: max-margin limit: logistic q ~ 180, hinge q ~ 26 from the generic cold start)
+GLM_POINTS = (("logistic", 2.0, {"lam": 0.1}), ("hinge", 2.0, {"lam": 0.1}), ("logistic", 5.0, {"lam": 1e-3}),
+              ("hinge", 5.0, {"lam": 1e-3}))
 
 
 def bench_glm(quick: bool) -> tuple[list[dict], dict]:

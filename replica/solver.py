@@ -32,7 +32,7 @@ from .baselines import linear_baseline  # noqa: F401  (re-exported: replica.solv
 from .branches import FREE, PINNABLE, branch_pinning, pinned
 from .compiled import compiled, resolve_backend
 from . import validation
-from .convergence import explained_failures, is_converged
+from .convergence import explained_failures, is_converged, safeguarded_step
 from .errors import ConvergenceError, InvalidStateError, ParameterError
 from .integrators import (TENSOR_ENTROPIC_ORDERS, AlignedEntropicRule, EnergeticAverage, EnergeticIntegrator,
                           QuadratureIntegrator, fold_nodes)
@@ -884,9 +884,13 @@ class Solver:
         beta = 1.0 - self.damping if len(residuals) < 3 else 1.0
         y = x.copy()
         y[free] = x[free] + beta * g - (dX + beta * dG) @ gamma
-        if not self._admissible(y):
+        if self._admissible(y):
+            return y
+        damped = self._damped(x, g)
+        y = safeguarded_step(y, damped, free, self._admissible)
+        if y is None:
             del hist_x[:-1], hist_g[:-1]
-            return self._damped(x, g)
+            return damped
         return y
 
     # ------------------------------------------------------------ observables
