@@ -404,6 +404,15 @@ class Solver:
             else:
                 x[i] = v0[i] if np.isfinite(v0[i]) and 0 < v0[i] < 1e6 else rb
         x[self.pinned] = 0.0
+        # With several teacher fields the equal theta entries above can make the teacher's
+        # residual covariance rho - theta^T q^-1 theta singular (r = r_t = 2: exactly); shrink
+        # them until every validity quantity is clearly positive (other models: unchanged).
+        th = self.module.FAMILIES.get("theta", [])
+        for _ in range(10):
+            vals = np.atleast_1d(np.asarray(self.module.validity(x, self.p), dtype=float))
+            if not th or np.all(vals > 1e-3 * rb):
+                break
+            x[th] *= 0.5
         return x
 
     def check_state(self, x: np.ndarray) -> None:
