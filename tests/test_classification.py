@@ -622,6 +622,20 @@ def test_three_class_softmax_compiled_and_at_d800():
     _check_softmax_against_erm(800, 4)
 
 
+def test_a_channel_rule_refines_its_gaussians_only():
+    """The error bars re-solve on ``rule.refined()``: for a channel model on a Gauss-Hermite rule
+    the label coordinate stays the label values (was: refined as one more Gaussian, so that
+    ``replica solve softmax_argmax3`` reported a 3-D rule's nonsense fixed point)."""
+    from replica.labels import with_channel
+    from replica.quadrature import gauss_hermite
+
+    rule = with_channel(gauss_hermite(2, 6), np.array([0.0, 1.0, 2.0]))
+    for finer in (rule.refined(), rule.refined(1.5)):
+        assert finer.nodes.shape[0] == 3 and set(np.unique(finer.nodes[-1])) == {0.0, 1.0, 2.0}
+        assert finer.base.dim == 2 and finer.base.order > 6
+        assert finer.weights.sum() == pytest.approx(3.0, rel=1e-12)
+
+
 def test_hinge_cold_start_converges_with_the_defaults():
     """Was: ``replica solve hinge --alpha 5 --param lam=1e-3`` needed ``--max-iter 3000`` (the
     Anderson steps left the admissible domain and were dropped for damped ones). Now with the
