@@ -37,26 +37,6 @@ def is_converged(residual: float, tol: float, admissible: bool = True) -> bool:
     return bool(admissible) and math.isfinite(r) and math.isfinite(t) and 0 < t <= MAX_TOL and r < t
 
 
-def safeguarded_step(proposed: np.ndarray, fallback: np.ndarray, free: np.ndarray,
-                     admissible: Callable[[np.ndarray], bool], halvings: int = 10) -> np.ndarray | None:
-    """An accelerated step pulled back into the admissible domain, or None.
-
-    ``proposed`` (an Anderson extrapolation) is returned if admissible; otherwise the point is
-    moved halfway towards ``fallback`` (the damped step, admissible) up to ``halvings`` times.
-    Dropping the whole extrapolation at the first inadmissible proposal instead (what the solver
-    did before) left the hinge at ``lam = 1e-3, alpha = 5`` on damped steps only, ~1 % of residual
-    per iteration: Anderson kept pointing out of the domain, only too far. None when no point of
-    the segment that was tried is admissible (the caller then takes the damped step and forgets
-    the history).
-    """
-    y = proposed.copy()
-    for _ in range(halvings + 1):
-        if admissible(y):
-            return y
-        y[free] = fallback[free] + 0.5 * (y[free] - fallback[free])
-    return None
-
-
 def cached_point_converged(point: Any, tol: float) -> bool:
     """A point read back from the cache counts only if it is converged at ``tol`` (finite state,
     residual below it): an edited or foreign entry cannot pass an unconverged state as solved."""

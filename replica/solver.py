@@ -32,7 +32,7 @@ from .baselines import linear_baseline  # noqa: F401  (re-exported: replica.solv
 from .branches import FREE, PINNABLE, branch_pinning, pinned
 from .compiled import compiled, resolve_backend
 from . import validation
-from .convergence import explained_failures, is_converged, safeguarded_step
+from .convergence import explained_failures, is_converged
 from .errors import ConvergenceError, InvalidStateError, ParameterError
 from .integrators import (TENSOR_ENTROPIC_ORDERS, AlignedEntropicRule, EnergeticAverage, EnergeticIntegrator,
                           QuadratureIntegrator, fold_nodes)
@@ -527,11 +527,13 @@ class Solver:
     # ------------------------------------------------------------ iteration
     @explained_failures
     def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None,
-              jacobian: np.ndarray | None = None) -> FixedPoint:
+              jacobian: np.ndarray | None = None, cold: bool = False) -> FixedPoint:
         """Iterate to the fixed point at sample complexity ``alpha`` (from ``x0`` if given).
 
         ``jacobian``: the Newton Jacobian of a nearby solve (:attr:`last_jacobian`, e.g. the same
         point on another rule) to start Newton from without finite differences (with ``x0``).
+        ``cold``: ``x0`` is a generic start, not a nearby solution: Newton waits for Anderson as
+        from the default start (:meth:`solve_best`'s starts).
 
         Returns a converged :class:`FixedPoint` or raises :class:`ConvergenceError` /
         :class:`InvalidStateError` naming the point, the iterations and the residual.
@@ -566,7 +568,7 @@ class Solver:
         was_full = full  # type of the evaluation behind the previous residual
         # From a given x0 (continuation) Newton can start early; from the generic initial state
         # let Anderson approach first, so that Newton does not jump to another solution.
-        switch = self.newton_switch if x0 is None else max(self.newton_switch, 0.1)
+        switch = self.newton_switch if x0 is None or cold else max(self.newton_switch, 0.1)
         it = 0
         for it in range(1, self.max_iter + 1):
             g = (res.x_new - x)[free]
@@ -715,7 +717,9 @@ class Solver:
             x0[mt] *= ms
             try:
                 first._warm = None
-                fp = first.solve(alpha, x0=x0)
+                # a generic start: Newton from the cold switch (switched on at residual 0.1, it took
+                # the hinge at lam = 1e-3, alpha = 5 away from its fixed point: 500 iterations in vain)
+                fp = first.solve(alpha, x0=x0, cold=True)
             except (ConvergenceError, InvalidStateError) as exc:
                 error = exc
                 continue
@@ -893,13 +897,9 @@ class Solver:
         beta = 1.0 - self.damping if len(residuals) < 3 else 1.0
         y = x.copy()
         y[free] = x[free] + beta * g - (dX + beta * dG) @ gamma
-        if self._admissible(y):
-            return y
-        damped = self._damped(x, g)
-        y = safeguarded_step(y, damped, free, self._admissible)
-        if y is None:
+        if not self._admissible(y):
             del hist_x[:-1], hist_g[:-1]
-            return damped
+            return self._damped(x, g)
         return y
 
     # ------------------------------------------------------------ observables

@@ -640,10 +640,10 @@ def test_a_channel_rule_refines_its_gaussians_only():
 
 
 def test_hinge_cold_start_converges_with_the_defaults():
-    """Was: ``replica solve hinge --alpha 5 --param lam=1e-3`` needed ``--max-iter 3000`` (the
-    Anderson steps left the admissible domain and were dropped for damped ones). Now with the
-    defaults it converges to the oracle (1e-6 relative, as above), and so do the cold starts of
-    ``solve_best`` on the working rule (the benchmark's path, no scout)."""
+    """Was: the hinge at lam = 1e-3, alpha = 5 needed ``--max-iter 3000`` from the generic starts of
+    ``solve_best`` (taken as continuations: Newton switched on far from the fixed point). Now with
+    the defaults ``replica solve`` converges to the oracle (1e-6 relative, as above), and so do
+    the cold starts of ``solve_best`` on the working rule (the benchmark's path, no scout)."""
     out = _cli("solve", "hinge", "--alpha", "5", "--param", "lam=1e-3", "--json")
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
