@@ -711,22 +711,26 @@ class Solver:
         error: Exception | None = None
         first = scout or self
         jacobians: list = []
-        for qs, ms in spread:
-            x0 = base.copy()
-            x0[qidx] *= qs
-            x0[mt] *= ms
-            try:
-                first._warm = None
-                # a generic start: Newton from the cold switch (switched on at residual 0.1, it took
-                # the hinge at lam = 1e-3, alpha = 5 away from its fixed point: 500 iterations in vain)
-                fp = first.solve(alpha, x0=x0, cold=True)
-            except (ConvergenceError, InvalidStateError) as exc:
-                error = exc
-                continue
-            if scout is not None and any(_same_point(fp, d) for d in found):
-                continue
-            found.append(fp)
-            jacobians.append(first.last_jacobian)
+        # Newton switched on at residual 0.1 (a continuation's setting) can send every generic start
+        # away (hinge at lam = 1e-3, alpha = 5: 500 iterations in vain each): if none converged, the
+        # starts once more with Newton waiting as from the default start (cold)
+        for cold in (False, True):
+            for qs, ms in spread:
+                x0 = base.copy()
+                x0[qidx] *= qs
+                x0[mt] *= ms
+                try:
+                    first._warm = None
+                    fp = first.solve(alpha, x0=x0, cold=cold)
+                except (ConvergenceError, InvalidStateError) as exc:
+                    error = exc
+                    continue
+                if scout is not None and any(_same_point(fp, d) for d in found):
+                    continue
+                found.append(fp)
+                jacobians.append(first.last_jacobian)
+            if found:
+                break
         if scout is not None:
             polished = []
             for fp, J in zip(found, jacobians):
