@@ -24,7 +24,8 @@ transitions a quadrature must resolve, :meth:`Channel.transitions`) and its samp
 * :class:`LabelFlip` -- a binary channel whose label is flipped with probability ``p``;
 * :class:`Thresholds` -- ``y = k`` for ``t_k < u < t_{k+1}`` (ordinal labels ``0..K``), optionally
   with Gaussian noise of variance ``Delta`` on ``u`` (ordered probit);
-* :class:`Argmax` -- ``y = argmax_k u_k`` over two classes (labels ``0, 1``).
+* :class:`Argmax` -- ``y = argmax_k u_k`` over two or three classes (labels ``0, .., K-1``; three
+  through the bivariate normal CDF :class:`BivariateNormalCDF`).
 
 A continuous label (``y = h* + sqrt(Delta) z``, any ``y = g(h*, noise)``) needs no channel: it is
 written into the loss directly and averaged in the integrand, as before.
@@ -94,6 +95,57 @@ def normal_cdf(x: sp.Expr) -> sp.Expr:
     return NormalCDF(x)
 
 
+class BivariateNormalCDF(sp.Function):
+    """``Phi2(h, k; r) = P(X < h, Y < k)``, standard normal ``X, Y`` with correlation ``r``.
+
+    The label law of a three-class argmax (:class:`Argmax`). Its derivatives are elementary,
+    ``d/dh = phi(h) Phi((k - r h) / sqrt(1 - r^2))`` (and symmetrically in ``k``) and
+    ``d/dr = phi2(h, k; r)``, the bivariate density, so the potentials differentiate it in sympy
+    like :class:`NormalCDF`; values come from :mod:`replica.bivariate` (Genz's algorithm,
+    ~1e-15 absolute), printed as ``_bvn`` (numpy) and ``bvn_scalar`` (per-node code).
+    """
+
+    nargs = 3
+
+    def fdiff(self, argindex=1):
+        h, k, r = self.args
+        s = sp.sqrt(1 - r ** 2)
+        if argindex == 1:
+            return sp.exp(-h ** 2 / 2) / sp.sqrt(2 * sp.pi) * NormalCDF((k - r * h) / s)
+        if argindex == 2:
+            return sp.exp(-k ** 2 / 2) / sp.sqrt(2 * sp.pi) * NormalCDF((h - r * k) / s)
+        if argindex == 3:
+            return sp.exp(-(h ** 2 - 2 * r * h * k + k ** 2) / (2 * s ** 2)) / (2 * sp.pi * s)
+        raise sp.ArgumentIndexError(self, argindex)
+
+    def _eval_evalf(self, prec):
+        import mpmath
+
+        vals = [a.evalf(prec) for a in self.args]
+        if not all(v.is_Number for v in vals):
+            return None
+        with mpmath.workprec(prec):
+            h, k, r = (mpmath.mpf(str(v)) for v in vals)
+            s = mpmath.sqrt(1 - r * r)
+            # P(X < h, Y < k) = int_{-inf}^h phi(t) Phi((k - r t) / s) dt
+            val = mpmath.quad(lambda t: mpmath.npdf(t) * mpmath.ncdf((k - r * t) / s), [-mpmath.inf, h])
+        return sp.Float(val, prec)
+
+    def _latex(self, printer, exp=None):
+        h, k, r = (printer._print(a) for a in self.args)
+        out = rf"\Phi_2\left({h}, {k}; {r}\right)"
+        return rf"{out}^{{{exp}}}" if exp else out
+
+
+def _phi2_math(h: float, k: float, r: float) -> float:
+    from .bivariate import bvn_scalar
+
+    return bvn_scalar(float(h), float(k), float(r))
+
+
+BivariateNormalCDF._imp_ = staticmethod(_phi2_math)  # lambdify(..., "math") evaluates it
+
+
 def _np_normal_cdf(x: np.ndarray) -> np.ndarray:
     from scipy.special import ndtr
 
@@ -128,8 +180,9 @@ class Channel:
 
     def transitions(self) -> list[tuple[sp.Expr, int, sp.Expr]]:
         """Where ``Z`` changes: ``(center, form index, extra variance)`` triples, ``Z`` varying
-        around ``u_k = center`` on the scale ``sqrt(var(u_k | xi) + extra)``. Quadrature rules place
-        nodes there (:mod:`replica.kinks`)."""
+        around ``u_k = center`` on the scale ``sqrt(var(u_k | xi) + extra)``; a pair ``(i, j)`` as the
+        index stands for the difference ``u_i - u_j``. Quadrature rules place nodes there
+        (:mod:`replica.kinks`)."""
         raise NotImplementedError
 
     def probabilities(self, u: np.ndarray, params: dict[str, float] | None = None) -> np.ndarray:
@@ -363,38 +416,64 @@ class Thresholds(Channel):
 
 @dataclass
 class Argmax(Channel):
-    """``y = argmax_k u_k`` over two classes (labels ``0, 1``):
-    ``Z(0) = Phi((mu_0 - mu_1)/s)``, ``s^2 = C_00 + C_11 - 2 C_01``.
+    """``y = argmax_k u_k`` over two or three classes (labels ``0, .., K-1``).
 
-    More classes need the Gaussian orthant probability in ``K - 1`` dimensions, which has no
-    closed form in sympy; they are refused with a message saying so."""
+    Two classes: ``Z(0) = Phi((mu_0 - mu_1)/s)``, ``s^2 = C_00 + C_11 - 2 C_01``. Three classes:
+    label ``k`` wins when both differences ``d_j = u_k - u_j`` (``j != k``) are positive, a
+    bivariate normal orthant: ``Z(k) = Phi2(m_1/s_1, m_2/s_2; c_12/(s_1 s_2))`` with ``m, s, c``
+    the means, standard deviations and covariance of the two differences
+    (:class:`BivariateNormalCDF`). More classes need an orthant probability in ``K - 1 >= 3``
+    dimensions (no closed form with elementary derivatives) and are refused.
+    """
+
+    #: the most classes whose label law is implemented
+    MAX_CLASSES = 3
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if len(self.forms) != 2:
-            raise DeclarationError(f"channel: Argmax over {len(self.forms)} classes is not supported (the label law "
-                                   "needs a (K-1)-dimensional Gaussian orthant probability); give two forms")
+        K = len(self.forms)
+        if not 2 <= K <= self.MAX_CLASSES:
+            raise DeclarationError(f"channel: Argmax over {K} classes is not supported (forms: give 2 or 3; the label "
+                                   f"law of {K} classes needs a {K - 1}-dimensional Gaussian orthant probability)")
 
     @property
     def values(self) -> tuple[int, ...]:
-        return (0, 1)
+        return tuple(range(len(self.forms)))
+
+    def _difference(self, k: int, j: int, mean, cov) -> tuple[sp.Expr, sp.Expr]:
+        """Mean and variance of ``u_k - u_j``."""
+        return mean[k] - mean[j], cov[k, k] + cov[j, j] - 2 * cov[k, j]
 
     def likelihood(self, y, mean, cov) -> sp.Expr:
-        s = sp.sqrt(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1])
-        d = (mean[0] - mean[1]) / s
-        return sp.Piecewise((normal_cdf(d), sp.Eq(y, 0)), (normal_cdf(-d), True))
+        if len(self.forms) == 2:
+            m, v = self._difference(0, 1, mean, cov)
+            d = m / sp.sqrt(v)
+            return sp.Piecewise((normal_cdf(d), sp.Eq(y, 0)), (normal_cdf(-d), True))
+        pieces = []
+        for k in self.values:
+            i, j = (o for o in self.values if o != k)
+            m1, v1 = self._difference(k, i, mean, cov)
+            m2, v2 = self._difference(k, j, mean, cov)
+            c12 = cov[k, k] - cov[k, j] - cov[i, k] + cov[i, j]
+            s1, s2 = sp.sqrt(v1), sp.sqrt(v2)
+            pieces.append((BivariateNormalCDF(m1 / s1, m2 / s2, c12 / (s1 * s2)), sp.Eq(y, k)))
+        pieces[-1] = (pieces[-1][0], True)
+        return sp.Piecewise(*pieces)
 
     def transitions(self):
-        return [(sp.Integer(0), -1, sp.Integer(0))]  # form -1: the difference u_0 - u_1
+        # form (i, j): the difference u_i - u_j, whose sign decides between labels i and j
+        K = len(self.forms)
+        return [(sp.Integer(0), (i, j), sp.Integer(0)) for i in range(K) for j in range(i + 1, K)]
 
     def probabilities(self, u, params=None):
         u = np.atleast_2d(np.asarray(u, dtype=float))
-        first = (u[0] > u[1]).astype(float) + 0.5 * (u[0] == u[1])
-        return np.stack([first, 1.0 - first])
+        top = u == u.max(axis=0, keepdims=True)
+        return top / top.sum(axis=0, keepdims=True)  # ties (probability zero) split evenly
 
     def describe(self, tex) -> str:
-        return (rf"{tex(self.label)} = \operatorname{{argmax}}_k u_k, \quad (u_0, u_1) = "
-                rf"({tex(self.forms[0])}, {tex(self.forms[1])})")
+        forms = ", ".join(tex(f) for f in self.forms)
+        names = ", ".join(f"u_{k}" for k in self.values)
+        return rf"{tex(self.label)} = \operatorname{{argmax}}_k u_k, \quad ({names}) = ({forms})"
 
 
 def conditional_law(forms: Sequence[sp.Expr], laws: dict[sp.Symbol, sp.Expr], residual: Sequence[sp.Symbol]

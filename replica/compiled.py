@@ -32,12 +32,15 @@ import tempfile
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
-from . import kernels
+from . import bivariate, kernels
 from .cache import default_cache_dir
 from .errors import ParameterError
 
 #: the generated leaves a module needs for the compiled path, in the unit's order
 LEAF_NAMES = ("_sexp",) + kernels.LEAF_NAMES
+#: library functions a leaf may call (scalar ``math`` code, numba-compilable), by the name the
+#: generated code calls them: the unit includes the source of those a model's leaves use
+HELPERS = {"bvn_scalar": bivariate.bvn_scalar}
 #: runtime backends a :class:`~replica.solver.Solver` accepts
 BACKENDS = ("auto", "numba", "numpy")
 
@@ -84,11 +87,19 @@ def kernel_source() -> str:
     return "\n\n".join(inspect.getsource(getattr(kernels, n)).rstrip() + "\n" for n in kernels.KERNEL_NAMES)
 
 
+def helper_names(module: ModuleType) -> tuple[str, ...]:
+    """Library functions the module's leaves call (:data:`HELPERS`), in the unit's order."""
+    leaves = "".join(inspect.getsource(getattr(module, n)) for n in LEAF_NAMES)
+    return tuple(n for n in HELPERS if f"{n}(" in leaves)
+
+
 def leaf_source(module: ModuleType) -> str:
-    """The model's part of the unit: its sizes and the source of its per-node leaves."""
+    """The model's part of the unit: its sizes, the library helpers its leaves call, and the
+    source of its per-node leaves."""
     sizes = "".join(f"{n} = {int(getattr(module, n))}\n" for n in kernels.SIZE_NAMES)
+    helpers = "".join(inspect.getsource(HELPERS[n]).rstrip() + "\n\n\n" for n in helper_names(module))
     leaves = "\n\n".join(inspect.getsource(getattr(module, n)).rstrip() + "\n" for n in LEAF_NAMES)
-    return f"EXP_CAP = {float(module.EXP_CAP)!r}\n{sizes}\n\n{leaves}"
+    return f"EXP_CAP = {float(module.EXP_CAP)!r}\n{sizes}\n\n{helpers}{leaves}"
 
 
 def unit_source(module: ModuleType) -> tuple[str, str]:
@@ -162,7 +173,7 @@ def compiled(module: ModuleType, jit: bool = True) -> SimpleNamespace:
     if jit and hit is not None and hit[0] is module:
         return hit[1]
     unit = load_unit(module)
-    names = LEAF_NAMES + kernels.KERNEL_NAMES
+    names = helper_names(module) + LEAF_NAMES + kernels.KERNEL_NAMES
     if jit:
         import numba
 

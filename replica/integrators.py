@@ -420,11 +420,12 @@ def default_spec(module: ModuleType, branch: str | None = None) -> str:
     model), the jump-aware pre-integration (``preint:default``) elsewhere, where tensor
     Gauss-Hermite converges erratically (docs/quadrature.md); for a model with token clusters
     always Gauss-Hermite (the solver multiplies Gaussian rules by the label configurations,
-    :mod:`replica.labels`, which pre-integration does not)."""
+    :mod:`replica.labels`, which pre-integration does not), and for a channel model without a
+    kink-aware rule (several Gaussians: e.g. a three-class argmax) or a piecewise loss."""
     if getattr(module, "KINK_RULE", False):
         return "kinks"  # a channel model with a one-dimensional prox (replica.kinks)
-    if getattr(module, "DISCRETE", ()):
-        return "default"
+    if getattr(module, "DISCRETE", ()) or getattr(module, "WEIGHTED", False) or getattr(module, "PIECEWISE", False):
+        return "default"  # labels, a channel's weight or a piecewise prox: pre-integration has none of them
     pinned = set(module.BRANCHES.get(branch or "free", ()))
     for (fams, _), mirrored in zip(module.SYMMETRIES, getattr(module, "MIRRORED", ())):
         if mirrored and all(f in pinned or f not in module.FAMILIES for f in fams):

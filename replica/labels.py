@@ -117,6 +117,11 @@ class ChannelRule(QuadratureRule):
         """The base rule's companion, times the same label values."""
         return with_channel(self.base.companion(), self.values)
 
+    def refined(self, factor: float | None = None) -> "ChannelRule":
+        """The base rule's refinement, times the same label values (the inherited one would refine
+        the label coordinate as if it were one more Gaussian)."""
+        return with_channel(self.base.refined(factor), self.values)
+
     def describe(self) -> str:
         """The base rule's description and the number of label values."""
         return f"{self.base.describe()} x {self.values.size} channel labels"

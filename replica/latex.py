@@ -17,12 +17,29 @@ from pathlib import Path
 
 import sympy as sp
 
+from .channels import BivariateNormalCDF
 from .data import CLUSTER_LETTERS
 from .derivation import Derivation
 from .freshness import current_stamp
 from .observables import TEST_LOSS, StateObservable, TestObservable
 from .potentials import GaussianMoreauEnvelope, prox_center_symbols
 from .symbolic import LATEX_NAMES, symbol
+
+
+
+#: a label law's derivatives up to this many operations are written out (simplified) in the export;
+#: larger ones (a three-class argmax's bivariate-orthant law: ~1e5 operations, and minutes of
+#: sympy's simplify) are left to the reader, with the derivatives of the functions in the law
+SIMPLIFY_OPS = 200
+#: the derivatives the potentials use for a bivariate normal CDF (replica.channels.BivariateNormalCDF)
+PHI2_DERIVATIVES = (r"\partial_h \Phi_2(h, k; r) = \phi(h)\, \Phi\left(\frac{k - r h}{\sqrt{1 - r^2}}\right), \quad "
+                    r"\partial_r \Phi_2(h, k; r) = \frac{e^{-(h^2 - 2 r h k + k^2) / (2 (1 - r^2))}}{2 \pi \sqrt{1 - r^2}}")
+
+
+def _law_derivative(weight: sp.Expr, x: sp.Symbol) -> sp.Expr | None:
+    """``d weight / dx`` simplified, or None where it has more than :data:`SIMPLIFY_OPS` operations."""
+    expr = sp.diff(weight, x)
+    return sp.simplify(expr) if sp.count_ops(expr) <= SIMPLIFY_OPS else None
 
 
 def tex(expr, **kw) -> str:
@@ -200,9 +217,15 @@ def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
                         "differentiating the label's law, never the label:",
                         rf"\partial_x \Psi_y = -\mathbb{{E}} \sum_{{{y}}} \left[ \partial_x W \, F(\hat h; \omega, "
                         rf"{y}, V) + W \, \partial_x F(h; \omega, {y}, V) \big|_{{h = \hat h}} \right]"))
-        for x in d.order_symbols:
-            en.append(Block("", [rf"\partial_{{{tex(x)}}} W = {tex(sp.simplify(sp.diff(env.weight, x)))}",
-                                 rf"\partial_{{{tex(x)}}} F = {tex(chain_rule_gradient(d, x))}"]))
+        derivatives = {x: _law_derivative(env.weight, x) for x in d.order_symbols}
+        if any(v is None for v in derivatives.values()):
+            phi2 = env.weight.has(BivariateNormalCDF)
+            en.append(Block("The derivatives of the label's law $W$ are too long to print; they follow from $W$ "
+                            + ("above with (symmetrically in $k$)" if phi2 else "above"),
+                            PHI2_DERIVATIVES if phi2 else r"\partial_x W = \partial_x \left(W \text{ above}\right)"))
+        for x, dW in derivatives.items():
+            lines = [] if dW is None else [rf"\partial_{{{tex(x)}}} W = {tex(dW)}"]
+            en.append(Block("", lines + [rf"\partial_{{{tex(x)}}} F = {tex(chain_rule_gradient(d, x))}"]))
     else:
         en.append(Block("where, by the envelope theorem ($\\hat h$ the global minimiser of $F$):",
                         r"\partial_x \Psi_y = -\mathbb{E}\left[ \partial_x F(h; \omega, h^{*}, V) "

@@ -355,7 +355,9 @@ def energetic_potential(model: Model, ops: OrderParameters) -> GaussianMoreauEnv
     if len(xi) == 1:
         z = xi[0]
         for centre, k, extra in ch.transitions():
-            a = [sp.Integer(1), sp.Integer(-1)] if k < 0 else [sp.Integer(int(i == k)) for i in range(len(mean))]
+            # k: a form index, or a pair (i, j) for the difference u_i - u_j (an argmax)
+            a = ([sp.Integer(int(n == k[0]) - int(n == k[1])) for n in range(len(mean))] if isinstance(k, tuple)
+                 else [sp.Integer(int(n == k)) for n in range(len(mean))])
             mu = sp.expand(sum(ai * mi for ai, mi in zip(a, mean)))
             var = sum(a[i] * a[j] * cov[i, j] for i in range(len(a)) for j in range(len(a)))
             slope = sp.diff(mu, z)

@@ -404,6 +404,15 @@ class Solver:
             else:
                 x[i] = v0[i] if np.isfinite(v0[i]) and 0 < v0[i] < 1e6 else rb
         x[self.pinned] = 0.0
+        # With several teacher fields the equal theta entries above can make the teacher's
+        # residual covariance rho - theta^T q^-1 theta singular (r = r_t = 2: exactly); shrink
+        # them until every validity quantity is clearly positive (other models: unchanged).
+        th = self.module.FAMILIES.get("theta", [])
+        for _ in range(10):
+            vals = np.atleast_1d(np.asarray(self.module.validity(x, self.p), dtype=float))
+            if not th or np.all(vals > 1e-3 * rb):
+                break
+            x[th] *= 0.5
         return x
 
     def check_state(self, x: np.ndarray) -> None:
@@ -518,11 +527,13 @@ class Solver:
     # ------------------------------------------------------------ iteration
     @explained_failures
     def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None,
-              jacobian: np.ndarray | None = None) -> FixedPoint:
+              jacobian: np.ndarray | None = None, cold: bool = False) -> FixedPoint:
         """Iterate to the fixed point at sample complexity ``alpha`` (from ``x0`` if given).
 
         ``jacobian``: the Newton Jacobian of a nearby solve (:attr:`last_jacobian`, e.g. the same
         point on another rule) to start Newton from without finite differences (with ``x0``).
+        ``cold``: ``x0`` is a generic start, not a nearby solution: Newton waits for Anderson as
+        from the default start (:meth:`solve_best`'s starts).
 
         Returns a converged :class:`FixedPoint` or raises :class:`ConvergenceError` /
         :class:`InvalidStateError` naming the point, the iterations and the residual.
@@ -557,7 +568,7 @@ class Solver:
         was_full = full  # type of the evaluation behind the previous residual
         # From a given x0 (continuation) Newton can start early; from the generic initial state
         # let Anderson approach first, so that Newton does not jump to another solution.
-        switch = self.newton_switch if x0 is None else max(self.newton_switch, 0.1)
+        switch = self.newton_switch if x0 is None or cold else max(self.newton_switch, 0.1)
         it = 0
         for it in range(1, self.max_iter + 1):
             g = (res.x_new - x)[free]
@@ -700,20 +711,26 @@ class Solver:
         error: Exception | None = None
         first = scout or self
         jacobians: list = []
-        for qs, ms in spread:
-            x0 = base.copy()
-            x0[qidx] *= qs
-            x0[mt] *= ms
-            try:
-                first._warm = None
-                fp = first.solve(alpha, x0=x0)
-            except (ConvergenceError, InvalidStateError) as exc:
-                error = exc
-                continue
-            if scout is not None and any(_same_point(fp, d) for d in found):
-                continue
-            found.append(fp)
-            jacobians.append(first.last_jacobian)
+        # Newton switched on at residual 0.1 (a continuation's setting) can send every generic start
+        # away (hinge at lam = 1e-3, alpha = 5: 500 iterations in vain each): if none converged, the
+        # starts once more with Newton waiting as from the default start (cold)
+        for cold in (False, True):
+            for qs, ms in spread:
+                x0 = base.copy()
+                x0[qidx] *= qs
+                x0[mt] *= ms
+                try:
+                    first._warm = None
+                    fp = first.solve(alpha, x0=x0, cold=cold)
+                except (ConvergenceError, InvalidStateError) as exc:
+                    error = exc
+                    continue
+                if scout is not None and any(_same_point(fp, d) for d in found):
+                    continue
+                found.append(fp)
+                jacobians.append(first.last_jacobian)
+            if found:
+                break
         if scout is not None:
             polished = []
             for fp, J in zip(found, jacobians):

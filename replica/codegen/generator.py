@@ -591,7 +591,28 @@ def generate_module(derivation: Derivation, backends: Sequence[Backend] | Backen
         declaration = getattr(d.model, "declared_in", None)
     functions = model_functions(d)
     sections = [s for s in (b.section(functions) for b in backends) if s]
-    return _header(d, declaration) + "\n\n" + "\n\n".join(sections)
+    helpers = _BVN_HELPERS if any("_bvn(" in s or "bvn_scalar(" in s for s in sections) else ""
+    return _header(d, declaration) + helpers + "\n\n" + "\n\n".join(sections)
+
+
+#: the bivariate normal CDF of a three-class argmax channel, defined only in modules that use it
+_BVN_HELPERS = '''
+
+def _bvn(h, k, r):
+    """The bivariate normal CDF P(X < h, Y < k), corr(X, Y) = r, on arrays (replica.bivariate,
+    imported on first use: Genz's algorithm, ~1e-15 absolute)."""
+    from replica.bivariate import bivariate_normal_cdf
+
+    return bivariate_normal_cdf(h, k, r)
+
+
+def bvn_scalar(h, k, r):
+    """_bvn at one point, for the per-node leaves in plain Python (the compiled unit defines
+    bvn_scalar from replica.bivariate's source instead)."""
+    from replica.bivariate import bvn_scalar as f
+
+    return f(h, k, r)
+'''
 
 
 def write_module(derivation: Derivation, path: str | Path | None = None,

@@ -38,6 +38,10 @@ class ArrayPrinter(NumPyPrinter):
         # the standard normal CDF of a channel's label law (replica.channels.NormalCDF)
         return f"_ndtr({self._print(expr.args[0])})"
 
+    def _print_BivariateNormalCDF(self, expr):
+        # a three-class argmax's label law (replica.channels.BivariateNormalCDF; replica.bivariate)
+        return f"_bvn({', '.join(self._print(a) for a in expr.args)})"
+
     def _print_Max(self, expr):
         # elementwise (sympy's default goes through functools.reduce, not imported here)
         out = self._print(expr.args[0])
@@ -124,6 +128,10 @@ class ScalarPrinter(PythonCodePrinter):
     def _print_NormalCDF(self, expr):
         # Phi(x) = erfc(-x / sqrt 2) / 2: accurate in both tails
         return f"(0.5*math.erfc(-0.7071067811865476*{self.parenthesize(expr.args[0], 1000)}))"
+
+    def _print_BivariateNormalCDF(self, expr):
+        # replica.bivariate.bvn_scalar: the compiled unit includes its source
+        return f"bvn_scalar({', '.join(self._print(a) for a in expr.args)})"
 
     def _print_Pow(self, expr, rational=False):
         b, e = expr.args
