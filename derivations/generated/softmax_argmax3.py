@@ -5,7 +5,7 @@ Model: softmax_argmax3: three-class softmax regression on an argmax teacher (log
 Fields: L=1, r=2, r_t=2. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=a03f6f13ef15cd5d generator=aa20e65276930948
+# replica-artifact: version=0.1.0 declaration=a03f6f13ef15cd5d generator=396560e413095183
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '0d5b37ac8e2c8e3b'
 DECLARATION_HASH = 'a03f6f13ef15cd5d'
-GENERATOR_HASH = 'aa20e65276930948'
+GENERATOR_HASH = '396560e413095183'
 L, R, R_T = 1, 2, 2
 PARAMETERS = ('lam',)
 DEFAULTS = (0.1,)
@@ -71,6 +71,8 @@ CONSTRAINTS = ()
 # (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
 SYMMETRIES = ()
 MIRRORED = ()
+# every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
+ISOTROPIC_TOKENS = True
 # Teacher channel: z = (GAUSSIANS, DISCRETE, LABEL); the label takes LABEL_VALUES, each with
 # weight one: its law W(y | z; x) = label_weight(z, x, p) multiplies min_h F (replica.channels).
 WEIGHTED = True
