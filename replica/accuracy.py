@@ -30,6 +30,7 @@ numbers whose bars stayed above it and why.
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable
 
 import numpy as np
@@ -113,15 +114,37 @@ def _roundoff_scale(fp: FixedPoint, vals: dict[str, float]) -> dict[str, float]:
     return out
 
 
+#: an entry of a matrix / vector order parameter or conjugate: ``q_12``, ``theta_1_21``, ``qhat_1_12``
+_ENTRY = re.compile(r"^([A-Za-z]+)_[0-9_]+$")
+
+
+def sizes(vals: dict[str, float]) -> dict[str, float]:
+    """What "relative" means for each number: its size, but for an entry of a matrix or vector
+    order parameter (or conjugate) the largest entry of that parameter (normwise relative error):
+    an off-diagonal overlap that is zero by symmetry (``q_1_12 ~ 1e-10`` next to ``q_1_11 ~ 3``) is
+    resolved when its bar is small against the matrix, not against its own round-off size."""
+    family: dict[str, float] = {}
+    for k, v in vals.items():
+        m = _ENTRY.match(k)
+        if m and math.isfinite(v):
+            family[m.group(1)] = max(family.get(m.group(1), 0.0), abs(v))
+    out = {}
+    for k, v in vals.items():
+        m = _ENTRY.match(k)
+        out[k] = max(abs(v), family.get(m.group(1), 0.0)) if m else abs(v)
+    return out
+
+
 def unresolved(fp: FixedPoint, errors: dict[str, float], accuracy: float) -> list[str]:
-    """Names whose bar exceeds ``accuracy`` relative (or is not finite)."""
+    """Names whose bar exceeds ``accuracy`` relative to :func:`sizes` (or is not finite)."""
     vals = values(fp)
+    size = sizes(vals)
     bad = []
     for k, e in errors.items():
         v = vals.get(k, float("nan"))
         if math.isnan(v) and math.isnan(e):
             continue  # a number the model does not have (e.g. psi_w in closed form is finite anyway)
-        if not (math.isfinite(e) and e <= max(accuracy * abs(v), ABSOLUTE_FLOOR)):
+        if not (math.isfinite(e) and e <= max(accuracy * size.get(k, abs(v)), ABSOLUTE_FLOOR)):
             bad.append(k)
     return bad
 
@@ -151,10 +174,10 @@ def _finish(fp: FixedPoint, errors: dict[str, float], accuracy: float, why: str 
     fp.observable_errors = {k: errors.get(k, float("nan")) for k in fp.observables}
     fp.eps_g_error = fp.observable_errors.get("eps_g", fp.eps_g_error)
     if bad:
-        vals = values(fp)
-        worst = sorted(bad, key=lambda k: -(errors[k] / max(abs(vals[k]), 1e-300)
+        size = sizes(values(fp))
+        worst = sorted(bad, key=lambda k: -(errors[k] / max(size[k], 1e-300)
                                              if math.isfinite(errors[k]) else math.inf))
-        shown = ", ".join(f"{k} (±{errors[k]:.1e}, {errors[k] / max(abs(vals[k]), 1e-300):.1e} relative)"
+        shown = ", ".join(f"{k} (±{errors[k]:.1e}, {errors[k] / max(size[k], 1e-300):.1e} relative)"
                           for k in worst[:6]) + (f" and {len(worst) - 6} more" if len(worst) > 6 else "")
         fp.notes.append(f"accuracy {accuracy:g} NOT met: error bars above it on {shown}"
                         + (f"; {why}" if why else "; rerun with --accuracy to refine the rules"))

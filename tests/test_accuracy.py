@@ -224,3 +224,14 @@ def test_logistic_accuracy_1e6_is_reached():
     for k in ("q", "V", "theta", "classification_error"):
         assert abs(res[k] - oracle[k]) <= max(1e-6 * abs(oracle[k]), res["errors"][k])
         assert res["errors"][k] <= 1e-6 * abs(res[k])
+
+
+def test_entries_of_a_matrix_parameter_are_relative_to_the_matrix():
+    """An off-diagonal overlap that is zero by symmetry is judged against its matrix (normwise
+    relative), a scalar against itself; names that merely contain '_' (psi_t, eps_g) stay scalars."""
+    from replica.accuracy import sizes
+
+    s = sizes({"q_1_11": 3.0, "q_1_12": 7.6e-11, "q_1_22": -3.5, "theta_1": 0.2, "theta_2": 1e-9,
+               "q": 0.5, "psi_t": -1e-8, "eps_g": 2e-3, "qhat_1_12": -2e-13, "qhat_1_11": 0.07})
+    assert s["q_1_12"] == 3.5 and s["q_1_11"] == 3.5 and s["theta_2"] == 0.2
+    assert s["qhat_1_12"] == 0.07 and s["q"] == 0.5 and s["psi_t"] == 1e-8 and s["eps_g"] == 2e-3
