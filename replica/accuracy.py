@@ -88,7 +88,8 @@ def bars(fine: FixedPoint, *coarser: FixedPoint, corrected: FixedPoint | None = 
     iteration's part of ``fine`` (``corrected``: see :func:`_iteration_part`), by name (``nan``
     where a value is not finite)."""
     vf = values(fine)
-    out = {k: v + ROUNDOFF * abs(vf[k]) for k, v in _iteration_part(fine, corrected).items()}
+    scale = _roundoff_scale(fine, vf)
+    out = {k: v + ROUNDOFF * scale[k] for k, v in _iteration_part(fine, corrected).items()}
     for c in coarser:
         vc = values(c)
         for k, v in vf.items():
@@ -96,6 +97,19 @@ def bars(fine: FixedPoint, *coarser: FixedPoint, corrected: FixedPoint | None = 
             if not (math.isfinite(v) and math.isfinite(vc.get(k, float("nan")))):
                 d = 0.0 if (v == vc.get(k) or (math.isnan(v) and math.isnan(vc.get(k, 0.0)))) else float("nan")
             out[k] = out.get(k, 0.0) + d
+    return out
+
+
+def _roundoff_scale(fp: FixedPoint, vals: dict[str, float]) -> dict[str, float]:
+    """What each number's round-off is relative to: its size, but for ``phi = psi_t + psi_w + alpha
+    psi_y`` (and ``train_loss = -phi``) the sizes of the terms, whose round-off the sum keeps when
+    they cancel (LASSO at alpha = 2: terms ~0.5, phi ~0.075)."""
+    out = {k: abs(v) for k, v in vals.items()}
+    terms = abs(fp.psi_t) + abs(fp.psi_w) + abs(fp.alpha) * abs(fp.psi_y)
+    if math.isfinite(terms):
+        for k in ("phi", "train_loss"):
+            if k in out:
+                out[k] = max(out[k], terms)
     return out
 
 

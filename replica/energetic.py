@@ -11,6 +11,7 @@ multiplied by the label law ``W`` (and the gradient is that of ``W F``).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .compiled import compiled, resolve_backend
-from .prox import envelope_gradient, prox
+from .prox import envelope_gradient, newton_minimize, prox
 
 
 @dataclass
@@ -92,6 +93,49 @@ def average_on_nodes(module: ModuleType, nodes: np.ndarray, weights: np.ndarray,
     return EnergeticAverage(-grad, -psi, h_all, n_dis, n_fail)
 
 
+#: a compiled average over more nodes than this runs in ``CHUNKS`` fixed node chunks: its sums are
+#: then the same whatever the number of threads (:func:`kernel_threads`) that run the chunks
+MIN_CHUNKED = 4096
+CHUNKS = 4
+
+_POOL: list = []
+
+
+def kernel_threads() -> int:
+    """Threads that run the node chunks of a compiled average (the kernels release the GIL):
+    ``$REPLICA_THREADS`` if set, else the CPUs this process may use (pool workers set 1)."""
+    env = os.environ.get("REPLICA_THREADS", "")
+    if env.strip().isdigit() and int(env) >= 1:
+        return int(env)
+    from .executors import available_cpus
+
+    return available_cpus()
+
+
+def chunk_map(fn, n: int) -> list:
+    """``[fn(a, b) for (a, b) in node chunks of 0..n]`` (one chunk up to :data:`MIN_CHUNKED` nodes,
+    else :data:`CHUNKS` equal ones), the chunks run by :func:`kernel_threads` threads; results in
+    chunk order."""
+    if n <= MIN_CHUNKED:
+        return [fn(0, n)]
+    edges = [round(i * n / CHUNKS) for i in range(CHUNKS + 1)]
+    spans = list(zip(edges[:-1], edges[1:]))
+    threads = min(kernel_threads(), CHUNKS)
+    if threads <= 1:
+        return [fn(a, b) for a, b in spans]
+    key = (threads, os.getpid())  # a forked child has the pool object but not its threads
+    if not _POOL or _POOL[0][0] != key:
+        from concurrent.futures import ThreadPoolExecutor
+
+        if _POOL:
+            old_key, old = _POOL.pop()
+            if old_key[1] == os.getpid():
+                old.shutdown(wait=False)
+        _POOL.append((key, ThreadPoolExecutor(max_workers=threads, thread_name_prefix="replica-kernel")))
+    futures = [_POOL[0][1].submit(fn, a, b) for a, b in spans]
+    return [f.result() for f in futures]
+
+
 def _average_compiled(module, nodes, weights, x, p, warm, multistart, prox_tol, warm_starts,
                       n_starts=None) -> EnergeticAverage:
     k = compiled(module)
@@ -106,9 +150,26 @@ def _average_compiled(module, nodes, weights, x, p, warm, multistart, prox_tol, 
     w_arr = np.ascontiguousarray(warm, dtype=float) if use_warm else np.zeros((D, 1))
     h_out = np.empty((D, N))
     failed = np.zeros(N, dtype=np.bool_)
+
+    def run(a: int, b: int):
+        whole = a == 0 and b == N
+        h = h_out if whole else np.empty((D, b - a))
+        grad = np.zeros(len(x))
+        out = k.node_prox_average(nodes if whole else np.ascontiguousarray(nodes[:, a:b]), weights[a:b],
+                                  w_arr if (whole or not use_warm) else np.ascontiguousarray(w_arr[:, a:b]),
+                                  use_warm, n_starts, x, p, float(prox_tol), 50, 1e-6, h, failed[a:b], grad)
+        if not whole:
+            h_out[:, a:b] = h
+        return out, grad
+
+    parts = chunk_map(run, N)
     grad = np.zeros(len(x))
-    psi, n_dis, n_fail = k.node_prox_average(
-        nodes, weights, w_arr, use_warm, n_starts, x, p, float(prox_tol), 50, 1e-6, h_out, failed, grad)
+    psi, n_dis, n_fail = 0.0, 0, 0
+    for (ps, nd, nf), g in parts:
+        grad += g
+        psi += ps
+        n_dis += nd
+        n_fail += nf
     if n_fail:
         # Robust numpy/scipy fallback (per-node L-BFGS) for the rare failed nodes.
         idx = np.flatnonzero(failed)
@@ -122,3 +183,33 @@ def _average_compiled(module, nodes, weights, x, p, warm, multistart, prox_tol, 
         h_out[:, idx] = res.h
         n_fail = res.n_failed
     return EnergeticAverage(-grad, -float(psi), h_out, int(n_dis), int(n_fail))
+
+
+def newton_from(module: ModuleType, nodes: np.ndarray, x: np.ndarray, p: np.ndarray, start: np.ndarray,
+                prox_tol: float = 1e-12, backend: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Damped Newton from ``start`` ``(PROX_DIM, N)`` alone at every node (no other start, no
+    fallback): the local minimiser it reaches, the bracket there and whether it converged. The
+    compiled kernel (``n_starts = 0``) where the backend allows, :func:`replica.prox.newton_minimize`
+    otherwise -- the same algorithm."""
+    x = np.ascontiguousarray(x, dtype=float)
+    p = np.ascontiguousarray(p, dtype=float)
+    if resolve_backend(module, backend) != "numba":
+        h, F, conv, _ = newton_minimize(module, start, nodes, x, p, tol=prox_tol)
+        return h, F, conv
+    N = nodes.shape[1]
+    h = np.empty((module.PROX_DIM, N))
+    failed = np.zeros(N, dtype=np.bool_)
+    kern = compiled(module).node_prox_average
+    nodes = np.ascontiguousarray(nodes, dtype=float)
+    start = np.ascontiguousarray(start, dtype=float)
+
+    def run(a: int, b: int) -> None:
+        hc = np.empty((module.PROX_DIM, b - a))
+        kern(np.ascontiguousarray(nodes[:, a:b]), np.zeros(b - a), np.ascontiguousarray(start[:, a:b]), True, 0,
+             x, p, float(prox_tol), 50, 1e-6, hc, failed[a:b], np.zeros(len(x)))
+        h[:, a:b] = hc
+
+    chunk_map(run, N)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        F = np.asarray(module.bracket(h, nodes, x, p), dtype=float)
+    return h, F, ~failed

@@ -28,9 +28,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .energetic import _weighted
+from .compiled import resolve_backend
+from .energetic import _weighted, average_on_nodes, newton_from
 from .errors import InvalidStateError, ParameterError
-from .prox import newton_direction, newton_minimize, prox
+from .prox import newton_direction, prox
 from .quadrature import QuadratureRule
 from .solver import FixedPoint, Solver
 
@@ -130,8 +131,12 @@ def variance_blocks(module: ModuleType, x: np.ndarray) -> np.ndarray:
 
 
 def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np.ndarray,
-                     chunk: int = 4096, prox_tol: float = 1e-12) -> tuple[np.ndarray, int]:
-    """``G = ∂g_out/∂ω`` (N, D, D) at the global minimiser of the bracket at every node."""
+                     chunk: int = 4096, prox_tol: float = 1e-12, backend: str = "numpy") -> tuple[np.ndarray, int]:
+    """``G = ∂g_out/∂ω`` (N, D, D) at the global minimiser of the bracket at every node.
+
+    The minimisers come from the multistart prox of ``backend`` (``"auto"``/``"numba"``: the
+    compiled kernel of the energetic average, the same algorithm as the numpy path,
+    :mod:`replica.kernels`), the Hessians from the module's vectorised ``bracket_newton``."""
     D = module.PROX_DIM
     Vinv = np.zeros((D, D))
     R = module.R
@@ -140,14 +145,25 @@ def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np
     N = nodes.shape[1]
     out = np.empty((N, D, D))
     failed = 0
+    # A piecewise bracket takes the exact piecewise prox, which says which nodes sit on a kink.
+    piecewise = bool(getattr(module, "PIECEWISE", False))
+    compiled_path = resolve_backend(module, backend) == "numba" and not piecewise
+    if compiled_path:
+        avg = average_on_nodes(module, nodes, np.zeros(N), x, p, prox_tol=prox_tol, backend=backend)
+        h_all, failed = avg.state, avg.n_failed
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         for a in range(0, N, chunk):
             z = nodes[:, a:a + chunk]
-            res = prox(module, z, x, p, tol=prox_tol, multistart=True)
-            failed += res.n_failed
-            h = res.h
+            stuck = None
+            if compiled_path:
+                h = h_all[:, a:a + chunk]
+            else:
+                res = prox(module, z, x, p, tol=prox_tol, multistart=True)
+                failed += res.n_failed
+                h = res.h
+                stuck = getattr(res, "on_break", None)
             _, g, H = module.bracket_newton(h, z, x, p)
-            if not getattr(module, "PIECEWISE", False):
+            if not piecewise:
                 # The prox stops once F's decrease is at round-off, which can leave h off by
                 # ~sqrt(1e-15 F/H) (2e-7 on logistic at V ~ 600). The averages of the saddle point
                 # feel that only at second order, G through H at first: one Newton step, kept
@@ -160,7 +176,6 @@ def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np
             Hm = H.T.reshape(-1, D, D)
             Hm = 0.5 * (Hm + Hm.transpose(0, 2, 1))
             out[a:a + chunk] = Vinv @ np.linalg.inv(Hm) @ Vinv - Vinv
-            stuck = getattr(res, "on_break", None)
             if stuck is not None:
                 # A piecewise prox sitting on a breakpoint of the loss (which does not move with
                 # omega) stays there: dh/domega = 0, G = -V^{-1} (the branch Hessian says nothing).
@@ -169,8 +184,10 @@ def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np
 
 
 def switching(module: ModuleType, x: np.ndarray, p: np.ndarray, samples: int = 50_000, seed: int = 0,
-              chunk: int = 10_000, prox_tol: float = 1e-12) -> Switching:
-    """Detect a jumping global minimiser of the bracket at state ``x`` (see :class:`Switching`)."""
+              chunk: int = 10_000, prox_tol: float = 1e-12, backend: str = "numpy") -> Switching:
+    """Detect a jumping global minimiser of the bracket at state ``x`` (see :class:`Switching`).
+    Newton from each start alone by :func:`replica.energetic.newton_from` (``backend``: the
+    compiled kernel or numpy, the same algorithm)."""
     rng = np.random.default_rng(seed)
     D, S = module.PROX_DIM, module.N_STARTS
     gaps = []
@@ -183,7 +200,7 @@ def switching(module: ModuleType, x: np.ndarray, p: np.ndarray, samples: int = 5
         hs, Fs = [], []
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             for k in range(S):
-                h, F, conv, _ = newton_minimize(module, starts[k], z, x, p, tol=prox_tol)
+                h, F, conv = newton_from(module, z, x, p, starts[k], prox_tol, backend)
                 hs.append(h)
                 Fs.append(np.where(conv & np.isfinite(F), F, np.inf))
         hs, Fs = np.array(hs), np.array(Fs)
@@ -285,7 +302,7 @@ def _map_matrix(module: ModuleType, G: np.ndarray, weights: np.ndarray, alpha: f
 
 
 def _value(module, solver, x, alpha, nodes, weights, J, EJ2):
-    G, failed = output_jacobians(module, x, solver.p, nodes, prox_tol=solver.prox_tol)
+    G, failed = output_jacobians(module, x, solver.p, nodes, prox_tol=solver.prox_tol, backend=solver.backend)
     weights = _weighted(module, weights, nodes, x, solver.p)  # a teacher channel's label law W(y | z; x)
     rb = np.asarray(module.rho_bar(solver.p), dtype=float).reshape(-1)
     gam = np.broadcast_to(rb, (module.L,)) if rb.size in (1, module.L) else rb
@@ -300,7 +317,7 @@ def _value(module, solver, x, alpha, nodes, weights, J, EJ2):
 def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[str, float], alpha: float | None = None,
              parameters: Mapping[str, float] | None = None, branch: str | None = None,
              rule: QuadratureRule | None = None, error_estimate: bool = True,
-             switching_samples: int = 50_000) -> Replicon:
+             switching_samples: int = 50_000, backend: str = "auto") -> Replicon:
     """The replicon of a fixed point of ``module`` (see the module docstring).
 
     ``fixed_point``: a :class:`~replica.solver.FixedPoint` (its ``alpha``, parameters and
@@ -310,7 +327,8 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
     Needs isotropic tokens (atoms of the spectral law sharing their eigenvalues) and no token
     clusters -- every model of the toolkit but ``attention_clusters``. ``switching_samples`` Monte-Carlo nodes test whether the prox switches between minima
     (:func:`switching`; 0 skips the test). ``rs_stable`` needs both ``value < 1`` and no
-    switching.
+    switching. ``backend``: the inner minimisations' (``"auto"``: the compiled kernels where the
+    module has them, :class:`~replica.solver.Solver`'s choice; ``"numpy"``).
     """
     if isinstance(fixed_point, FixedPoint):
         x = fixed_point.x
@@ -325,7 +343,7 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
         raise ParameterError("alpha", f"must be a finite number >= 0, got {alpha}")
     if getattr(module, "DISCRETE", ()):
         raise ParameterError("model", f"{module.MODEL}: the replicon is not implemented for token clusters")
-    solver = Solver(module, parameters, branch, rule=rule, backend="numpy")
+    solver = Solver(module, parameters, branch, rule=rule, backend=backend)
     solver.check_state(x)
     _check_isotropic(module, solver.parameter_dict)
     integ = solver.integrator
@@ -336,7 +354,8 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
     if error_estimate:
         comp = _rule_at(integ.companion(), x, solver.p)
         error = abs(value - _value(module, solver, x, alpha, *comp, J, EJ2)[0])
-    sw = switching(module, x, solver.p, samples=switching_samples) if switching_samples else None
+    sw = (switching(module, x, solver.p, samples=switching_samples, prox_tol=solver.prox_tol, backend=solver.backend)
+          if switching_samples else None)
     notes = []
     if sw is not None and sw.detected:
         notes.append(f"the prox switches between minima ({sw.near} of {sw.samples} samples nearly degenerate, "
@@ -350,21 +369,29 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
 
 def _check_isotropic(module: ModuleType, parameters: Mapping[str, float]) -> None:
     """The entropic factor ``J = V_ℓ/γ_ℓ`` needs every atom of the spectral law to share its
-    eigenvalues (isotropic tokens). Checked on the declaration when it can be found by name
-    (which needs sympy: without it the replicon is refused, not computed unchecked)."""
-    try:
-        import sympy as sp
+    eigenvalues (isotropic tokens). Read from the generated module (``ISOTROPIC_TOKENS``, else the
+    numbers of ``atom_eigenvalues``: no sympy); a module generated before they existed is checked on
+    its declaration when that can be found by name (which needs sympy: without it the replicon is
+    refused, not computed unchecked)."""
+    if getattr(module, "ISOTROPIC_TOKENS", False):
+        return
+    if hasattr(module, "atom_eigenvalues"):
+        p = np.array([float(parameters.get(n, d)) for n, d in zip(module.PARAMETERS, module.DEFAULTS)])
+        gam = np.asarray(module.atom_eigenvalues(p), dtype=float).reshape(-1, module.L)
+    else:
+        try:
+            import sympy as sp
 
-        from .registry import load_model
+            from .registry import load_model
 
-        decl = load_model(module.MODEL)
-    except ImportError as exc:
-        raise ParameterError("model", f"{module.MODEL}: the replicon reads the declaration's spectral law, "
-                                      f"which needs sympy ({exc})") from None
-    except ParameterError:
-        return  # a model given by path: its declaration is not known here
-    values = {s: float(parameters.get(str(s), v)) for s, v in decl.defaults.items()}
-    gam = [[float(sp.sympify(g).subs(values)) for g in a.gamma] for a in decl.data.atoms]
+            decl = load_model(module.MODEL)
+        except ImportError as exc:
+            raise ParameterError("model", f"{module.MODEL}: the replicon reads the declaration's spectral law, "
+                                          f"which needs sympy ({exc})") from None
+        except ParameterError:
+            return  # a model given by path: its declaration is not known here
+        values = {s: float(parameters.get(str(s), v)) for s, v in decl.defaults.items()}
+        gam = [[float(sp.sympify(g).subs(values)) for g in a.gamma] for a in decl.data.atoms]
     if any(not np.allclose(g, gam[0]) for g in gam):
         raise ParameterError("model", f"{module.MODEL}: the replicon is implemented for isotropic tokens "
                                       "(every atom with the same eigenvalues)")

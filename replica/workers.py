@@ -80,7 +80,9 @@ def terminate_raises() -> Iterator[None]:
 
 
 def _die_with_parent() -> None:
-    """In a worker: ignore Ctrl-C, default SIGTERM, and (Linux) be killed when the parent dies."""
+    """In a worker: ignore Ctrl-C, default SIGTERM, (Linux) be killed when the parent dies, and run
+    the compiled averages on one thread (the pool's processes share the CPUs already)."""
+    os.environ.setdefault("REPLICA_THREADS", "1")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     parent = os.getppid()

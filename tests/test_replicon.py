@@ -412,3 +412,42 @@ def test_figures_replicon_points_bad_input(tmp_path):
                         str(tmp_path / "f")], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "replicon-points" in r.stderr
+
+
+ANISOTROPIC = '''
+"""Ridge on tokens with two covariance eigenvalues (1 and 3, half the directions each)."""
+import numpy as np
+import sympy as sp
+
+from replica import L2, Model, TokenStatistics, fields, parameter, symbol, teacher_fields
+
+h, hs = fields(1, 1), teacher_fields(1, 1)
+noise = symbol("noise", "z")
+lam = parameter("lam", r"\\lambda")
+model = Model(name="ridge_anisotropic", description="ridge, two eigenvalues", h=h, hstar=hs,
+              loss=sp.Rational(1, 2) * (hs[0] + noise / 2 - h[0]) ** 2, noise=[noise],
+              data=TokenStatistics.from_covariances([np.array([1.0, 3.0])]), regularizer=L2(lam),
+              parameters={lam: 0.1}, branches={"centered": ("m",)})
+'''
+
+
+def test_replicon_refuses_anisotropic_tokens_without_the_declaration(tmp_path, monkeypatch):
+    """The isotropy check reads the generated module (``ISOTROPIC_TOKENS``, ``atom_eigenvalues``),
+    not the declaration: a two-eigenvalue law is refused with a reason, and no sympy is needed."""
+    from replica import registry
+    from replica.stability import replicon_summary
+
+    path = tmp_path / "ridge_anisotropic.py"
+    path.write_text(textwrap.dedent(ANISOTROPIC))
+    mod = load_module(str(path))
+    assert mod.ISOTROPIC_TOKENS is False
+    assert sorted(np.asarray(mod.atom_eigenvalues(np.array(mod.DEFAULTS))).tolist()) == [1.0, 3.0]
+    fp = Solver(mod).solve(2.0)
+    def no_declaration(*args, **kwargs):
+        raise AssertionError("the isotropy check read the declaration")
+
+    monkeypatch.setattr(registry, "load_model", no_declaration)
+    out = replicon_summary(mod, fp, switching_samples=0)
+    assert out["replicon"] is None and "isotropic" in out["replicon_reason"]
+    plain = load_module("ridge")
+    assert plain.ISOTROPIC_TOKENS is True and not hasattr(plain, "atom_eigenvalues")

@@ -5,7 +5,7 @@ Model: attention_clusters: tied dot-product attention, L=2, r=r_t=1, tokens from
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=d8abec631cdbd3e4 generator=a092288dbdc9484d
+# replica-artifact: version=0.1.0 declaration=d8abec631cdbd3e4 generator=1048cae0a414374d
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '4bc54455a011465b'
 DECLARATION_HASH = 'd8abec631cdbd3e4'
-GENERATOR_HASH = 'a092288dbdc9484d'
+GENERATOR_HASH = '1048cae0a414374d'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('omega', 'lam', 'p_same', 'A_11', 'A_12', 'A_21', 'A_22', 'sigma_1a', 'sigma_1b', 'sigma_2a', 'sigma_2b', 'mu_1a', 'mu_1b', 'mu_2a', 'mu_2b')
 DEFAULTS = (0.3, 0.01, 0.8, 0.6, 0.4, 0.4, 0.6, 0.5, 0.35, 0.5, 0.35, 0.8, -0.4, 0.4, -0.8)
@@ -71,6 +71,8 @@ CONSTRAINTS = (('A', 'row 1 must sum to 1', '=='), ('A', 'row 2 must sum to 1', 
 # (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
 SYMMETRIES = ((('m',), (0, 1, 2, 3)), (('theta',), (2, 3)))
 MIRRORED = (True, False)
+# every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
+ISOTROPIC_TOKENS = True
 # Token clusters: z = (GAUSSIANS, DISCRETE); DISCRETE are one-hot label indicators e_(lc),
 # one per slot (token l, cluster c) of SLOTS. Averages run over Gaussian nodes x label
 # configurations: CONFIGURATIONS (values of DISCRETE), LABELS (cluster of every token,

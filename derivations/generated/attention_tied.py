@@ -5,7 +5,7 @@ Model: attention_tied: tied dot-product attention, L=2, r=1, r_t=1 (Cui et al. 2
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=79fec660e898c5ec generator=a092288dbdc9484d
+# replica-artifact: version=0.1.0 declaration=79fec660e898c5ec generator=1048cae0a414374d
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '461b5f4c73e77356'
 DECLARATION_HASH = '79fec660e898c5ec'
-GENERATOR_HASH = 'a092288dbdc9484d'
+GENERATOR_HASH = '1048cae0a414374d'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('omega', 'sigma', 'lam', 'A_11', 'A_12', 'A_21', 'A_22')
 DEFAULTS = (0.3, 0.5, 0.01, 0.6, 0.4, 0.4, 0.6)
@@ -71,6 +71,8 @@ CONSTRAINTS = (('A', 'row 1 must sum to 1', '=='), ('A', 'row 2 must sum to 1', 
 # (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
 SYMMETRIES = ((('m',), (0, 1, 2, 3)), (('theta',), (2, 3)))
 MIRRORED = (True, False)
+# every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
+ISOTROPIC_TOKENS = True
 WEIGHTED = False
 ENTROPIC = "closed"
 

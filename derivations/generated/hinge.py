@@ -5,7 +5,7 @@ Model: hinge: support vector machine: hinge loss on a sign teacher y = sign(h*),
 Fields: L=1, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=d72bb427d286c40a generator=a092288dbdc9484d
+# replica-artifact: version=0.1.0 declaration=d72bb427d286c40a generator=1048cae0a414374d
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = 'd6be560e74d5dfe3'
 DECLARATION_HASH = 'd72bb427d286c40a'
-GENERATOR_HASH = 'a092288dbdc9484d'
+GENERATOR_HASH = '1048cae0a414374d'
 L, R, R_T = 1, 1, 1
 PARAMETERS = ('lam',)
 DEFAULTS = (0.1,)
@@ -71,6 +71,8 @@ CONSTRAINTS = ()
 # (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
 SYMMETRIES = ((('m',), (0, 1)),)
 MIRRORED = (True,)
+# every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
+ISOTROPIC_TOKENS = True
 # Teacher channel: z = (GAUSSIANS, DISCRETE, LABEL); the label takes LABEL_VALUES, each with
 # weight one: its law W(y | z; x) = label_weight(z, x, p) multiplies min_h F (replica.channels).
 WEIGHTED = True

@@ -159,6 +159,9 @@ def model_functions(d: Derivation) -> list[Function]:
     if not m.data.has_clusters:
         out.append(F("rho_bar", [p_arg], [[m.data.rho_bar(l) for l in range(m.L)]],
                      "rho_bar_l = tr Sigma_l / d for every token."))
+        if not _isotropic_tokens(m):  # what the replicon checks (replica.stability), numerically here
+            out.append(F("atom_eigenvalues", [p_arg], [[g for a in m.data.atoms for g in a.gamma]],
+                         "Eigenvalues gamma_l of every atom of the spectral law, atom-major (n_atoms x L)."))
     else:
         out.append(F("rho_bar", [p_arg], [[m.data.rho_bar(s) for s in range(m.data.S)]],
                      "rho_bar_s = tr Sigma_s / d for every slot (token, cluster), in SLOTS order."))
@@ -498,7 +501,14 @@ CONSTRAINTS = {tuple((c.parameter, c.message, c.relation.rel_op) for c in m.cons
 # (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
 SYMMETRIES = {tuple((f.families, f.indices) for f in sym.folds)!r}
 MIRRORED = {tuple(f.mirrored for f in sym.folds)!r}
+# every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
+ISOTROPIC_TOKENS = {_isotropic_tokens(m)!r}
 ''' + _discrete_header(m, env) + _channel_header(d) + _entropic_header(d)
+
+
+def _isotropic_tokens(m) -> bool:
+    """Whether every atom of the model's spectral law has the same eigenvalues, symbolically."""
+    return len({tuple(sp.simplify(sp.sympify(g)) for g in a.gamma) for a in m.data.atoms}) == 1
 
 
 def _channel_header(d: Derivation) -> str:

@@ -31,7 +31,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_numeric_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-replicon", dest="replicon", action="store_false",
-                   help="skip the replicon (RS stability of the fixed point, a few seconds; "
+                   help="skip the replicon (RS stability of the fixed point, under a second at the paper's point; "
                         "docs/replicon.md): no 'replicon'/'rs_stable' in the output")
     p.set_defaults(func=run)
     return p
