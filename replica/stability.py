@@ -412,13 +412,15 @@ def replicon_summary(module: ModuleType, fixed_point: FixedPoint, **options: Any
         return {"replicon": None, "replicon_reason": why, "rs_stable": None, "rs_stable_reason": why}
 
 
-def state_error(module: ModuleType, fixed_point: FixedPoint, errors: Mapping[str, float]) -> float:
+def state_error(module: ModuleType, fixed_point: FixedPoint, errors: Mapping[str, float],
+                base: float | None = None) -> float:
     """The replicon's error from the fixed point's own error bars (first order, worst case).
 
     ``sum_k |R(x + delta_k e_k) - R(x)|`` over the order parameters with a positive finite bar
     ``delta_k`` in ``errors`` (keyed by name; the other side where ``x + delta_k e_k`` is not
     admissible, ``inf`` where neither is). Adds to :attr:`Replicon.error`, which is the quadrature
-    error at fixed ``x`` only: ``replica solve``'s ``errors["replicon"]`` is their sum.
+    error at fixed ``x`` only: ``replica solve``'s ``errors["replicon"]`` is their sum. ``base``:
+    the replicon at ``x`` when already known (saves one evaluation).
     """
     x = np.asarray(fixed_point.x, dtype=float)
 
@@ -426,7 +428,7 @@ def state_error(module: ModuleType, fixed_point: FixedPoint, errors: Mapping[str
         return replicon(module, y, fixed_point.alpha, fixed_point.parameters, fixed_point.branch,
                         error_estimate=False, switching_samples=0).value
 
-    base = value(x)
+    base = value(x) if base is None else float(base)
     total = 0.0
     for k, name in enumerate(module.ORDER_PARAMETERS):
         delta = errors.get(name)

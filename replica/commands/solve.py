@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
             if bar is not None and res.get("replicon") is not None:
                 from ..stability import state_error
 
-                bar = bar + state_error(module, fp, fp.errors)
+                bar = bar + state_error(module, fp, fp.errors, base=res["replicon"])
             res["errors"]["replicon"] = bar
     if args.json:
         jsonio.dump(res, sys.stdout, REASONS)
