@@ -1,15 +1,26 @@
 """The ``sweep`` section of ``python -m benchmarks`` (issue 19): how ``replica sweep`` scales.
 
 A 3×3 grid of phase points of the paper's attention model over ``(omega, sigma)`` (kind
-``phase``: alpha_c, alpha_l and the spinodals by continuation; the nine points are independent
-tasks, so the scaling measured is the executor's, not the warm-start chains'), computed by the
-command users run -- ``replica sweep SPEC --no-cache`` in a fresh process -- on 1, 2 and 4 local
-worker processes and on a Dask ``LocalCluster`` of 2. Each row's ratio is against the 1-worker
-run of the same benchmark run. Every run's dataset must equal the 1-worker one bit for bit (an
-assertion): the executors may change the time, never the numbers.
+``phase``: alpha_c, alpha_l and the spinodals by continuation of the transition's two branches;
+the nine points are independent tasks, so the scaling measured is the executor's, not the
+warm-start chains'), computed by the command users run -- ``replica sweep SPEC --no-cache`` in a
+fresh process, so every run computes every point -- on 1, 2 and 4 local worker processes and on
+a Dask ``LocalCluster`` of 2. Each row's ratio is against the 1-worker run of the same benchmark
+run. Every run's dataset must equal the 1-worker one bit for bit (an assertion): the executors
+may change the time, never the numbers.
 
+The phase points are kept cheap so that the four runs take a few minutes on 2 cores: only the
+pair (semantic, positional) is followed, with ``early_stop``, on ``alpha`` in ``[0.5, 2.5]``
+(every ``alpha_c`` and ``alpha_l`` of the grid lies inside: 0.64-1.77 and 0.75-2.27 measured
+with ``--quick``), on ``sigma`` in ``[0.5, 0.6]``
+(at ``sigma = 0.4`` ``alpha_c`` is 3.5 at ``omega = 0.2`` and above 4 at 0.3 and 0.4). The
+earlier spec (``alpha`` from 0.1, the agnostic branch too, ``sigma = 0.4, 0.5, 0.6``) did not
+finish in 840 s: at ``(omega, sigma) = (0.4, 0.6)`` following the positional branch down to
+``alpha = 0.1`` ran for more than ten minutes (the thresholds-only path hangs there as well).
 Before the timed runs one solve in a fresh process fills numba's on-disk cache, so that no run
-pays the compilation. ``--quick`` uses a coarse quadrature and ``alpha_max = 3``.
+pays the compilation. ``--quick`` uses a coarse quadrature (``gh:8``); the four ``--quick`` runs
+(377 solves each) took 322 s in all on a 2-core machine at load 4-7, i.e. roughly 2-3 minutes
+on a quiet one (the lead's timings go to RESULTS.md).
 """
 from __future__ import annotations
 
@@ -24,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OMEGAS = [0.2, 0.3, 0.4]
-SIGMAS = [0.4, 0.5, 0.6]
+SIGMAS = [0.5, 0.55, 0.6]
 #: (label, command-line arguments) of the executors compared; the first is the baseline
 RUNS = [("1 local worker", ["--jobs", "1"]), ("2 local workers", ["--jobs", "2"]),
         ("4 local workers", ["--jobs", "4"]), ("Dask LocalCluster of 2", ["--scheduler", "local:2"])]
@@ -39,7 +50,10 @@ omega = {OMEGAS}
 sigma = {SIGMAS}
 [compute]
 kind = "phase"
-alpha_max = {3.0 if quick else 4.0}
+branches = ["semantic", "positional"]
+early_stop = true
+alpha_min = 0.5
+alpha_max = 2.5
 {'quadrature = "gh:8"' if quick else ''}
 """
 

@@ -29,13 +29,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from .compiled import resolve_backend
-from .energetic import average_on_nodes, newton_from
-from .errors import ParameterError
-from .prox import prox
+from .energetic import _weighted, average_on_nodes, newton_from
+from .errors import InvalidStateError, ParameterError
+from .prox import newton_direction, prox
 from .quadrature import QuadratureRule
 from .solver import FixedPoint, Solver
 
-__all__ = ["Replicon", "Switching", "replicon", "replicon_summary", "rs_stable", "switching",
+__all__ = ["Replicon", "Switching", "replicon", "replicon_summary", "rs_stable", "switching", "state_error",
            "output_jacobians", "variance_blocks", "curve_stability", "unstable_intervals"]
 
 
@@ -145,23 +145,41 @@ def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np
     N = nodes.shape[1]
     out = np.empty((N, D, D))
     failed = 0
-    compiled_path = resolve_backend(module, backend) == "numba"
+    # A piecewise bracket takes the exact piecewise prox, which says which nodes sit on a kink.
+    piecewise = bool(getattr(module, "PIECEWISE", False))
+    compiled_path = resolve_backend(module, backend) == "numba" and not piecewise
     if compiled_path:
         avg = average_on_nodes(module, nodes, np.zeros(N), x, p, prox_tol=prox_tol, backend=backend)
         h_all, failed = avg.state, avg.n_failed
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         for a in range(0, N, chunk):
             z = nodes[:, a:a + chunk]
+            stuck = None
             if compiled_path:
                 h = h_all[:, a:a + chunk]
             else:
                 res = prox(module, z, x, p, tol=prox_tol, multistart=True)
                 failed += res.n_failed
                 h = res.h
-            _, _, H = module.bracket_newton(h, z, x, p)
+                stuck = getattr(res, "on_break", None)
+            _, g, H = module.bracket_newton(h, z, x, p)
+            if not piecewise:
+                # The prox stops once F's decrease is at round-off, which can leave h off by
+                # ~sqrt(1e-15 F/H) (2e-7 on logistic at V ~ 600). The averages of the saddle point
+                # feel that only at second order, G through H at first: one Newton step, kept
+                # where it is small and lowers the gradient.
+                d = newton_direction(g, H)
+                small = np.max(np.abs(d), axis=0) <= 1e-6 * (1.0 + np.max(np.abs(h), axis=0))
+                _, g2, H2 = module.bracket_newton(h + d, z, x, p)
+                better = small & (np.max(np.abs(g2), axis=0) <= np.max(np.abs(g), axis=0))
+                H = np.where(better[None, :], H2, H)
             Hm = H.T.reshape(-1, D, D)
             Hm = 0.5 * (Hm + Hm.transpose(0, 2, 1))
             out[a:a + chunk] = Vinv @ np.linalg.inv(Hm) @ Vinv - Vinv
+            if stuck is not None:
+                # A piecewise prox sitting on a breakpoint of the loss (which does not move with
+                # omega) stays there: dh/domega = 0, G = -V^{-1} (the branch Hessian says nothing).
+                out[a:a + chunk][np.asarray(stuck) >= 0] = -Vinv
     return out, failed
 
 
@@ -176,6 +194,8 @@ def switching(module: ModuleType, x: np.ndarray, p: np.ndarray, samples: int = 5
     for a in range(0, samples, chunk):
         N = min(chunk, samples - a)
         z = rng.standard_normal((len(module.GAUSSIANS), N))
+        if getattr(module, "WEIGHTED", False):
+            z = _draw_labels(module, z, x, p, rng)
         starts = module.prox_starts(z, x, p).reshape(S, D, N)
         hs, Fs = [], []
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
@@ -195,6 +215,30 @@ def switching(module: ModuleType, x: np.ndarray, p: np.ndarray, samples: int = 5
     scale = float(np.median(gap[multi])) if multi.any() else 0.0
     near = int(np.sum(gap[multi] < 0.05 * scale)) if multi.sum() > 1 else 0
     return Switching(samples=int(samples), multi_fraction=float(multi.mean()), gap_scale=scale, near=near)
+
+
+def _draw_labels(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
+                 rng: np.random.Generator) -> np.ndarray:
+    """``z`` with a teacher channel's label row appended, each label drawn from its law
+    ``W(y | z; x)`` (module ``label_weight``), as the energetic average weighs it."""
+    values = np.asarray(module.LABEL_VALUES, dtype=float)
+    N = z.shape[1]
+    W = np.array([np.asarray(module.label_weight(np.vstack([z, np.full((1, N), y)]), x, p), dtype=float)
+                  * np.ones(N) for y in values])
+    cdf = np.cumsum(W / W.sum(axis=0), axis=0)
+    k = np.minimum((rng.random(N)[None, :] > cdf).sum(axis=0), values.size - 1)
+    return np.vstack([z, values[k][None, :]])
+
+
+def _rule_at(integ: Any, x: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of the energetic average at state ``x``: a fixed rule's, or the rule a
+    state-dependent integrator (the kink-aware rule of a channel model) builds at ``x``."""
+    if hasattr(integ, "nodes"):
+        return integ.nodes, integ.weights
+    if hasattr(integ, "rule"):
+        rule = integ.rule(x, p)
+        return rule.nodes, rule.weights
+    raise ParameterError("rule", "the replicon needs a quadrature rule (nodes and weights)")
 
 
 def _sym_basis(R: int) -> list[tuple[int, int]]:
@@ -259,6 +303,7 @@ def _map_matrix(module: ModuleType, G: np.ndarray, weights: np.ndarray, alpha: f
 
 def _value(module, solver, x, alpha, nodes, weights, J, EJ2):
     G, failed = output_jacobians(module, x, solver.p, nodes, prox_tol=solver.prox_tol, backend=solver.backend)
+    weights = _weighted(module, weights, nodes, x, solver.p)  # a teacher channel's label law W(y | z; x)
     rb = np.asarray(module.rho_bar(solver.p), dtype=float).reshape(-1)
     gam = np.broadcast_to(rb, (module.L,)) if rb.size in (1, module.L) else rb
     M = _map_matrix(module, G, weights, alpha, np.asarray(gam, dtype=float), J, EJ2)
@@ -305,14 +350,13 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
     solver.check_state(x)
     _check_isotropic(module, solver.parameter_dict)
     integ = solver.integrator
-    if not hasattr(integ, "nodes"):
-        raise ParameterError("rule", "the replicon needs a quadrature rule (nodes and weights)")
+    nodes, weights = _rule_at(integ, x, solver.p)
     J, EJ2 = _entropic_factor(solver, x, alpha)
-    value, M, energetic, failed = _value(module, solver, x, alpha, integ.nodes, integ.weights, J, EJ2)
+    value, M, energetic, failed = _value(module, solver, x, alpha, nodes, weights, J, EJ2)
     error = float("nan")
     if error_estimate:
-        comp = integ.companion()
-        error = abs(value - _value(module, solver, x, alpha, comp.nodes, comp.weights, J, EJ2)[0])
+        comp = _rule_at(integ.companion(), x, solver.p)
+        error = abs(value - _value(module, solver, x, alpha, *comp, J, EJ2)[0])
     sw = (switching(module, x, solver.p, samples=switching_samples, prox_tol=solver.prox_tol, backend=solver.backend)
           if switching_samples else None)
     notes = []
@@ -369,6 +413,41 @@ def replicon_summary(module: ModuleType, fixed_point: FixedPoint, **options: Any
     except ParameterError as exc:
         why = f"not computed: {exc}"
         return {"replicon": None, "replicon_reason": why, "rs_stable": None, "rs_stable_reason": why}
+
+
+def state_error(module: ModuleType, fixed_point: FixedPoint, errors: Mapping[str, float],
+                base: float | None = None) -> float:
+    """The replicon's error from the fixed point's own error bars (first order, worst case).
+
+    ``sum_k |R(x + delta_k e_k) - R(x)|`` over the order parameters with a positive finite bar
+    ``delta_k`` in ``errors`` (keyed by name; the other side where ``x + delta_k e_k`` is not
+    admissible, ``inf`` where neither is). Adds to :attr:`Replicon.error`, which is the quadrature
+    error at fixed ``x`` only: ``replica solve``'s ``errors["replicon"]`` is their sum. ``base``:
+    the replicon at ``x`` when already known (saves one evaluation).
+    """
+    x = np.asarray(fixed_point.x, dtype=float)
+
+    def value(y: np.ndarray) -> float:
+        return replicon(module, y, fixed_point.alpha, fixed_point.parameters, fixed_point.branch,
+                        error_estimate=False, switching_samples=0).value
+
+    base = value(x) if base is None else float(base)
+    total = 0.0
+    for k, name in enumerate(module.ORDER_PARAMETERS):
+        delta = errors.get(name)
+        if delta is None or not math.isfinite(delta) or delta <= 0:
+            continue
+        change = math.inf
+        for sign in (1.0, -1.0):
+            y = x.copy()
+            y[k] += sign * delta
+            try:
+                change = abs(value(y) - base)
+                break
+            except (InvalidStateError, ParameterError):
+                continue
+        total += change
+    return total
 
 
 def rs_stable(module: ModuleType, fixed_point: FixedPoint | np.ndarray, alpha: float | None = None,

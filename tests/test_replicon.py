@@ -135,6 +135,136 @@ def test_attention_positional_point_switches(attention):
     assert not rep.rs_stable
 
 
+# --------------------------------------------------------------------------- l2 classifiers, sign teacher
+# Hand-derived closed forms (issue 16's check "ridge and l2 logistic"), in the toolkit's
+# conventions (docs/replicon.md, tests/oracles/common.py): L = R = 1, gamma = rho = 1, the
+# l2 input channel's Jacobian J = dprox_in/dB = 1/(lam + Vhat) = V, so
+#     replicon = alpha V^2 E_{xi,y}[(d_omega g_out)^2],   g_out = (P - omega)/V,
+# with P = argmin_h (h - omega)^2/(2V) + l(y h), omega = sqrt(q) xi, P(y | xi) = Phi(y a xi),
+# a = theta / sqrt(q - theta^2). Both losses depend on y h and the teacher is odd, so the y = -1
+# term is the y = +1 term at xi -> -xi: E[...] = 2 int Dxi Phi(a xi) (...)^2 at y = +1.
+#
+# Logistic, l(P) = log(1 + e^-P): P = omega + V s with s = sigma(-P) (no closed form), and by
+# implicit differentiation dP/domega = 1/(1 + V l''(P)), l''(P) = s (1 - s), hence
+#     d_omega g_out = -l''/(1 + V l'')   and   replicon = alpha E[(V l''/(1 + V l''))^2].
+# The integral runs over P instead of xi (xi(P) = (P - V s)/sqrt(q) is increasing), so no root is
+# solved inside the quadrature; scipy's quad split at the images of xi = 0, +-1, +-3, +-6, +-10 and
+# +-1/a, +-3/a, +-10/a (the label weight's step), on |xi| <= 14 (Gaussian mass beyond < 1e-42).
+#
+# Hinge, l(P) = max(0, 1 - P): P = omega + V (omega < 1 - V), 1 (1 - V <= omega <= 1), omega
+# (omega > 1), so d_omega g_out = -1/V on the middle piece and 0 elsewhere:
+#     replicon = 2 alpha int_{(1-V)/sqrt(q)}^{1/sqrt(q)} Dxi Phi(a xi)
+# (alpha times the fraction of samples on the margin, i.e. support vectors per dimension < 1).
+#
+# Errors: quad's own estimates (epsabs 1e-15, epsrel 1e-13), plus ORACLE_STATE for the oracle's
+# fixed point (solved to XTOL = 1e-14 on its unknowns; the replicon's relative sensitivity to
+# q, V, theta is O(1), its value O(1)).
+ORACLE_STATE = 1e-12
+_XI_MAX = 14.0
+
+
+def _npdf(x: float) -> float:
+    return math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
+def _ncdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2))
+
+
+def _sigma_neg(p: float) -> float:
+    if p >= 0:
+        e = math.exp(-p)
+        return e / (1 + e)
+    return 1 / (1 + math.exp(p))
+
+
+def _quad(f, a: float, b: float) -> tuple[float, float]:
+    from scipy import integrate
+
+    return integrate.quad(f, a, b, epsabs=1e-15, epsrel=1e-13, limit=400)
+
+
+def logistic_replicon_oracle(alpha: float, q: float, V: float, theta: float) -> tuple[float, float]:
+    """``(replicon, quadrature error)`` of l2 logistic regression on a sign teacher."""
+    from scipy import optimize
+
+    sq, a = math.sqrt(q), theta / math.sqrt(q - theta * theta)
+
+    def prox(omega):
+        return optimize.brentq(lambda P: P - V * _sigma_neg(P) - omega, omega - 1, omega + V + 1, xtol=1e-15,
+                               rtol=1e-15, maxiter=200)
+
+    def integrand(P):
+        s = _sigma_neg(P)
+        curv = s * (1 - s)
+        xi = (P - V * s) / sq
+        return _npdf(xi) * _ncdf(a * xi) * (1 + V * curv) / sq * (V * curv / (1 + V * curv)) ** 2
+
+    cuts = [0.0, 1.0, 3.0, 6.0, 10.0] + ([1 / a, 3 / a, 10 / a] if a > 0 else [])
+    xis = sorted({s * c for c in cuts for s in (1, -1) if c < _XI_MAX} | {-_XI_MAX, _XI_MAX})
+    Ps = [prox(sq * x) for x in xis]
+    total = err = 0.0
+    for P0, P1 in zip(Ps[:-1], Ps[1:]):
+        v, e = _quad(integrand, P0, P1)
+        total, err = total + v, err + e
+    return 2 * alpha * total, 2 * alpha * err
+
+
+def hinge_replicon_oracle(alpha: float, q: float, V: float, theta: float) -> tuple[float, float]:
+    """``(replicon, quadrature error)`` of the l2 hinge loss (SVM) on a sign teacher."""
+    sq, a = math.sqrt(q), theta / math.sqrt(q - theta * theta)
+    v, e = _quad(lambda xi: _npdf(xi) * _ncdf(a * xi), max((1 - V) / sq, -_XI_MAX), min(1 / sq, _XI_MAX))
+    return 2 * alpha * v, 2 * alpha * e
+
+
+_CLASSIFIER_ORACLES = {"logistic": logistic_replicon_oracle, "hinge": hinge_replicon_oracle}
+
+
+def _state(order: dict) -> tuple[float, float, float]:
+    return order["q_1"], order["V_1"], order["theta_1"]
+
+
+@pytest.mark.parametrize("loss", ["logistic", "hinge"])
+@pytest.mark.parametrize("alpha,lam", [(0.5, 1e-3), (2.0, 0.1), (5.0, 1.0)])
+def test_classifier_replicon_closed_form(loss, alpha, lam):
+    """``replica solve <loss> --json``'s replicon against the hand formulas above: at the CLI's
+    own state to its quadrature bar ``replicon_error``, and at the oracle's fixed point
+    (tests/oracles/classification.py) to its full bar ``errors["replicon"]`` (quadrature plus
+    the fixed point's bars propagated). Convex: < 1 and RS-stable."""
+    from tests.oracles.classification import classification_state_evolution
+
+    out = _solve_cli(loss, "--alpha", str(alpha), "--param", f"lam={lam}", "--json")
+    assert isinstance(out["replicon"], float) and out["rs_stable"] is True and out["replicon_switching"] is False
+    assert out["replicon"] < 1
+    oracle = _CLASSIFIER_ORACLES[loss]
+    at_cli, quad_err = oracle(alpha, *_state(out["order_parameters"]))
+    assert abs(out["replicon"] - at_cli) <= out["replicon_error"] + quad_err + ORACLE_STATE
+    ref = classification_state_evolution(loss, alpha, lam)
+    exact, quad_err = oracle(alpha, ref["q"], ref["V"], ref["theta"])
+    assert abs(out["replicon"] - exact) <= out["errors"]["replicon"] + quad_err + ORACLE_STATE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["logistic", "hinge"])
+def test_classifier_replicon_on_the_agreement_grid(loss):
+    """Issue 13's grid (alpha in {0.5, 1, 2, 5} x lam in {1e-3, 0.1, 1}), library path at
+    tol 1e-10: the replicon equals the hand formula at the solver's state to its quadrature error
+    and is < 1 with rs_stable everywhere (convex loss, l2 penalty)."""
+    from tests.oracles import TABLE_ALPHAS, TABLE_LAMS
+
+    mod = load_module(loss)
+    for lam in TABLE_LAMS:
+        solver = Solver(mod, {"lam": lam}, tol=1e-10)
+        x = None
+        for alpha in TABLE_ALPHAS:
+            fp = solver.solve(alpha, x0=x)
+            x = fp.x
+            rep = replicon(mod, fp, switching_samples=5000)
+            ref, quad_err = _CLASSIFIER_ORACLES[loss](alpha, *_state(fp.order))
+            assert abs(rep.value - ref) <= rep.error + quad_err + ORACLE_STATE, (loss, alpha, lam)
+            assert rep.value < 1 and rep.rs_stable, (loss, alpha, lam)
+
+
 # --------------------------------------------------------------------------- replica solve --json
 def _solve_cli(*args):
     import json

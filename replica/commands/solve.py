@@ -102,8 +102,15 @@ def run(args: argparse.Namespace) -> int:
         from ..stability import replicon_summary
 
         res.update(replicon_summary(module, fp))
-        if "errors" in res:  # the replicon's bar is its quadrature error (docs/replicon.md)
-            res["errors"]["replicon"] = res.get("replicon_error")
+        if "errors" in res:
+            # The replicon's bar: its quadrature error plus what the fixed point's own bars move it
+            # by (docs/replicon.md); null where the replicon is not computed.
+            bar = res.get("replicon_error")
+            if bar is not None and res.get("replicon") is not None:
+                from ..stability import state_error
+
+                bar = bar + state_error(module, fp, fp.errors, base=res["replicon"])
+            res["errors"]["replicon"] = bar
     if args.json:
         jsonio.dump(res, sys.stdout, REASONS)
         print()
