@@ -343,9 +343,6 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
         raise ParameterError("alpha", f"must be a finite number >= 0, got {alpha}")
     if getattr(module, "DISCRETE", ()):
         raise ParameterError("model", f"{module.MODEL}: the replicon is not implemented for token clusters")
-    if getattr(module, "WEIGHTED", False):  # its averages below carry no label weight W(y | xi)
-        raise ParameterError("model", f"{module.MODEL}: the replicon is not implemented for a teacher channel "
-                                      "(its averages do not weight by the label law)")
     solver = Solver(module, parameters, branch, rule=rule, backend=backend)
     solver.check_state(x)
     _check_isotropic(module, solver.parameter_dict)
