@@ -15,8 +15,9 @@ pair (semantic, positional) is followed, with ``early_stop``, on ``alpha`` in ``
 with ``--quick``), on ``sigma`` in ``[0.5, 0.6]``
 (at ``sigma = 0.4`` ``alpha_c`` is 3.5 at ``omega = 0.2`` and above 4 at 0.3 and 0.4). The
 earlier spec (``alpha`` from 0.1, the agnostic branch too, ``sigma = 0.4, 0.5, 0.6``) did not
-finish in 840 s: at ``(omega, sigma) = (0.4, 0.6)`` following the positional branch down to
-``alpha = 0.1`` ran for more than ten minutes (the thresholds-only path hangs there as well).
+finish in 840 s: at ``(omega, sigma) = (0.4, 0.6)`` the continuation retried a failing last
+stretch down to ``alpha = 0.1`` forever (fixed in ``replica.phase.follower``; that point now takes
+~4 s on ``gh:8``, tests/test_phase.py).
 Before the timed runs one solve in a fresh process fills numba's on-disk cache, so that no run
 pays the compilation. ``--quick`` uses a coarse quadrature (``gh:8``); the four ``--quick`` runs
 (377 solves each) took 322 s in all on a 2-core machine at load 4-7, i.e. roughly 2-3 minutes

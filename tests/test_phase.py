@@ -393,3 +393,28 @@ def test_thresholds_reproduce_phase_table(attention):
         w = f.parameters["omega"]
         assert f.alpha_c.value == pytest.approx(r.alpha_c.value, abs=1e-3), (w, f.alpha_c, r.alpha_c)
         assert f.alpha_l.value == pytest.approx(r.alpha_l.value, abs=1e-3), (w, f.alpha_l, r.alpha_l)
+
+
+def test_a_failing_last_stretch_ends_the_branch_instead_of_looping():
+    """The continuation takes the last stretch to alpha_stop whole when it is within 1.25 steps;
+    when that stretch fails and is below 1.25 of the smallest step, no smaller step will be tried
+    and the branch ends there. It used to retry the same stretch forever: the positional branch at
+    (omega, sigma) = (0.4, 0.6) on gh:8, followed down to alpha = 0.1, jumps between 0.1057 and 0.1
+    (the sweep benchmark of issue 19 never finished). A progress callback stops a loop."""
+    from replica.registry import load_module
+
+    calls = []
+
+    def progress(msg):
+        calls.append(msg)
+        if len(calls) > 400:
+            raise RuntimeError("the continuation is looping: " + msg)
+
+    from replica.phase import phase_point as generic_phase_point
+
+    res = generic_phase_point(load_module("attention"), {"omega": 0.4, "sigma": 0.6},
+                              settings=SolverSettings(rule="gh:8"), progress=progress,
+                              branches=["positional"])
+    ends = res.curves["positional"].ends
+    assert ends and 0.1 < ends[0].alpha < 0.11 and ends[0].alpha_next == 0.1, ends
+    assert len(calls) < 200

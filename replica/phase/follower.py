@@ -292,7 +292,9 @@ class BranchFollower:
                 factor = 0.9 * math.sqrt(self.steps.target / max(pt.step_error, 1e-12))
                 h = h_eff * float(np.clip(factor, 0.5, 4.0))
                 continue
-            if h_eff <= hmin * (1 + 1e-9):
+            # the end: the smallest step failed, or the last stretch to alpha_stop (taken whole when
+            # it is within 1.25 steps) failed and no smaller step would be tried instead of it
+            if h_eff <= hmin * (1 + 1e-9) or (h_eff == remaining and remaining <= 1.25 * hmin):
                 curve.ends.append(BranchEnd(a0, float(a1), reason, detail))
                 break
             h = max(h_eff / 2.0, hmin)
