@@ -39,6 +39,7 @@ import numpy as np
 import sympy as sp
 
 from .errors import DeclarationError
+from .labels import draw_labels
 from .symbolic import symbol
 
 #: the default label symbol of a channel
@@ -194,11 +195,7 @@ class Channel:
                ) -> np.ndarray:
         """Labels drawn from ``P(y | u)`` at the points ``u`` (shape ``(K_forms, n)`` or ``(n,)``)."""
         u = np.atleast_2d(np.asarray(u, dtype=float))
-        P = self.probabilities(u, params)
-        cum = np.cumsum(P, axis=0)
-        r = rng.random(u.shape[1])
-        idx = np.minimum((r[None, :] > cum).sum(axis=0), len(self.values) - 1)
-        return np.asarray(self.values, dtype=float)[idx]
+        return draw_labels(self.probabilities(u, params), self.values, rng)
 
     # ---------------------------------------------------------------- declaration
     def parameters(self) -> set[sp.Symbol]:

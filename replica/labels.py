@@ -30,6 +30,14 @@ import numpy as np
 from .quadrature import QuadratureRule
 
 
+def draw_labels(P: np.ndarray, values, rng: np.random.Generator) -> np.ndarray:
+    """One label per column of ``P`` (rows: the probabilities of ``values``), drawn by the inverse
+    of the column's cumulative law from one uniform per column."""
+    cum = np.cumsum(P, axis=0)
+    idx = np.minimum((rng.random(P.shape[1])[None, :] > cum).sum(axis=0), len(values) - 1)
+    return np.asarray(values, dtype=float)[idx]
+
+
 def has_labels(module: ModuleType) -> bool:
     """Whether a generated module averages over cluster labels (token clusters)."""
     return bool(getattr(module, "DISCRETE", ()))

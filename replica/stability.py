@@ -31,6 +31,7 @@ import numpy as np
 from .compiled import resolve_backend
 from .energetic import _weighted, average_on_nodes, newton_from
 from .errors import InvalidStateError, ParameterError
+from .labels import draw_labels
 from .prox import newton_direction, prox
 from .quadrature import QuadratureRule
 from .solver import FixedPoint, Solver
@@ -225,9 +226,7 @@ def _draw_labels(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray
     N = z.shape[1]
     W = np.array([np.asarray(module.label_weight(np.vstack([z, np.full((1, N), y)]), x, p), dtype=float)
                   * np.ones(N) for y in values])
-    cdf = np.cumsum(W / W.sum(axis=0), axis=0)
-    k = np.minimum((rng.random(N)[None, :] > cdf).sum(axis=0), values.size - 1)
-    return np.vstack([z, values[k][None, :]])
+    return np.vstack([z, draw_labels(W / W.sum(axis=0), values, rng)[None, :]])
 
 
 def _rule_at(integ: Any, x: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
