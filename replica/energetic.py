@@ -54,7 +54,7 @@ class EnergeticIntegrator(Protocol):
         ...
 
 
-def _weighted(module, values: np.ndarray, z: np.ndarray, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+def label_weighted(module, values: np.ndarray, z: np.ndarray, x: np.ndarray, p: np.ndarray) -> np.ndarray:
     """``W F_min`` with a teacher channel's label law ``W`` (module ``WEIGHTED``), else ``F_min``."""
     if not getattr(module, "WEIGHTED", False):
         return values
@@ -86,7 +86,7 @@ def average_on_nodes(module: ModuleType, nodes: np.ndarray, weights: np.ndarray,
                        multistart=multistart, n_starts=None if multistart else warm_starts)
             G = envelope_gradient(module, res, z, x, p)
             grad += G @ weights[sl]
-            psi += float(_weighted(module, res.value, z, x, p) @ weights[sl])
+            psi += float(label_weighted(module, res.value, z, x, p) @ weights[sl])
             h_all[:, sl] = res.h
             n_dis += res.n_disagree
             n_fail += res.n_failed
@@ -179,7 +179,7 @@ def _average_compiled(module, nodes, weights, x, p, warm, multistart, prox_tol, 
                        multistart=True)
             G = envelope_gradient(module, res, z, x, p)
         grad += G @ weights[idx]
-        psi += float(_weighted(module, res.value, z, x, p) @ weights[idx])
+        psi += float(label_weighted(module, res.value, z, x, p) @ weights[idx])
         h_out[:, idx] = res.h
         n_fail = res.n_failed
     return EnergeticAverage(-grad, -float(psi), h_out, int(n_dis), int(n_fail))

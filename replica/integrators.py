@@ -24,7 +24,7 @@ import numpy as np
 
 from .cache import default_cache_dir
 from .compiled import resolve_backend
-from .energetic import EnergeticAverage, EnergeticIntegrator, _weighted, average_on_nodes
+from .energetic import EnergeticAverage, EnergeticIntegrator, label_weighted, average_on_nodes
 from .errors import ParameterError
 from .kinks import KinkIntegrator, parse_plan
 from .preintegration import CUT, householder, make_integrator, truncated_normal_rule
@@ -111,7 +111,7 @@ class QuadratureIntegrator:
             if not n_better:
                 return avg
             G = module.bracket_parameter_gradient(h, nodes, x, p)  # d(W F)/dx with a channel's W
-            psi = float(_weighted(module, F, nodes, x, p) @ weights)
+            psi = float(label_weighted(module, F, nodes, x, p) @ weights)
         return EnergeticAverage(-(G @ weights), -psi, h, avg.n_disagree + n_better, avg.n_failed)
 
     def with_extra_starts(self, level: int) -> "QuadratureIntegrator":

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .compiled import resolve_backend
-from .energetic import _weighted, average_on_nodes, newton_from
+from .energetic import label_weighted, average_on_nodes, newton_from
 from .errors import InvalidStateError, ParameterError
 from .labels import draw_labels
 from .prox import newton_direction, prox
@@ -302,7 +302,7 @@ def _map_matrix(module: ModuleType, G: np.ndarray, weights: np.ndarray, alpha: f
 
 def _value(module, solver, x, alpha, nodes, weights, J, EJ2):
     G, failed = output_jacobians(module, x, solver.p, nodes, prox_tol=solver.prox_tol, backend=solver.backend)
-    weights = _weighted(module, weights, nodes, x, solver.p)  # a teacher channel's label law W(y | z; x)
+    weights = label_weighted(module, weights, nodes, x, solver.p)  # a teacher channel's label law W(y | z; x)
     rb = np.asarray(module.rho_bar(solver.p), dtype=float).reshape(-1)
     gam = np.broadcast_to(rb, (module.L,)) if rb.size in (1, module.L) else rb
     M = _map_matrix(module, G, weights, alpha, np.asarray(gam, dtype=float), J, EJ2)
