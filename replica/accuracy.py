@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -153,6 +154,8 @@ def _more_starts(solver: Solver, fp: FixedPoint, alpha: float) -> tuple[Solver, 
     """The solver with one more level of prox starts, and its fixed point if the extra starts
     change the map at ``fp`` (else None: the map at ``fp``, hence the fixed point, is exactly
     ``fp``'s)."""
+    if not hasattr(solver.integrator, "with_extra_starts"):
+        return solver, None  # no extra starts (pre-integration repairs misses along its lines)
     try:
         more = solver.refined(energetic=False, entropic=False, test=False, starts=True)
     except ParameterError:
@@ -163,6 +166,72 @@ def _more_starts(solver: Solver, fp: FixedPoint, alpha: float) -> tuple[Solver, 
     if not getattr(integ, "last_improved", 0):
         return more, None
     return more, more.solve(alpha, x0=fp.x, jacobian=solver.last_jacobian)
+
+
+#: pre-integration level of the jump check (two map evaluations, ~1 s on the paper's model): the
+#: ``fast`` level's own error (~5e-4 relative on the paper point, docs/accuracy.md) would dominate
+#: the check where the tensor rule is 1e-4-accurate
+JUMP_CHECK_LEVEL = "default"
+#: and the level a solve moves to when the check's shift alone exceeds the accuracy
+JUMP_AWARE_LEVEL = "default"
+
+
+@dataclass
+class JumpCheck:
+    """A tensor rule's fixed point against the jump-aware pre-integration (:func:`jump_check`).
+
+    ``errors``: per number, ``|first-order jump-aware fixed point - fp|``; ``shift``: the norm of
+    the order-parameter shift relative to the state's; ``lines``/``switch_lines``: outer lines of
+    the check and those on which the global minimiser of the bracket jumps; ``solver``: the
+    check's solver (its direction, estimated at this state, frozen)."""
+
+    errors: dict[str, float]
+    shift: float
+    lines: int
+    switch_lines: int
+    solver: Solver
+    jacobian: np.ndarray
+
+
+def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None:
+    """Where the argmin of the bracket jumps (non-convex prox), compare the working tensor rule's
+    fixed point ``fp`` with the jump-aware pre-integration's, to first order.
+
+    Tensor Gauss-Hermite converges erratically across the jump set of the argmin and puts
+    nodes on symmetry planes where the prox starts miss global minima (docs/quadrature.md,
+    docs/certified.md §1); refining it then moves the fixed point by less than its error, so
+    its refinement bars under-cover. Pre-integration locates every jump on its lines and
+    repairs prox misses by continuation: one map evaluation of it at ``fp`` (a different rule
+    family, not a refinement), mapped through the Newton Jacobian, estimates the tensor rule's
+    error where it matters. None where the check does not apply (not a tensor rule, no
+    pre-integration for the model) or where no line sees a jump or a repaired miss (the
+    integrand is smooth along every line: the refinements are the bar)."""
+    fast = solver.jump_aware(JUMP_CHECK_LEVEL)
+    if fast is None:
+        return None
+    x = np.asarray(fp.x, dtype=float)
+    free = solver.free
+    base = solver.evaluate_map(x, alpha, use_warm=False).x_new
+    moved = fast.evaluate_map(x, alpha, use_warm=False).x_new
+    stats = fast.integrator.last_stats
+    if not (stats.switches or stats.corrected or stats.breaks):
+        return None
+    J = solver.fixed_point_jacobian(x, alpha)
+    if J is None:
+        return None
+    y = x.copy()
+    try:
+        y[free] -= np.linalg.solve(J, (moved - base)[free])
+    except np.linalg.LinAlgError:
+        return None
+    est = fast.numbers_at(y, alpha, warm=True)  # from the minimisers at x: a nearby state
+    if est is None:
+        return None
+    vf, ve = values(fp), values(est)
+    errors = {k: abs(ve[k] - v) if math.isfinite(ve.get(k, math.nan) - v) else 0.0 for k, v in vf.items()}
+    shift = float(np.linalg.norm((y - x)[free]) / max(np.linalg.norm(x[free]), 1e-300))
+    return JumpCheck(errors=errors, shift=shift, lines=int(stats.lines), switch_lines=int(stats.switch_lines),
+                     solver=fast, jacobian=J)
 
 
 def _finish(fp: FixedPoint, errors: dict[str, float], accuracy: float, why: str | None) -> FixedPoint:
@@ -201,6 +270,25 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
     """
     if not (math.isfinite(accuracy) and 0 < accuracy < 1):
         raise ParameterError("accuracy", f"must be in (0, 1), got {accuracy}")
+    jump_notes: list[str] = []
+    check = jump_check(solver, fp, alpha)
+    if check is not None and unresolved(fp, check.errors, accuracy):
+        # The tensor rule's error across the jumps of the argmin alone exceeds the accuracy:
+        # re-solve on the jump-aware rule (along the check's direction), whose refinements
+        # converge, and refine that instead.
+        direction = check.solver.integrator.direction
+        aware = solver.jump_aware(JUMP_AWARE_LEVEL, direction="auto" if direction is None else direction)
+        try:
+            moved = aware.solve(alpha, x0=fp.x, jacobian=check.jacobian)
+        except (ConvergenceError, InvalidStateError) as exc:
+            jump_notes.append(f"the jump-aware re-solve failed ({exc}); the bars include the jump check's shift")
+        else:
+            jump_notes.append(
+                f"the global minimiser of the bracket jumps on {check.switch_lines} of {check.lines} lines at this "
+                f"state and the tensor rule's fixed point is {check.shift:.1e} (relative) off the jump-aware one: "
+                f"re-solved with the jump-aware pre-integration, whose refinements give the bars")
+            moved.notes = [n for n in fp.notes if n not in moved.notes] + moved.notes
+            solver, fp, check = aware, moved, None
     work_solver, work = solver, fp
     refine = {"energetic": True, "entropic": solver.entropic_rule is not None}
     why = None
@@ -248,6 +336,10 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
                 break
         prev = base
         work_solver, work = ref_solver, best
+    if check is not None:
+        # the tensor rule's error across the jumps (first order), on top of its refinements
+        errors = _add(errors, check.errors)
+    best.notes.extend(jump_notes)
     if erratic:
         best.notes.append("the rules are not in their asymptotic regime on " + ", ".join(erratic[:6])
                           + " (a refinement did not halve the previous difference): their bars are the larger "

@@ -388,16 +388,12 @@ def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module:
     """
     if spec is None or not isinstance(spec, str):
         return spec
-    labels = bool(getattr(module, "DISCRETE", ()))  # token clusters: Gaussian rules x labels
     if spec == "auto":
         spec = default_spec(module, branch)
-    if labels and spec.startswith("preint"):
-        raise ParameterError("quadrature", f"{spec!r}: the pre-integration integrator does not average over "
-                                           f"the cluster labels of {module.MODEL}; use a rule (gh:N, default, ...)")
-    if spec.startswith("preint") and (getattr(module, "WEIGHTED", False) or getattr(module, "PIECEWISE", False)):
-        raise ParameterError("quadrature", f"{spec!r}: pre-integration follows Newton minimisers along lines and "
-                                           f"does not weight by a channel's label law; for {module.MODEL} use "
-                                           "kinks (the kink-aware rule) or a Gauss-Hermite rule (gh:N)")
+    if spec.startswith("preint"):
+        why = preintegration_refusal(module)
+        if why is not None:
+            raise ParameterError("quadrature", f"{spec!r}: {why}")
 
     if spec.startswith("kinks"):
         return KinkIntegrator(module, parse_plan(spec))
@@ -410,6 +406,18 @@ def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module:
         if exc.name == "quadrature":
             raise
         raise ParameterError("quadrature", f"{spec!r}: {exc}") from None
+
+
+def preintegration_refusal(module: ModuleType) -> str | None:
+    """Why the jump-aware pre-integration (:mod:`replica.preintegration`) cannot average the
+    energetic potential of ``module``, or None where it can."""
+    if getattr(module, "DISCRETE", ()):  # token clusters: Gaussian rules x labels
+        return (f"the pre-integration integrator does not average over the cluster labels of {module.MODEL}; "
+                "use a rule (gh:N, default, ...)")
+    if getattr(module, "WEIGHTED", False) or getattr(module, "PIECEWISE", False):
+        return ("pre-integration follows Newton minimisers along lines and does not weight by a channel's label "
+                f"law; for {module.MODEL} use kinks (the kink-aware rule) or a Gauss-Hermite rule (gh:N)")
+    return None
 
 
 def default_spec(module: ModuleType, branch: str | None = None) -> str:

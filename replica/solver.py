@@ -35,10 +35,11 @@ from . import validation
 from .convergence import explained_failures, is_converged
 from .errors import ConvergenceError, InvalidStateError, ParameterError
 from .integrators import (TENSOR_ENTROPIC_ORDERS, AlignedEntropicRule, EnergeticAverage, EnergeticIntegrator,
-                          QuadratureIntegrator, fold_nodes)
+                          QuadratureIntegrator, fold_nodes, preintegration_refusal)
 from .kinks import EntropicKinkRule, KinkIntegrator
 from .labels import labelled
 from .parameters import parameter_vector
+from .preintegration import make_integrator
 from .prox import prox
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
 
@@ -370,6 +371,18 @@ class Solver:
         out.extra_starts = self.extra_starts
         return out
 
+    def jump_aware(self, level: str = "default", direction: np.ndarray | str = "auto") -> "Solver | None":
+        """The same problem with the energetic average by the jump-aware pre-integration
+        (:func:`replica.preintegration.make_integrator` at ``level``, along ``direction``), the other
+        rules unchanged; None where the working integrator is not a tensor rule (it already is
+        jump-aware, or is the kink-aware rule) or the model has no pre-integration
+        (:func:`replica.integrators.preintegration_refusal`)."""
+        if not isinstance(self.integrator, QuadratureIntegrator) or preintegration_refusal(self.module) is not None:
+            return None
+        integ = make_integrator(self.module, level, direction=direction, backend=self.backend)
+        return Solver(self.module, rule=integ, test_rule=self.test_rule, entropic_rule=self.entropic_rule,
+                      **self._init)
+
     @property
     def parameter_dict(self) -> dict[str, float]:
         """The model parameters this solver uses, by name (defaults merged with overrides)."""
@@ -678,13 +691,32 @@ class Solver:
             return None
         y = self._last_x.copy()
         y[self.free] += step
+        return self.numbers_at(y, alpha)
+
+    def numbers_at(self, x: np.ndarray, alpha: float, warm: bool = False) -> FixedPoint | None:
+        """Every reported number at state ``x`` (not a fixed point: one map evaluation from every
+        start gives the conjugates and potentials), or None where ``x`` is not admissible. The
+        first-order estimate of a nearby fixed point's numbers (:meth:`newton_corrected`).
+        ``warm``: the last evaluation's minimisers join the starts (``x`` is near it)."""
+        y = np.asarray(x, dtype=float)
         if not self._admissible(y):
             return None
         try:
-            res = self.evaluate_map(y, alpha, use_warm=False)
+            res = self.evaluate_map(y, alpha, use_warm=warm)
         except InvalidStateError:
             return None
         return self._observables(y, res, alpha, [0.0], 0)
+
+    def fixed_point_jacobian(self, x: np.ndarray, alpha: float) -> np.ndarray | None:
+        """The Jacobian of ``map(x) - x`` on the free entries at ``x``: the last solve's Newton
+        Jacobian when that solve ended at ``x``, else forward differences (one map evaluation per
+        free entry); None where a perturbed state is not admissible."""
+        x = np.asarray(x, dtype=float)
+        last = getattr(self, "_last_x", None)
+        if self.last_jacobian is not None and last is not None and np.array_equal(last, x):
+            return self.last_jacobian
+        g = (self.evaluate_map(x, alpha, use_warm=False).x_new - x)[self.free]
+        return self._fd_jacobian(x, g, alpha)
 
     def solve_best(self, alpha: float, spread: Sequence[tuple[float, float]] = ((1.0, 1.0), (1.0, 0.5),
                                                                                (0.1, 0.5)),
