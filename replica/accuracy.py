@@ -211,8 +211,10 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
         return None
     x = np.asarray(fp.x, dtype=float)
     free = solver.free
-    base = solver.evaluate_map(x, alpha, use_warm=False).x_new
-    moved = fast.evaluate_map(x, alpha, use_warm=False).x_new
+    at_x = solver.map_and_numbers(x, alpha)
+    aware_x = fast.map_and_numbers(x, alpha)
+    if at_x is None or aware_x is None:
+        return None
     stats = fast.integrator.last_stats
     if not (stats.switches or stats.corrected or stats.breaks):
         return None
@@ -221,14 +223,20 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
         return None
     y = x.copy()
     try:
-        y[free] -= np.linalg.solve(J, (moved - base)[free])
+        y[free] -= np.linalg.solve(J, (aware_x[0] - at_x[0])[free])
     except np.linalg.LinAlgError:
         return None
-    est = fast.numbers_at(y, alpha, warm=True)  # from the minimisers at x: a nearby state
-    if est is None:
+    at_y = solver.numbers_at(y, alpha)
+    if at_y is None:
         return None
-    vf, ve = values(fp), values(est)
-    errors = {k: abs(ve[k] - v) if math.isfinite(ve.get(k, math.nan) - v) else 0.0 for k, v in vf.items()}
+    # The jump-aware fixed point's numbers to first order: its rule at x, moved by the change
+    # x -> y of the working rule's numbers (the two rules' derivatives differ at second order)
+    # -- one pre-integration evaluation instead of two.
+    v0, vx, va, vy = values(fp), values(at_x[1]), values(aware_x[1]), values(at_y)
+    errors = {}
+    for k, v in v0.items():
+        e = va.get(k, math.nan) + vy.get(k, math.nan) - vx.get(k, math.nan) - v
+        errors[k] = abs(e) if math.isfinite(e) else 0.0
     shift = float(np.linalg.norm((y - x)[free]) / max(np.linalg.norm(x[free]), 1e-300))
     return JumpCheck(errors=errors, shift=shift, lines=int(stats.lines), switch_lines=int(stats.switch_lines),
                      solver=fast, jacobian=J)

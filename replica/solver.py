@@ -693,19 +693,24 @@ class Solver:
         y[self.free] += step
         return self.numbers_at(y, alpha)
 
-    def numbers_at(self, x: np.ndarray, alpha: float, warm: bool = False) -> FixedPoint | None:
+    def numbers_at(self, x: np.ndarray, alpha: float) -> FixedPoint | None:
         """Every reported number at state ``x`` (not a fixed point: one map evaluation from every
         start gives the conjugates and potentials), or None where ``x`` is not admissible. The
-        first-order estimate of a nearby fixed point's numbers (:meth:`newton_corrected`).
-        ``warm``: the last evaluation's minimisers join the starts (``x`` is near it)."""
+        first-order estimate of a nearby fixed point's numbers (:meth:`newton_corrected`)."""
+        out = self.map_and_numbers(x, alpha)
+        return None if out is None else out[1]
+
+    def map_and_numbers(self, x: np.ndarray, alpha: float) -> tuple[np.ndarray, FixedPoint] | None:
+        """``map(x)`` and every reported number at ``x`` from one map evaluation (every start), or
+        None where ``x`` is not admissible."""
         y = np.asarray(x, dtype=float)
         if not self._admissible(y):
             return None
         try:
-            res = self.evaluate_map(y, alpha, use_warm=warm)
+            res = self.evaluate_map(y, alpha, use_warm=False)
         except InvalidStateError:
             return None
-        return self._observables(y, res, alpha, [0.0], 0)
+        return res.x_new, self._observables(y, res, alpha, [0.0], 0)
 
     def fixed_point_jacobian(self, x: np.ndarray, alpha: float) -> np.ndarray | None:
         """The Jacobian of ``map(x) - x`` on the free entries at ``x``: the last solve's Newton

@@ -65,9 +65,24 @@ QUANTS = ("q", "V", "m", "theta", "eps_g", "phi")
 PAPER = {"paper point (Fig. 2)": {"q": "≈ 0.11", "theta": "≈ 0.16", "eps_g": "≈ 1.4e-3"}}
 
 
+def replica_bar(r: dict, qn: str) -> float | None:
+    """``replica solve``'s own error bar on ``qn`` (its JSON ``errors``), or None."""
+    b = (r.get("replica", {}).get("errors") or {}).get(qn)
+    return float(b) if isinstance(b, (int, float)) and math.isfinite(b) else None
+
+
+def covered(r: dict, qn: str) -> bool | None:
+    """Whether ``|replica - reference|`` is within the sum of the two bars (None: not comparable)."""
+    rep, b = r["replica"].get(qn), replica_bar(r, qn)
+    if rep is None or b is None:
+        return None
+    return abs(rep - r["reference"][qn]) <= b + abs(r["bar"][qn])
+
+
 def table_markdown(rows: list[dict]) -> str:
-    lines = ["| point | quantity | reference ± bar | replica solve | replica − ref (rel.) | bar / value | paper |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| point | quantity | reference ± bar | replica solve ± its bar | replica − ref (rel.) | bar / value "
+             "| within the bars | paper |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['label']} | — | not solved: {r['error']} | — | — | — |")
@@ -77,17 +92,21 @@ def table_markdown(rows: list[dict]) -> str:
             v = r["reference"][qn]
             if qn in ("m", "theta") and _vanishes(r, qn):
                 if v != 0.0:     # a free m/theta that converged to the agnostic subspace
+                    rep = r["replica"].get(qn)
                     lines.append(f"| {r['label'] if first else ''} | {qn} | {v:.1e} (≈ 0: the agnostic state) | "
-                                 f"{r['replica'].get(qn, '—')} | — | — | n/a |")
+                                 f"{'—' if rep is None else f'{rep:.1e}'} | — | — | — | n/a |")
                     first = False
                 continue
             b = r["bar"][qn]
             rep = r["replica"].get(qn) if "error" not in r["replica"] else None
-            rep_s = "—" if rep is None else "%.6g" % rep
+            rb = replica_bar(r, qn)
+            rep_s = "—" if rep is None else (fmt(rep, rb) if rb else "%.6g" % rep)
+            cov = covered(r, qn)
             label = r["label"] if first else ""
             paper = PAPER.get(r["label"], {}).get(qn, "n/a")
             lines.append(f"| {label} | {qn} | {fmt(v, b)} | {rep_s} | {rel_diff(rep, v)} | "
-                         f"{abs(b / v) if v else 0:.0e} | {paper} |")
+                         f"{abs(b / v) if v else 0:.0e} | {'—' if cov is None else ('yes' if cov else '**no**')} "
+                         f"| {paper} |")
             first = False
     return "\n".join(lines)
 
@@ -98,26 +117,35 @@ def _vanishes(r: dict, qn: str) -> bool:
 
 
 def verdict_markdown(rows: list[dict]) -> str:
-    """Per point: the largest ``|replica - reference|`` against the reference's bar, both relative."""
-    lines = ["| point | reference bar (max rel.) | replica − ref (max rel.) | max |replica − ref| / bar | "
-             "outside the bar |", "|---|---|---|---|---|"]
+    """Per point: the largest ``|replica - reference|`` against the two bars (the reference's and
+    ``replica solve``'s own), all relative, and the numbers where the difference exceeds their sum
+    (``replica``'s bar broke its promise, or the reference's did)."""
+    lines = ["| point | reference bar (max rel.) | replica's bar (max rel.) | replica − ref (max rel.) | "
+             "max |replica − ref| / (both bars) | outside both bars | replica accuracy met |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r or "error" in r.get("replica", {}):
-            lines.append(f"| {r['label']} | — | — | — | not compared: {r.get('error') or r['replica']['error']} |")
+            lines.append(f"| {r['label']} | — | — | — | — | not compared: {r.get('error') or r['replica']['error']} "
+                         "| — |")
             continue
-        worst_b, worst_d, ratio, names = 0.0, 0.0, 0.0, []
+        worst_b, worst_rb, worst_d, ratio, names = 0.0, 0.0, 0.0, 0.0, []
         for qn in QUANTS:
             v = r["reference"][qn]
             rep = r["replica"].get(qn)
             if not v or rep is None or (qn in ("m", "theta") and _vanishes(r, qn)):
                 continue
+            rb = replica_bar(r, qn) or 0.0
             b, d = abs(r["bar"][qn] / v), abs((rep - v) / v)
-            worst_b, worst_d = max(worst_b, b), max(worst_d, d)
-            ratio = max(ratio, d / b if b else math.inf)
-            if d > abs(r["bar"][qn] / v):
+            worst_b, worst_rb, worst_d = max(worst_b, b), max(worst_rb, rb / abs(v)), max(worst_d, d)
+            ratio = max(ratio, d / (b + rb / abs(v)) if b + rb else math.inf)
+            if d > b + rb / abs(v):
                 names.append(qn)
         out = ", ".join(names) if names else "none"
-        lines.append(f"| {r['label']} | {worst_b:.1e} | {worst_d:.1e} | {ratio:.1f} | {out} |")
+        met = r["replica"].get("accuracy_met")
+        met_s = "—" if met is None else (f"yes ({r['replica'].get('accuracy'):g})" if met
+                                          else f"no ({r['replica'].get('accuracy'):g})")
+        lines.append(f"| {r['label']} | {worst_b:.1e} | {worst_rb:.1e} | {worst_d:.1e} | {ratio:.2f} | {out} "
+                     f"| {met_s} |")
     return "\n".join(lines)
 
 
@@ -133,7 +161,7 @@ def table_figure(rows: list[dict], out: Path) -> None:
     fig, ax = plt.subplots(figsize=(9, 4.2))
     width = 0.8 / len(QUANTS)
     for j, qn in enumerate(QUANTS):
-        xs, ds, bs = [], [], []
+        xs, ds, bs, rbs = [], [], [], []
         for i, r in enumerate(ok):
             v, rep = r["reference"][qn], r["replica"].get(qn)
             if not v or rep is None or (qn in ("m", "theta") and _vanishes(r, qn)):
@@ -141,14 +169,16 @@ def table_figure(rows: list[dict], out: Path) -> None:
             xs.append(i + (j - len(QUANTS) / 2 + 0.5) * width)
             ds.append((rep - v) / abs(v))
             bs.append(abs(r["bar"][qn] / v))
-        ax.errorbar(xs, [0.0] * len(xs), yerr=bs, fmt="none", ecolor=f"C{j}", alpha=0.5, capsize=2)
-        ax.plot(xs, ds, "o", color=f"C{j}", ms=4, label=qn)
+            rbs.append((replica_bar(r, qn) or 0.0) / abs(v))
+        ax.errorbar(xs, [0.0] * len(xs), yerr=bs, fmt="none", ecolor=f"C{j}", alpha=0.35, capsize=2, lw=3)
+        ax.errorbar(xs, ds, yerr=rbs, fmt="o", color=f"C{j}", ms=4, capsize=2, label=qn)
     ax.axhline(0, color="k", lw=0.5)
     ax.set_yscale("symlog", linthresh=1e-4)
     ax.set_xticks(range(len(ok)))
     ax.set_xticklabels([r["label"] for r in ok], rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("(replica − reference) / |reference|")
-    ax.set_title("replica solve vs the certified reference (bars: the reference's error bar)", fontsize=9)
+    ax.set_title("replica solve ± its error bar vs the certified reference (shaded at 0: the reference's bar)",
+                 fontsize=9)
     ax.legend(fontsize=7, ncol=len(QUANTS))
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -166,8 +196,10 @@ def table_csv(rows: list[dict]) -> None:
             d[qn] = r["reference"][qn]
             d[qn + "_bar"] = r["bar"][qn]
             d["replica_" + qn] = r["replica"].get(qn)
+            d["replica_" + qn + "_bar"] = replica_bar(r, qn)
         out.append(d)
-    cols = ["label", "omega", "A", "branch", "alpha"] + [c for qn in QUANTS for c in (qn, qn + "_bar", "replica_" + qn)]
+    cols = ["label", "omega", "A", "branch", "alpha"] + [c for qn in QUANTS
+                                                         for c in (qn, qn + "_bar", "replica_" + qn, "replica_" + qn + "_bar")]
     write_csv(FIG / "certified_points.csv", out, cols)
 
 

@@ -194,10 +194,19 @@ def replica_solve(omega: float, A, branch: str, alpha: float) -> dict:
         if r.returncode != 0:
             return dict(error=(r.stderr.strip().splitlines() or ["?"])[-1], returncode=r.returncode)
         d = json.loads(r.stdout)
-        return {k: d.get(k) for k in ("q", "V", "m", "theta", "phi", "psi_y", "eps_g", "converged", "notes",
-                                      "quadrature", "quadrature_residual")}
+        out = {k: d.get(k) for k in ("q", "V", "m", "theta", "phi", "psi_y", "eps_g", "converged", "notes",
+                                     "quadrature", "quadrature_residual", "accuracy", "accuracy_met", "rules")}
+        out["errors"] = {k: (d.get("errors") or {}).get(k) for k in ("q", "V", "m", "theta", "phi", "psi_y", "eps_g")}
+        return out
 
-    return cached("replica", compute, omega=omega, A=[list(r) for r in A], branch=branch, alpha=float(alpha))
+    return cached("replica", compute, omega=omega, A=[list(r) for r in A], branch=branch, alpha=float(alpha),
+                  version=REPLICA_VERSION)
+
+
+#: what ``replica solve`` the cached "replica" records are from: 2 = with the jump check in its
+#: error bars (replica.accuracy.jump_check) and the bars recorded; records of older versions are
+#: ignored (recomputed), the reference points are not affected
+REPLICA_VERSION = 2
 
 
 def replica_or_missing(omega: float, A, branch: str, alpha: float) -> dict:
