@@ -394,7 +394,14 @@ def _pair(omega, A, branch, alpha, start) -> tuple[dict, dict]:
 
 
 def _replica_start(omega, A, branch, alpha, fallback):
-    r = replica_solve(omega, A, branch, round(float(alpha), 10))
+    """A start for the reference: ``replica solve``'s state (any cached version of it: a start
+    needs no bars, and the reference's own cache keys do not depend on it)."""
+    global _STORE
+    alpha = round(float(alpha), 10)
+    if _STORE is None:
+        _STORE = load_store()
+    legacy = _STORE.get(_key(kind="replica", omega=omega, A=[list(r) for r in A], branch=branch, alpha=float(alpha)))
+    r = legacy if legacy is not None else replica_solve(omega, A, branch, alpha)
     if r.get("converged") and r.get("q") is not None:
         return [r["q"], r["V"], r["m"], r["theta"]]
     return list(fallback)

@@ -118,7 +118,8 @@ def refine_thresholds(module, res, settings, run_at, accuracy: float):
     """Re-run the phase point on refined rules (:meth:`SolverSettings.refined`) until the
     thresholds move by less than ``accuracy`` relative: the finest result, its error bars
     (``|finest - previous|`` of ``alpha_c``, ``alpha_l``, ``eps_lin``; None where a threshold does
-    not exist), whether they meet the accuracy, and why not."""
+    not exist; empty when no refinement was possible), the finest settings, and why the
+    refinement stopped early (None otherwise)."""
     prev = res
     note = None
     errors: dict = {}
@@ -132,11 +133,34 @@ def refine_thresholds(module, res, settings, run_at, accuracy: float):
         a, b = _thresholds(prev), _thresholds(fine)
         errors = {k: (None if a[k] is None or b[k] is None else abs(b[k] - a[k])) for k in b}
         prev = fine
-        bad = [k for k, e in errors.items() if b[k] is not None and (e is None or e > accuracy * abs(b[k]))]
-        if not bad:
-            return fine, errors, True, None
-        note = "error bars above the accuracy on " + ", ".join(f"{k} (±{errors[k]:.1e})" for k in bad)
-    return prev, errors, False, note
+        if not _above(errors, b, accuracy):
+            break
+    return prev, errors, settings, note
+
+
+def _above(errors: dict, values: dict, accuracy: float) -> list[str]:
+    return [k for k, e in errors.items() if values[k] is not None and (e is None or e > accuracy * abs(values[k]))]
+
+
+def with_jump_terms(module, params, res, settings, errors: dict, accuracy: float, note: str | None):
+    """``errors`` plus the thresholds' jump terms (:func:`replica.phase.jumps.threshold_jump_terms`),
+    whether they meet ``accuracy``, and the note saying why not."""
+    from ..phase.jumps import threshold_jump_terms
+
+    if not errors:
+        return errors, False, note
+    terms, notes = threshold_jump_terms(module, params, res, settings)
+    errors = {k: (e + terms.get(k, 0.0) if e is not None else None) for k, e in errors.items()}
+    bad = _above(errors, _thresholds(res), accuracy)
+    parts = [note] if note else []
+    if bad:
+        parts.insert(0, "error bars above the accuracy on " + ", ".join(
+            f"{k} (±{errors[k]:.1e}" + (f", of which {terms[k]:.1e} from the tensor rule's jumps" if terms.get(k) else "")
+            + ")" if errors[k] is not None else f"{k} (no bar)" for k in bad))
+        if any(terms.get(k) for k in bad):
+            parts.append("--quadrature preint solves every branch with the jump-aware rule")
+    parts += notes
+    return errors, not bad, "; ".join(parts) or None
 
 
 def _fmt(v) -> str:
@@ -184,8 +208,9 @@ def run(args: argparse.Namespace) -> int:
         with executor_from_args(jobs, scheduler) as executor:
             res = run_at(settings, executor)
             if args.accuracy is not None:
-                res, errors, met, note = refine_thresholds(module, res, settings,
-                                                           lambda s: run_at(s, executor), args.accuracy)
+                res, errors, fine_settings, note = refine_thresholds(module, res, settings,
+                                                                     lambda s: run_at(s, executor), args.accuracy)
+                errors, met, note = with_jump_terms(module, params, res, fine_settings, errors, args.accuracy, note)
     finally:
         progress.close()
     if args.json:
