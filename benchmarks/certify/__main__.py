@@ -20,8 +20,9 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="table,branch,thresholds,ladder,gd",
                     help="comma-separated tasks: table, branch, thresholds, ladder, gd")
     ap.add_argument("--points", default="", help="table rows whose label contains one of these (comma-separated)")
-    ap.add_argument("--omegas", default="", help="comma-separated omegas for the thresholds task (default: those "
-                    "in the cache; others are solved from the library's phase diagram as anchors, ~1 h each)")
+    ap.add_argument("--omegas", default="", help="comma-separated omegas for the thresholds task (default: the "
+                    "grid 0, 0.05, ..., 0.45; an omega not in the cache is solved from the library's phase "
+                    "diagram as anchors, 5-40 CPU-minutes each)")
     ap.add_argument("--recompute", action="store_true", help="ignore the committed cache (hours)")
     ap.add_argument("--cache-only", action="store_true",
                     help="render from the cache only; a missing point is an error (exit 1) instead of a computation")
@@ -62,7 +63,7 @@ def main(argv=None) -> int:
         if doc is not None:
             doc = report.replace_block(doc, "BRANCH", report.branch_markdown(br, rep_curve))
     if "thresholds" in tasks:
-        oms = [float(o) for o in a.omegas.split(",") if o] or sorted(study.ANCHORS)
+        oms = [float(o) for o in a.omegas.split(",") if o] or list(study.OMEGAS)
         rep = report.replica_phase_table()
         rows = study.thresholds(oms, replica_rows=rep)
         if write:
