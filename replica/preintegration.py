@@ -93,7 +93,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .compiled import compiled, resolve_backend
-from .energetic import EnergeticAverage
+from .energetic import EnergeticAverage, chunk_map
 from .errors import ParameterError
 from .prox import ProxResult, newton_minimize, prox
 from .quadrature import hermite_1d, legendre_1d
@@ -563,9 +563,19 @@ class _Run:
         failed = np.zeros(N, dtype=np.bool_)
         use_warm = warm is not None
         w_arr = np.ascontiguousarray(warm, dtype=float) if use_warm else np.zeros((D, 1))
-        _, n_dis, _ = self.kernels.node_prox_average(
-            np.ascontiguousarray(z, dtype=float), np.zeros(N), w_arr, use_warm, int(n_starts), self.x, self.p,
-            float(self.tol), 50, 1e-6, h_out, failed, np.zeros(self.x.size))
+        z = np.ascontiguousarray(z, dtype=float)
+
+        def run(a: int, b: int) -> int:  # per node, so the chunking (kernel threads) changes nothing
+            h = np.empty((D, b - a))
+            w = np.ascontiguousarray(w_arr[:, a:b]) if use_warm else w_arr
+            f = np.zeros(b - a, dtype=np.bool_)
+            _, nd, _ = self.kernels.node_prox_average(
+                np.ascontiguousarray(z[:, a:b]), np.zeros(b - a), w, use_warm, int(n_starts), self.x, self.p,
+                float(self.tol), 50, 1e-6, h, f, np.zeros(self.x.size))
+            h_out[:, a:b], failed[a:b] = h, f
+            return int(nd)
+
+        n_dis = sum(chunk_map(run, N))
         return h_out, failed, int(n_dis)
 
     # -------------------------------------------------------------- main
@@ -945,7 +955,10 @@ class _Run:
         # warm starts at a piece's ends: the right branch of the switch on its left and
         # the left branch of the switch on its right
         hl_end, hr_end = hR[:, pair], hL[:, pair + 1]
-        nodes, weights = truncated_normal_rule(seg_a, seg_b, n)
+        # independent per segment: node chunks on the kernel threads (numpy releases the GIL)
+        parts = chunk_map(lambda lo, hi: truncated_normal_rule(seg_a[lo:hi], seg_b[lo:hi], n), seg_a.size)
+        nodes = np.concatenate([q for q, _ in parts]) if parts else np.zeros((0, n))
+        weights = np.concatenate([w for _, w in parts]) if parts else np.zeros((0, n))
         S = seg_line.size
         nl = np.repeat(seg_line, n)
         nu = nodes.reshape(-1)

@@ -283,23 +283,39 @@ def thresholds_csv(rows: list[dict]) -> None:
 
 
 def thresholds_figure(rows: list[dict], replica_rows: dict, out: Path) -> None:
+    """Left: the thresholds (reference with bars, the library's figures as lines); right: the
+    reference's bars and ``replica figures - reference``, relative (the bars are invisible on the
+    left's scale)."""
     import matplotlib
     if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4.2))
     ro = sorted(replica_rows)
     ax.plot(ro, [replica_rows[o]["alpha_c"] for o in ro], "x--", color="C0", alpha=0.6, label="α_c replica (GH 12)")
     ax.plot(ro, [replica_rows[o]["alpha_l"] for o in ro], "+--", color="C1", alpha=0.6, label="α_l replica (GH 12)")
-    for name, mk, col in (("alpha_c", "o", "C0"), ("alpha_l", "s", "C1")):
+    for k, (name, mk, col) in enumerate((("alpha_c", "o", "C0"), ("alpha_l", "s", "C1"))):
         ok = [r for r in rows if name in r]
+        label = name.replace("alpha_", "α_")
         ax.errorbar([r["omega"] for r in ok], [r[name] for r in ok], yerr=[r[name + "_bar"] for r in ok],
-                    fmt=mk, color=col, ms=5, capsize=3, label=f"{name.replace('alpha_', 'α_')} reference")
+                    fmt=mk, color=col, ms=5, capsize=3, label=f"{label} reference")
+        xs = [r["omega"] + (k - 0.5) * 0.006 for r in ok]
+        bx.errorbar(xs, [0.0] * len(ok), yerr=[r[name + "_bar"] / r[name] for r in ok], fmt="none", ecolor=col,
+                    alpha=0.5, capsize=3, lw=3, label=f"{label} reference bar")
+        rep = [(x, (replica_rows[round(r["omega"], 6)][name] - r[name]) / r[name]) for x, r in zip(xs, ok)
+               if replica_rows.get(round(r["omega"], 6), {}).get(name) is not None]
+        bx.plot([x for x, _ in rep], [d for _, d in rep], mk, color=col, ms=5, mfc="none",
+                label=f"{label} replica figures − reference")
     ax.set_xlabel("ω")
     ax.set_ylabel("α")
     ax.legend(fontsize=8)
     ax.set_title("phase diagram, A = [[0.6, 0.4], [0.4, 0.6]]")
+    bx.axhline(0, color="k", lw=0.5)
+    bx.set_xlabel("ω")
+    bx.set_ylabel("relative to the reference")
+    bx.legend(fontsize=7)
+    bx.set_title("reference bars and the library's figures (GH 12)", fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=130)
     plt.close(fig)
