@@ -330,3 +330,20 @@ def test_phase_threshold_bars_cover_the_certified_reference():
         assert abs(res[k] - ref[k]) <= res["errors"][k] + ref[k + "_bar"], (k, res[k], ref[k], res["errors"][k])
     if not res["accuracy_met"]:
         assert "jumps" in res["accuracy_note"]
+
+
+@pytest.mark.slow
+def test_phase_accuracy_reports_spinodal_bars():
+    """Full phase point with --accuracy: every spinodal gets a bar (the continuation's gap to the
+    first failed alpha plus its move from the coarser level), reported apart from accuracy_met."""
+    out = _cli("phase", "attention", "--omega", "0.3", "--accuracy", "0.05", "--quadrature", "fast", "--no-cache",
+               "--quiet", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    spins, bars = res["spinodals"], res["errors"]["spinodals"]
+    assert set(bars) == set(spins) and any(spins.values())
+    for b, values in spins.items():
+        assert len(bars[b]) == len(values)
+        ends = {e["alpha"]: e for e in res["branch_ends"][b]}
+        for a, bar in zip(values, bars[b]):
+            assert bar is None or bar >= abs(ends[a]["alpha_next"] - a)

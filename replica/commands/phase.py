@@ -118,9 +118,9 @@ def refine_thresholds(module, res, settings, run_at, accuracy: float):
     """Re-run the phase point on refined rules (:meth:`SolverSettings.refined`) until the
     thresholds move by less than ``accuracy`` relative: the finest result, its error bars
     (``|finest - previous|`` of ``alpha_c``, ``alpha_l``, ``eps_lin``; None where a threshold does
-    not exist; empty when no refinement was possible), the finest settings, and why the
-    refinement stopped early (None otherwise)."""
-    prev = res
+    not exist; empty when no refinement was possible), the level before the finest (None without
+    a refinement), the finest settings, and why the refinement stopped early (None otherwise)."""
+    prev, coarser = res, None
     note = None
     errors: dict = {}
     for _ in range(MAX_PHASE_LEVELS):
@@ -132,10 +132,24 @@ def refine_thresholds(module, res, settings, run_at, accuracy: float):
         fine = run_at(settings)
         a, b = _thresholds(prev), _thresholds(fine)
         errors = {k: (None if a[k] is None or b[k] is None else abs(b[k] - a[k])) for k in b}
-        prev = fine
+        coarser, prev = prev, fine
         if not _above(errors, b, accuracy):
             break
-    return prev, errors, settings, note
+    return prev, coarser, errors, settings, note
+
+
+def spinodal_errors(res, previous) -> dict[str, list[float | None]]:
+    """Per branch, a bar on each spinodal of ``res``: the gap to the first ``alpha`` where the
+    continuation failed (the end lies in between on this rule) plus the spinodal's move from the
+    ``previous`` (coarser) level; None where the levels do not have the same ends."""
+    out: dict[str, list[float | None]] = {}
+    prev = previous.spinodals
+    for b, spins in res.spinodals.items():
+        ends = [e for e in res.curves[b].ends if e.alpha in spins]
+        before = prev.get(b, [])
+        out[b] = [abs(e.alpha_next - e.alpha) + abs(e.alpha - before[i]) if len(before) == len(spins) else None
+                  for i, e in enumerate(ends)]
+    return out
 
 
 def _above(errors: dict, values: dict, accuracy: float) -> list[str]:
@@ -208,9 +222,13 @@ def run(args: argparse.Namespace) -> int:
         with executor_from_args(jobs, scheduler) as executor:
             res = run_at(settings, executor)
             if args.accuracy is not None:
-                res, errors, fine_settings, note = refine_thresholds(module, res, settings,
+                res, coarser, errors, fine_settings, note = refine_thresholds(module, res, settings,
                                                                      lambda s: run_at(s, executor), args.accuracy)
                 errors, met, note = with_jump_terms(module, params, res, fine_settings, errors, args.accuracy, note)
+                if errors and not args.thresholds_only and coarser is not None:
+                    # reported with their bars, not held to --accuracy: a spinodal's resolution is the
+                    # continuation's smallest step, not the rules' (docs/accuracy.md)
+                    errors["spinodals"] = spinodal_errors(res, coarser)
     finally:
         progress.close()
     if args.json:
