@@ -15,6 +15,9 @@ at the working fixed point: one map evaluation; if no node finds a lower bracket
 hence the fixed point -- is exactly unchanged and that part of the bar is 0; otherwise the point
 is re-solved with the extra starts (the shift is added to the bar) and refined from there.
 A re-solve one level coarser checks that the refinements converge (:func:`_convergence_guard`).
+Where the argmin of the bracket jumps, :func:`jump_check` compares a tensor rule with the
+jump-aware pre-integration (a second rule family): its first-order shift joins the bars, and
+where it alone exceeds the accuracy the point is re-solved and refined on pre-integration.
 
 The reported values are those of the finest solve; each bar is ``|finest - working|`` (plus
 what the iteration left, :attr:`FixedPoint.iteration_error`). That bounds the error of the
@@ -206,16 +209,16 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
     error where it matters. None where the check does not apply (not a tensor rule, no
     pre-integration for the model) or where no line sees a jump or a repaired miss (the
     integrand is smooth along every line: the refinements are the bar)."""
-    fast = solver.jump_aware(JUMP_CHECK_LEVEL)
-    if fast is None:
+    aware = solver.jump_aware(JUMP_CHECK_LEVEL)
+    if aware is None:
         return None
     x = np.asarray(fp.x, dtype=float)
     free = solver.free
     at_x = solver.map_and_numbers(x, alpha)
-    aware_x = fast.map_and_numbers(x, alpha)
+    aware_x = aware.map_and_numbers(x, alpha)
     if at_x is None or aware_x is None:
         return None
-    stats = fast.integrator.last_stats
+    stats = aware.integrator.last_stats
     if not (stats.switches or stats.corrected or stats.breaks):
         return None
     J = solver.fixed_point_jacobian(x, alpha)
@@ -239,7 +242,7 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
         errors[k] = abs(e) if math.isfinite(e) else 0.0
     shift = float(np.linalg.norm((y - x)[free]) / max(np.linalg.norm(x[free]), 1e-300))
     return JumpCheck(errors=errors, shift=shift, lines=int(stats.lines), switch_lines=int(stats.switch_lines),
-                     solver=fast, jacobian=J)
+                     solver=aware, jacobian=J)
 
 
 def _finish(fp: FixedPoint, errors: dict[str, float], accuracy: float, why: str | None) -> FixedPoint:
