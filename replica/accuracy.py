@@ -221,7 +221,7 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
     stats = aware.integrator.last_stats
     if not (stats.switches or stats.corrected or stats.breaks):
         return None
-    J = solver.fixed_point_jacobian(x, alpha)
+    J = solver.fixed_point_jacobian(x, alpha, mapped=at_x[0])
     if J is None:
         return None
     y = x.copy()

@@ -366,10 +366,14 @@ class Solver:
         integ = self.integrator.companion()
         if hasattr(integ, "with_extra_starts") and self.extra_starts:
             integ = integ.with_extra_starts(self.extra_starts)
-        out = Solver(self.module, rule=integ, test_rule=self.test_rule, entropic_rule=self.entropic_rule,
-                     **self._init)
+        out = self._with_integrator(integ)
         out.extra_starts = self.extra_starts
         return out
+
+    def _with_integrator(self, integ: EnergeticIntegrator) -> "Solver":
+        """The same problem and settings with the energetic average by ``integ``."""
+        return Solver(self.module, rule=integ, test_rule=self.test_rule, entropic_rule=self.entropic_rule,
+                      **self._init)
 
     def jump_aware(self, level: str = "default", direction: np.ndarray | str = "auto") -> "Solver | None":
         """The same problem with the energetic average by the jump-aware pre-integration
@@ -379,9 +383,7 @@ class Solver:
         (:func:`replica.integrators.preintegration_refusal`)."""
         if not isinstance(self.integrator, QuadratureIntegrator) or preintegration_refusal(self.module) is not None:
             return None
-        integ = make_integrator(self.module, level, direction=direction, backend=self.backend)
-        return Solver(self.module, rule=integ, test_rule=self.test_rule, entropic_rule=self.entropic_rule,
-                      **self._init)
+        return self._with_integrator(make_integrator(self.module, level, direction=direction, backend=self.backend))
 
     @property
     def parameter_dict(self) -> dict[str, float]:
@@ -712,16 +714,19 @@ class Solver:
             return None
         return res.x_new, self._observables(y, res, alpha, [0.0], 0)
 
-    def fixed_point_jacobian(self, x: np.ndarray, alpha: float) -> np.ndarray | None:
+    def fixed_point_jacobian(self, x: np.ndarray, alpha: float, mapped: np.ndarray | None = None
+                             ) -> np.ndarray | None:
         """The Jacobian of ``map(x) - x`` on the free entries at ``x``: the last solve's Newton
         Jacobian when that solve ended at ``x``, else forward differences (one map evaluation per
-        free entry); None where a perturbed state is not admissible."""
+        free entry, plus one for ``map(x)`` unless given as ``mapped``); None where a perturbed
+        state is not admissible."""
         x = np.asarray(x, dtype=float)
         last = getattr(self, "_last_x", None)
         if self.last_jacobian is not None and last is not None and np.array_equal(last, x):
             return self.last_jacobian
-        g = (self.evaluate_map(x, alpha, use_warm=False).x_new - x)[self.free]
-        return self._fd_jacobian(x, g, alpha)
+        if mapped is None:
+            mapped = self.evaluate_map(x, alpha, use_warm=False).x_new
+        return self._fd_jacobian(x, (mapped - x)[self.free], alpha)
 
     def solve_best(self, alpha: float, spread: Sequence[tuple[float, float]] = ((1.0, 1.0), (1.0, 0.5),
                                                                                (0.1, 0.5)),
