@@ -92,7 +92,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .compiled import compiled, resolve_backend
+from .compiled import compiled, numba_available, resolve_backend
 from .energetic import EnergeticAverage, chunk_map
 from .errors import ParameterError
 from .prox import ProxResult, newton_minimize, prox
@@ -130,8 +130,20 @@ def truncated_normal_rule(a: np.ndarray, b: np.ndarray, n: int, discretization: 
     S = a.shape[0]
     if S == 0:
         return np.zeros((0, n)), np.zeros((0, n))
-    c, hw = 0.5 * (a + b), 0.5 * np.maximum(b - a, 0.0)
     s, lam = legendre_1d(discretization)
+    kernel = _compiled_rule_kernel()
+    if kernel is not None:
+        nodes, weights = np.empty((S, n)), np.empty((S, n))
+        kernel(np.ascontiguousarray(a), np.ascontiguousarray(b), int(n), s, lam, nodes, weights)
+        return nodes, weights
+    return _truncated_normal_rule_numpy(a, b, n, s, lam)
+
+
+def _truncated_normal_rule_numpy(a: np.ndarray, b: np.ndarray, n: int, s: np.ndarray, lam: np.ndarray
+                                 ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`truncated_normal_rule` vectorised over the intervals in numpy (no numba)."""
+    S, discretization = a.shape[0], s.size
+    c, hw = 0.5 * (a + b), 0.5 * np.maximum(b - a, 0.0)
     t = c[:, None] + hw[:, None] * s[None, :]
     w = lam[None, :] * hw[:, None] * np.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi)
     mu0 = w.sum(axis=1)
@@ -165,6 +177,130 @@ def truncated_normal_rule(a: np.ndarray, b: np.ndarray, n: int, discretization: 
     weights = mu0[:, None] * vec[:, 0, :] ** 2
     weights[~ok] = 0.0
     return nodes, weights
+
+
+def _rule_kernel(a, b, n, s, lam, nodes, weights):  # pragma: no cover - run compiled (numba)
+    """Per interval, the algorithm of :func:`_truncated_normal_rule_numpy` in scalar loops: the
+    Stieltjes recurrence of the discretised weight, then the Jacobi matrix's eigenvalues and the
+    first components of its eigenvectors by implicit QL (Golub--Welsch needs no more). Plain
+    Python over numpy arrays, compiled by numba (:func:`_compiled_rule_kernel`): the numpy version
+    allocates ``(S, K)`` temporaries per step and a dense ``eigh`` per interval, ~5x slower on the
+    ~1e5 intervals of a fine pre-integration level."""
+    S, K = a.shape[0], s.shape[0]
+    norm = 1.0 / math.sqrt(2.0 * math.pi)
+    wn, p, pp, r = np.empty(K), np.empty(K), np.empty(K), np.empty(K)
+    d, e, z = np.empty(n), np.empty(n), np.empty(n)
+    beta = np.zeros(n)
+    for i in range(S):
+        c, hw = 0.5 * (a[i] + b[i]), 0.5 * max(b[i] - a[i], 0.0)
+        mu0 = 0.0
+        for k in range(K):
+            t = c + hw * s[k]
+            wn[k] = lam[k] * hw * math.exp(-0.5 * t * t) * norm
+            mu0 += wn[k]
+        ok = mu0 > 0.0
+        for k in range(K):
+            wn[k] = wn[k] / mu0 if ok else 1.0 / K
+            p[k], pp[k] = 1.0, 0.0
+        # orthonormal Stieltjes (Lanczos form) with one re-orthogonalisation
+        for j in range(n):
+            al = 0.0
+            for k in range(K):
+                al += wn[k] * s[k] * p[k] * p[k]
+            for k in range(K):
+                r[k] = s[k] * p[k] - al * p[k]
+            if j:
+                c1 = 0.0
+                for k in range(K):
+                    r[k] -= beta[j] * pp[k]
+                    c1 += wn[k] * r[k] * pp[k]
+                for k in range(K):
+                    r[k] -= c1 * pp[k]
+            c2 = 0.0
+            for k in range(K):
+                c2 += wn[k] * r[k] * p[k]
+            nb = 0.0
+            for k in range(K):
+                r[k] -= c2 * p[k]
+                nb += wn[k] * r[k] * r[k]
+            nb = math.sqrt(nb)
+            d[j] = al
+            if j + 1 < n:
+                beta[j + 1] = nb
+            dv = nb if nb > 0.0 else 1.0
+            for k in range(K):
+                pp[k] = p[k]
+                p[k] = r[k] / dv
+        # implicit QL on the Jacobi matrix (diagonal d, off-diagonal beta[1:]), rotations applied
+        # to the first row of the eigenvector matrix only
+        for j in range(n):
+            e[j] = beta[j + 1] if j + 1 < n else 0.0
+            z[j] = 1.0 if j == 0 else 0.0
+        for l in range(n):
+            for _ in range(60):
+                m = l
+                while m < n - 1:
+                    dd = abs(d[m]) + abs(d[m + 1])
+                    if abs(e[m]) <= 2.2e-16 * dd:
+                        break
+                    m += 1
+                if m == l:
+                    break
+                g = (d[l + 1] - d[l]) / (2.0 * e[l])
+                rr = math.hypot(g, 1.0)
+                g = d[m] - d[l] + e[l] / (g + (rr if g >= 0.0 else -rr))
+                sn, cs, pe = 1.0, 1.0, 0.0
+                underflow = False
+                for ii in range(m - 1, l - 1, -1):
+                    f, bb = sn * e[ii], cs * e[ii]
+                    rr = math.hypot(f, g)
+                    e[ii + 1] = rr
+                    if rr == 0.0:
+                        d[ii + 1] -= pe
+                        e[m] = 0.0
+                        underflow = True
+                        break
+                    sn, cs = f / rr, g / rr
+                    g = d[ii + 1] - pe
+                    rr = (d[ii] - g) * sn + 2.0 * cs * bb
+                    pe = sn * rr
+                    d[ii + 1] = g + pe
+                    g = cs * rr - bb
+                    f = z[ii + 1]
+                    z[ii + 1] = sn * z[ii] + cs * f
+                    z[ii] = cs * z[ii] - sn * f
+                if underflow:
+                    continue
+                d[l] -= pe
+                e[l] = g
+                e[m] = 0.0
+        # ascending nodes (insertion sort: n is small)
+        for j in range(1, n):
+            dj, zj = d[j], z[j]
+            k = j - 1
+            while k >= 0 and d[k] > dj:
+                d[k + 1], z[k + 1] = d[k], z[k]
+                k -= 1
+            d[k + 1], z[k + 1] = dj, zj
+        for j in range(n):
+            nodes[i, j] = c + hw * d[j]
+            weights[i, j] = mu0 * z[j] * z[j] if ok else 0.0
+
+
+_RULE_KERNEL: list = []
+
+
+def _compiled_rule_kernel():
+    """:func:`_rule_kernel` compiled by numba (machine code cached on disk; None without numba or
+    with ``REPLICA_BACKEND=numpy``: the numpy version then runs)."""
+    if not _RULE_KERNEL:
+        kernel = None
+        if numba_available():
+            import numba
+
+            kernel = numba.njit(cache=True, nogil=True, error_model="numpy")(_rule_kernel)
+        _RULE_KERNEL.append(kernel)
+    return _RULE_KERNEL[0]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -288,6 +424,10 @@ class PreintegrationIntegrator:
     max_rounds, max_depth, break_width:
         Limits of the verification/splitting rounds, of the bisection depth and the
         width below which a suspect interval becomes a break.
+    segment_multistart:
+        Seek the minimum at the nodes of the pieces from every start of the module too (not
+        only warm from the same piece), in evaluations from every start (``multistart=True``);
+        on in :meth:`refined` rules.
     """
 
     def __init__(self, dim: int, line_order: int | Sequence[int] = 10, u_order: int = 10,
@@ -581,6 +721,7 @@ class _Run:
     # -------------------------------------------------------------- main
     def run(self, warm: Any, multistart: bool) -> EnergeticAverage:
         t0 = time.perf_counter()
+        self.multistart = multistart
         I, D = self.I, self.D
         nL = self.wy.size
         P = I._u.size
@@ -637,11 +778,11 @@ class _Run:
         self.stats.switch_lines = switching.size
         todo = np.arange(nL) if I.always_segments else switching
         if todo.size:
-            seg_line, seg_int = self._segments(found, h, todo)
+            # the treated lines' GH sums are replaced by their pieces' (weighted by the lines')
             line_int[:, todo] = 0.0
-            np.add.at(line_int.T, seg_line, seg_int.T)
-        self.line_integrals = line_int
-        total = line_int @ self.wy
+            total = line_int @ self.wy + self._segments(found, h, todo)
+        else:
+            total = line_int @ self.wy
         # switch points (for the direction estimate)
         if found["u"].size:
             zs = self.z_of(found["line"], found["u"])
@@ -759,7 +900,10 @@ class _Run:
         certain, breaks = self._cat(certain, keys), self._cat(breaks, keys)
         # A suspect interval that turned out smooth after bisection holds a steep but
         # continuous transition: break the line at its steepest refined point, so that
-        # the near-singularity sits at the end of a Gauss segment, not inside one.
+        # the near-singularity sits at the end of a Gauss segment, not inside one. Every
+        # such interval gets its break: keeping only those whose refined slope exceeds twice
+        # the end slopes (3x faster on the paper's point) moved qhat by 2e-4 relative at every
+        # level, 7 times the certified reference's error (2026-11-24, docs/quadrature.md).
         if mids:
             mids = self._cat(mids, ["origin", "line", "c", "h", "steep"])
             done = np.isin(mids["origin"], np.concatenate([certain["origin"], breaks["origin"]]))
@@ -939,7 +1083,8 @@ class _Run:
 
     # -------------------------------------------------------------- segments
     def _segments(self, found, h, lines):
-        """Truncated-normal Gauss rules on the smooth pieces of ``lines`` (with or without switches)."""
+        """Truncated-normal Gauss rules on the smooth pieces of ``lines`` (with or without switches):
+        their sum over the pieces, weighted by the lines' outer weights, of ``(dF/dx, F)``."""
         I = self.I
         n = I.segment_order
         D = self.D
@@ -980,12 +1125,42 @@ class _Run:
         warm[:, use_a] = ha[:, use_a]
         warm[:, use_b] = hb[:, use_b]
         z = self.z_of(nl, nu)
-        res = self.gprox(z, warm, multistart=self.I.segment_multistart)
+        # every start on the pieces only in evaluations from every start (the solver confirms
+        # each fixed point with one): the warm-start evaluations of a Newton solve skip them
+        multistart = self.I.segment_multistart and self.multistart
         self.stats.segment_nodes += nu.size
+        wn = (self.wy[seg_line][:, None] * weights).reshape(-1)  # line weight x piece weight
+        if self.kernels is not None:
+            return self._weighted_sums(z, warm, wn, multistart)
+        res = self.gprox(z, warm, multistart=multistart)
         G = np.asarray(self.mod.bracket_parameter_gradient(res.h, z, self.x, self.p))
-        vals = np.concatenate([G, res.value[None, :]])  # (nX+1, S*n)
-        seg_int = (vals.reshape(-1, S, n) * weights[None]).sum(axis=2)
-        return seg_line, seg_int
+        return np.concatenate([G, res.value[None, :]]) @ wn
+
+    def _weighted_sums(self, z: np.ndarray, warm: np.ndarray, w: np.ndarray, multistart: bool) -> np.ndarray:
+        """``sum_j w_j (dF/dx, F)`` at the global minimisers of nodes ``z`` (warm starts ``warm``),
+        fused in the compiled kernel (no per-node arrays: the ~1e6 nodes of a fine level's pieces)."""
+        N, D, nx = z.shape[1], self.D, self.x.size
+        n_starts = self.mod.N_STARTS if multistart else 1  # as gprox: the warm start and the first
+        self.stats.newton_solves += N * (n_starts + 1)
+        z = np.ascontiguousarray(z, dtype=float)
+        warm = np.ascontiguousarray(warm, dtype=float)
+        w = np.ascontiguousarray(w, dtype=float)
+        failed = np.zeros(N, dtype=np.bool_)
+
+        def run(a: int, b: int) -> np.ndarray:
+            grad = np.zeros(nx)
+            psi, _, _ = self.kernels.node_prox_average(
+                np.ascontiguousarray(z[:, a:b]), w[a:b], np.ascontiguousarray(warm[:, a:b]), True, int(n_starts),
+                self.x, self.p, float(self.tol), 50, 1e-6, np.empty((D, b - a)), failed[a:b], grad)
+            return np.append(grad, psi)
+
+        out = np.sum(chunk_map(run, N), axis=0)
+        idx = np.flatnonzero(failed)
+        if idx.size:  # no start converged in the kernel: the robust numpy prox, as in gprox
+            res = prox(self.mod, z[:, idx], self.x, self.p, warm=warm[:, idx], tol=self.tol, multistart=True)
+            G = np.asarray(self.mod.bracket_parameter_gradient(res.h, z[:, idx], self.x, self.p))
+            out += np.concatenate([G, np.asarray(res.value)[None, :]]) @ w[idx]
+        return out
 
 
 # ----------------------------------------------------------------------------- factory
