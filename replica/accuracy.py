@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
@@ -281,9 +282,37 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
     """
     if not (math.isfinite(accuracy) and 0 < accuracy < 1):
         raise ParameterError("accuracy", f"must be in (0, 1), got {accuracy}")
+    # The jump check (one pre-integration evaluation) runs beside the refinement ladder of the
+    # working rule, whose result stands unless the check sends the solve to the jump-aware rule
+    # (the ladder then stops at its next level; its progress lines are held until then). The
+    # check touches the working solver only through map evaluations, and its Jacobian is the last
+    # solve's: where it is not (a fixed point from elsewhere) the check runs first, alone.
+    say = progress if progress is not None else (lambda line: None)
+    held: list[str] = []
+    concurrent = getattr(solver, "_last_x", None) is not None and solver.last_jacobian is not None \
+        and np.array_equal(solver._last_x, np.asarray(fp.x, dtype=float))
+    if concurrent:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="replica-jump-check") as pool:
+            future = pool.submit(jump_check, solver, fp, alpha)
+
+            def switch() -> bool:
+                return future.done() and future.exception() is None and _needs_jump_aware(future.result(), fp,
+                                                                                           accuracy)
+
+            def relay(line: str) -> None:
+                held.append(line)
+                if future.done() and not switch():  # the ladder stands: its lines go out as they come
+                    for h in held:
+                        say(h)
+                    held.clear()
+
+            ladder = _ladder(solver, fp, alpha, accuracy, max_levels, relay, switch)
+            check = future.result()
+    else:
+        check = jump_check(solver, fp, alpha)
+        ladder = None
     jump_notes: list[str] = []
-    check = jump_check(solver, fp, alpha)
-    if check is not None and unresolved(fp, check.errors, accuracy):
+    if _needs_jump_aware(check, fp, accuracy):
         # The tensor rule's error across the jumps of the argmin alone exceeds the accuracy:
         # re-solve on the jump-aware rule (along the check's direction), whose refinements
         # converge, and refine that instead.
@@ -299,7 +328,37 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
                 f"state and the tensor rule's fixed point is {check.shift:.1e} (relative) off the jump-aware one: "
                 f"re-solved with the jump-aware pre-integration, whose refinements give the bars")
             moved.notes = [n for n in fp.notes if n not in moved.notes] + moved.notes
-            solver, fp, check = aware, moved, None
+            solver, fp, check, ladder = aware, moved, None, None
+            held.clear()
+    if ladder is None:
+        held.clear()
+    for line in held:  # the lines of the ladder that stands
+        say(line)
+    if ladder is None:  # not run yet, stopped for the jump-aware rule whose re-solve failed, or discarded
+        ladder = _ladder(solver, fp, alpha, accuracy, max_levels, say, lambda: False)
+    best, errors, why, erratic = ladder
+    if check is not None:
+        # the tensor rule's error across the jumps (first order), on top of its refinements
+        errors = _add(errors, check.errors)
+    best.notes.extend(jump_notes)
+    if erratic:
+        best.notes.append("the rules are not in their asymptotic regime on " + ", ".join(erratic[:6])
+                          + " (a refinement did not halve the previous difference): their bars are the larger "
+                            "of the last two differences")
+    return _finish(best, errors, accuracy, why)
+
+
+def _needs_jump_aware(check: JumpCheck | None, fp: FixedPoint, accuracy: float) -> bool:
+    """Whether the jump check's shift alone exceeds the accuracy (the solve moves to the jump-aware rule)."""
+    return check is not None and bool(unresolved(fp, check.errors, accuracy))
+
+
+def _ladder(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float, max_levels: int,
+            progress: Callable[[str], None], stop: Callable[[], bool]
+            ) -> tuple[FixedPoint, dict[str, float], str | None, list[str]] | None:
+    """The refinement ladder of :func:`solve_to_accuracy` on ``solver``'s rules from ``fp``: the
+    finest fixed point, its bars, why it stopped short (or None) and the numbers whose refinements
+    were erratic; None where ``stop()`` turned true before a level after the first."""
     work_solver, work = solver, fp
     refine = {"energetic": True, "entropic": solver.entropic_rule is not None}
     why = None
@@ -311,6 +370,8 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
         prev = None
     erratic: list[str] = []
     for level in range(1, max_levels + 1):
+        if level > 1 and stop():
+            return None
         # more prox starts at the working fixed point (one map evaluation on the working rule; a
         # re-solve only where some node finds a lower bracket), then the refined rules from there
         st_solver, st = _more_starts(work_solver, work, alpha)
@@ -330,16 +391,23 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
             errors, erratic = _convergence_guard(errors, finest, base, prev, accuracy)
         best = finest
         best.notes = [n for n in work.notes if not n.startswith(BRANCH_NOT_FOUND) and n not in best.notes] + best.notes
-        if progress is not None:
-            bad = unresolved(best, errors, accuracy)
-            progress(f"level {level}: {best.rules.get('energetic', '')}; {len(bad)} bars above {accuracy:g}"
-                     + (f" ({', '.join(bad[:4])})" if bad else ""))
-        if not unresolved(best, errors, accuracy):
+        bad = unresolved(best, errors, accuracy)
+        progress(f"level {level}: {best.rules.get('energetic', '')}; {len(bad)} bars above {accuracy:g}"
+                 + (f" ({', '.join(bad[:4])})" if bad else ""))
+        if not bad:
             break
         if level == max_levels:
             why = (f"stopped after {max_levels} refinements" if max_levels > 1 else None)
             break
-        if level == 1:
+        if sum(refine.values()) == 1:
+            # one average refined: whether it still matters is what this level's re-solve moved
+            # (the check below would evaluate the next level's map at this very point, which the
+            # next level's solve does first anyway)
+            if _shift(finest, base) < FREEZE_FRACTION * accuracy and st is None:
+                why = ("stopped: refining the averages no longer moves the fixed point; the bars come "
+                       "from the prox starts or the iteration")
+                break
+        elif level == 1:
             refine = _components_to_refine(ref_solver, best, alpha, accuracy, refine)
             if not any(refine.values()) and st is None:
                 why = ("stopped: refining the averages no longer moves the fixed point; the bars come "
@@ -347,15 +415,13 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
                 break
         prev = base
         work_solver, work = ref_solver, best
-    if check is not None:
-        # the tensor rule's error across the jumps (first order), on top of its refinements
-        errors = _add(errors, check.errors)
-    best.notes.extend(jump_notes)
-    if erratic:
-        best.notes.append("the rules are not in their asymptotic regime on " + ", ".join(erratic[:6])
-                          + " (a refinement did not halve the previous difference): their bars are the larger "
-                            "of the last two differences")
-    return _finish(best, errors, accuracy, why)
+    return best, errors, why, erratic
+
+
+def _shift(a: FixedPoint, b: FixedPoint) -> float:
+    """The relative distance of two fixed points' states."""
+    xa, xb = np.asarray(a.x, dtype=float), np.asarray(b.x, dtype=float)
+    return float(np.linalg.norm(xa - xb) / max(np.linalg.norm(xa), 1e-300))
 
 
 def _convergence_guard(errors: dict[str, float], finest: FixedPoint, work: FixedPoint, prev: FixedPoint,
