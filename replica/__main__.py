@@ -1,6 +1,4 @@
 """``python -m replica``: the command-line tool (see :mod:`replica.cli`)."""
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()
