@@ -278,6 +278,43 @@ def test_jump_check_sees_the_switches_of_the_paper_model(attention):
     assert check.errors["V"] > 0 and check.errors["eps_g"] > 0
 
 
+def test_jump_check_beside_the_ladder_changes_nothing(attention, monkeypatch):
+    """solve_to_accuracy runs the jump check in a thread beside the working rule's ladder; the two
+    touch no shared state, so running the check first, alone (an executor that runs what is
+    submitted at once), gives every number and bar bit for bit."""
+    import concurrent.futures
+
+    import replica.accuracy as acc
+    from replica.integrators import from_spec
+
+    def solved():
+        solver = Solver(attention, {"omega": 0.3}, "semantic", rule=from_spec("default", attention, "semantic"),
+                        error_estimate=False)
+        return solver, solver.solve(2.0)
+
+    beside = solve_to_accuracy(*solved(), 2.0)
+
+    class Inline:
+        def __init__(self, **kw):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, *args):
+            future = concurrent.futures.Future()
+            future.set_result(fn(*args))
+            return future
+
+    monkeypatch.setattr(acc, "ThreadPoolExecutor", Inline)
+    first = solve_to_accuracy(*solved(), 2.0)
+    assert values(first) == values(beside)
+    assert first.errors == beside.errors and first.notes == beside.notes
+
+
 def _certified(label: str) -> dict:
     """The certified reference's row (benchmarks/certify: an independent solver with a certified
     prox and located jumps), from its committed cache."""
