@@ -70,17 +70,43 @@ def values(fp: FixedPoint) -> dict[str, float]:
 ITERATION_SAFETY = 2.0
 
 
+def contraction(fp: FixedPoint, corrected: FixedPoint) -> float:
+    """How much of the Newton correction a second step would still add: ``|J^{-1} g(y)| /
+    |J^{-1} g(x)|`` at the corrected state ``y`` (its :attr:`FixedPoint.iteration_error`) over the
+    solve's own. Near 0 with a good Jacobian; a Broyden / other-rule Jacobian can leave it at
+    ~0.8 (the default logistic solve: the correction then covers a third of what the iteration
+    left). 0 where the correction is at round-off, where the ratio means nothing."""
+    first = np.linalg.norm(list(fp.iteration_error.values()) or [0.0])
+    second = np.linalg.norm(list(corrected.iteration_error.values()) or [0.0])
+    if not (math.isfinite(first) and math.isfinite(second)):
+        return math.inf
+    if first <= ROUNDOFF_STEP * max(np.linalg.norm(fp.x), 1e-300):
+        return 0.0
+    return float(second / first)
+
+
+#: a Newton correction below this (relative to the state) is round-off: no contraction measured
+ROUNDOFF_STEP = 1e-12
+
+
 def _iteration_part(fp: FixedPoint, corrected: FixedPoint | None = None) -> dict[str, float]:
     """What the iteration left, ``ITERATION_SAFETY`` times: on every number its change at the
-    Newton-corrected state ``corrected`` (:meth:`Solver.newton_corrected`); without one,
-    ``|J^{-1} g|`` on the order parameters and 10x its relative size on the derived numbers."""
+    Newton-corrected state ``corrected`` (:meth:`Solver.newton_corrected`) summed as a geometric
+    series over the correction's :func:`contraction` ``k`` (``/ (1 - k)``: what repeated steps with
+    the same Jacobian would add; nan where ``k >= 1``, when the Jacobian does not resolve what is
+    left); without one, ``|J^{-1} g|`` on the order parameters and 10x its relative size on the
+    derived numbers."""
     vf = values(fp)
     if corrected is not None:
         vc = values(corrected)
-        out = {k: ITERATION_SAFETY * abs(vc[k] - v) if math.isfinite(vc.get(k, math.nan) - v) else 0.0
-               for k, v in vf.items()}
+        k_c = contraction(fp, corrected)
+        series = ITERATION_SAFETY / (1.0 - k_c) if k_c < 1 else math.nan
+        def times(d: float) -> float:  # a number the correction does not move stays at 0
+            return series * d if d > 0 else 0.0
+
+        out = {k: times(abs(vc[k] - v)) if math.isfinite(vc.get(k, math.nan) - v) else 0.0 for k, v in vf.items()}
         for k, v in fp.iteration_error.items():
-            out[k] = max(out.get(k, 0.0), ITERATION_SAFETY * v)
+            out[k] = max(out.get(k, 0.0), times(v))
         return out
     it = {k: ITERATION_SAFETY * v for k, v in fp.iteration_error.items()}
     rel = float(np.linalg.norm(list(it.values())) / max(np.linalg.norm(fp.x), 1e-300)) if it else 0.0

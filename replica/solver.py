@@ -670,17 +670,20 @@ class Solver:
         fp.rules = self.rules()
         return fp
 
-    def _iteration_error(self, J, g, x, r) -> dict[str, float]:
+    def _iteration_error(self, J, g, x, r, remember: bool = True) -> dict[str, float]:
         """What the iteration left on each order parameter: the Newton correction ``|J^{-1} g|``
-        (free entries; 0 on pinned ones), or ``r |x|`` on every free entry without a Jacobian."""
+        (free entries; 0 on pinned ones), or ``r |x|`` on every free entry without a Jacobian.
+        ``remember``: keep ``x`` and the step for :meth:`newton_corrected`."""
         err = np.zeros(len(self.names))
         corr = None
-        self._last_x, self._last_step = x.copy(), None
+        if remember:
+            self._last_x, self._last_step = x.copy(), None
         if J is not None:
             try:
                 step = -np.linalg.solve(J, g)
                 if np.all(np.isfinite(step)):
-                    self._last_step = step
+                    if remember:
+                        self._last_step = step
                     corr = np.abs(step)
             except np.linalg.LinAlgError:
                 corr = None
@@ -708,7 +711,12 @@ class Solver:
             res = self._warm_only_map(y, alpha) if self._warm is not None else self.evaluate_map(y, alpha)
         except InvalidStateError:
             return None
-        return self._observables(y, res, alpha, [0.0], 0)
+        out = self._observables(y, res, alpha, [0.0], 0)
+        # what a second Newton step from y would still move (same Jacobian, no extra evaluation):
+        # with the first step it gives the correction's contraction (replica.accuracy)
+        out.iteration_error = self._iteration_error(self.last_jacobian, (res.x_new - y)[self.free], y, 0.0,
+                                                    remember=False)
+        return out
 
     def numbers_at(self, x: np.ndarray, alpha: float) -> FixedPoint | None:
         """Every reported number at state ``x`` (not a fixed point: one map evaluation from every

@@ -217,6 +217,25 @@ def test_classifier_error_bars_cover_the_state_evolution(model, params):
     assert res["accuracy_met"] is True
 
 
+def test_iteration_bar_covers_a_poor_newton_jacobian():
+    """The iteration's part of a bar with a Jacobian 3x off (as a Broyden / other-rule Jacobian can
+    be: the default logistic solve once left q 2.4e-10 off under a 1.5e-10 bar): the corrected
+    state's second correction measures the contraction, and the geometric series over it covers
+    what the iteration left (a bar of 2x the one-step correction alone would cover a third)."""
+    from replica.registry import load_module
+
+    oracle = state_evolution("logistic", 2.0, lam=0.1)
+    solver = Solver(load_module("logistic"), {"lam": 0.1}, error_estimate=False, tol=1e-6)
+    fp = solver.solve(2.0)
+    solver.last_jacobian = 3.0 * solver.last_jacobian
+    out = with_error_bars(solver, fp, 2.0)
+    assert out.iterations == 1  # the refined re-solve stopped at once: its step used the poor Jacobian
+    err = {k: abs(values(out)[k] - oracle[o]) for k, o in (("q_1", "q"), ("V_1", "V"), ("theta_1", "theta"))}
+    assert min(err.values()) > 1e-8  # what the loose tolerance left dominates the bars
+    for k, e in err.items():
+        assert e <= out.errors[k], (k, e, out.errors[k])
+
+
 def test_logistic_accuracy_1e6_is_reached():
     out = _cli("solve", "logistic", "--alpha", "2", "--param", "lam=0.1", "--accuracy", "1e-6", "--json",
                "--no-replicon")
