@@ -106,7 +106,8 @@ def _iteration_part(fp: FixedPoint, corrected: FixedPoint | None = None) -> dict
 
         out = {k: times(abs(vc[k] - v)) if math.isfinite(vc.get(k, math.nan) - v) else 0.0 for k, v in vf.items()}
         for k, v in fp.iteration_error.items():
-            out[k] = max(out.get(k, 0.0), times(v))
+            t = times(v)
+            out[k] = t if math.isnan(t) else max(out.get(k, 0.0), t)  # (max() would drop a nan)
         return out
     it = {k: ITERATION_SAFETY * v for k, v in fp.iteration_error.items()}
     rel = float(np.linalg.norm(list(it.values())) / max(np.linalg.norm(fp.x), 1e-300)) if it else 0.0
@@ -411,6 +412,10 @@ def _ladder(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float, max_l
         finest = ref
         corrected = ref_solver.newton_corrected(alpha)
         errors = bars(finest, base, corrected=corrected)
+        if corrected is not None and not contraction(finest, corrected) < 1:
+            finest.notes.append("the Newton correction does not contract at the fixed point (a noisy map or a poor "
+                                "Jacobian): what the iteration left is unknown and its bars are nan; try a smaller "
+                                "--tol or a finer rule")
         if st is not None:
             errors = _add(errors, bars(st, work))
         if prev is not None:

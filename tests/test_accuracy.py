@@ -236,6 +236,26 @@ def test_iteration_bar_covers_a_poor_newton_jacobian():
         assert e <= out.errors[k], (k, e, out.errors[k])
 
 
+def test_iteration_bar_is_a_geometric_series_over_the_contraction(ridge):
+    """The iteration's part of a bar: the one-step correction x 2 / (1 - k), ``k`` the second
+    correction over the first; nan (unknown) where the correction does not contract."""
+    from dataclasses import replace
+
+    from replica.accuracy import ITERATION_SAFETY, bars, contraction
+
+    solver = Solver(ridge, {"lam": 0.1, "Delta": 0.25}, error_estimate=False, tol=1e-6)
+    fp = solver.solve(2.0)
+    step = dict(fp.iteration_error)
+    assert step["q_1"] > 1e-9  # the loose tolerance left a correction well above round-off
+    for k, expect in ((0.0, 1.0), (0.5, 2.0), (0.9, 10.0)):
+        corrected = replace(fp, iteration_error={n: k * v for n, v in step.items()})
+        assert contraction(fp, corrected) == pytest.approx(k, abs=1e-12)
+        assert bars(fp, corrected=corrected)["q_1"] == pytest.approx(ITERATION_SAFETY * expect * step["q_1"],
+                                                                     rel=1e-6)
+    stuck = replace(fp, iteration_error={n: 1.5 * v for n, v in step.items()})
+    assert math.isnan(bars(fp, corrected=stuck)["q_1"])
+
+
 def test_logistic_accuracy_1e6_is_reached():
     out = _cli("solve", "logistic", "--alpha", "2", "--param", "lam=0.1", "--accuracy", "1e-6", "--json",
                "--no-replicon")
