@@ -70,6 +70,10 @@ def values(fp: FixedPoint) -> dict[str, float]:
 ITERATION_SAFETY = 2.0
 
 
+#: a Newton correction below this (relative to the state) is round-off: no contraction measured
+ROUNDOFF_STEP = 1e-12
+
+
 def contraction(fp: FixedPoint, corrected: FixedPoint) -> float:
     """How much of the Newton correction a second step would still add: ``|J^{-1} g(y)| /
     |J^{-1} g(x)|`` at the corrected state ``y`` (its :attr:`FixedPoint.iteration_error`) over the
@@ -85,10 +89,6 @@ def contraction(fp: FixedPoint, corrected: FixedPoint) -> float:
     return float(second / first)
 
 
-#: a Newton correction below this (relative to the state) is round-off: no contraction measured
-ROUNDOFF_STEP = 1e-12
-
-
 def _iteration_part(fp: FixedPoint, corrected: FixedPoint | None = None) -> dict[str, float]:
     """What the iteration left, ``ITERATION_SAFETY`` times: on every number its change at the
     Newton-corrected state ``corrected`` (:meth:`Solver.newton_corrected`) summed as a geometric
@@ -101,6 +101,7 @@ def _iteration_part(fp: FixedPoint, corrected: FixedPoint | None = None) -> dict
         vc = values(corrected)
         k_c = contraction(fp, corrected)
         series = ITERATION_SAFETY / (1.0 - k_c) if k_c < 1 else math.nan
+
         def times(d: float) -> float:  # a number the correction does not move stays at 0
             return series * d if d > 0 else 0.0
 
