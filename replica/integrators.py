@@ -24,7 +24,7 @@ import numpy as np
 
 from .cache import default_cache_dir
 from .compiled import resolve_backend
-from .energetic import EnergeticAverage, EnergeticIntegrator, label_weighted, average_on_nodes
+from .energetic import EnergeticAverage, EnergeticIntegrator, average_on_nodes, label_weighted, lower_minima
 from .errors import ParameterError
 from .kinks import KinkIntegrator, parse_plan
 from .preintegration import CUT, householder, make_integrator, truncated_normal_rule
@@ -94,22 +94,25 @@ class QuadratureIntegrator:
         h = np.array(avg.state, dtype=float)
         compiled_path = resolve_backend(module, self.backend) == "numba"
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            F = np.asarray(module.bracket(h, nodes, x, p), dtype=float)
             base = np.asarray(module.prox_starts(nodes, x, p), dtype=float).reshape(module.N_STARTS, *h.shape)
-            n_better = 0
-            for start in extra_starts(base, h, self.extra_starts):
-                if compiled_path:  # the compiled Newton from this start alone (n_starts = 0)
-                    hk = self._average(module, x, p, start, False, prox_tol, n_starts=0).state
-                else:
+            starts = extra_starts(base, h, self.extra_starts)
+            if compiled_path:
+                # every start at once, each stopped once inside the basin of a minimum already found
+                n_better = lower_minima(module, nodes, np.array(starts), x, p, prox_tol, h)
+            else:
+                F = np.asarray(module.bracket(h, nodes, x, p), dtype=float)
+                n_better = 0
+                for start in starts:
                     hk = prox(module, nodes, x, p, warm=start, tol=prox_tol, n_starts=0).h
-                Fk = np.asarray(module.bracket(hk, nodes, x, p), dtype=float)
-                better = np.isfinite(Fk) & (Fk < F - 1e-12 * (1.0 + np.abs(F)))
-                if better.any():
-                    h[:, better], F[better] = hk[:, better], Fk[better]
-                    n_better += int(better.sum())
+                    Fk = np.asarray(module.bracket(hk, nodes, x, p), dtype=float)
+                    better = np.isfinite(Fk) & (Fk < F - 1e-12 * (1.0 + np.abs(F)))
+                    if better.any():
+                        h[:, better], F[better] = hk[:, better], Fk[better]
+                        n_better += int(better.sum())
             self.last_improved = n_better
             if not n_better:
                 return avg
+            F = np.asarray(module.bracket(h, nodes, x, p), dtype=float)
             G = module.bracket_parameter_gradient(h, nodes, x, p)  # d(W F)/dx with a channel's W
             psi = float(label_weighted(module, F, nodes, x, p) @ weights)
         return EnergeticAverage(-(G @ weights), -psi, h, avg.n_disagree + n_better, avg.n_failed)
