@@ -25,7 +25,8 @@ import math
 import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
-KERNEL_NAMES = ("node_direction", "node_newton", "node_prox_average", "node_lower_minima", "node_test_average")
+KERNEL_NAMES = ("node_direction", "node_newton", "newton_scratch", "node_start", "node_prox_average", "node_lower_minima",
+                "node_test_average")
 
 # --------------------------------------------------------------------------- the model's leaves
 # Bound per model in the compiled unit (replica.compiled); stubs here.
@@ -220,6 +221,33 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
     return F, False, -1
 
 
+def newton_scratch(D):
+    """Work arrays of :func:`node_newton` for a ``D``-dimensional minimum:
+    ``(g, H, d, trial, g2, H2, work)``."""
+    return (np.empty(D), np.empty(D * D), np.empty(D), np.empty(D), np.empty(D), np.empty(D * D),
+            np.zeros((D, D)))
+
+
+def node_start(h, c, tol, max_iter, scratch, sols, solF, solok, s):
+    """Damped Newton from ``h`` (overwritten by the minimiser it reaches), snapped to the first
+    ``s`` minimisers of ``sols`` once inside one's quadratic basin (:func:`node_newton`), and
+    recorded as ``sols[s]``, ``solF[s]``, ``solok[s]``. Returns ``(F, ok)``."""
+    D = h.shape[0]
+    g, H, d, trial, g2, H2, work = scratch
+    F, ok, match = node_newton(h, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work,
+                               sols, solok, s, 1e-3)
+    if match >= 0:
+        F = solF[match]
+        for i in range(D):
+            h[i] = sols[match, i]
+    ok = ok and math.isfinite(F)
+    solok[s] = ok
+    solF[s] = F
+    for i in range(D):
+        sols[s, i] = h[i]
+    return F, ok
+
+
 def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_iter, agree_tol,
                       h_out, failed, grad):
     """Fused energetic average: for every node, the global minimum of the bracket over
@@ -238,13 +266,7 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
     c = np.empty(max(N_CONSTANTS, 1))
     st = np.empty(S * D)
     h = np.empty(D)
-    g = np.empty(D)
-    H = np.empty(D * D)
-    d = np.empty(D)
-    trial = np.empty(D)
-    g2 = np.empty(D)
-    H2 = np.empty(D * D)
-    work = np.zeros((D, D))
+    scratch = newton_scratch(D)
     sols = np.empty((S + 1, D))
     solF = np.empty(S + 1)
     solok = np.zeros(S + 1, dtype=np.bool_)
@@ -274,17 +296,7 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
             else:
                 for i in range(D):
                     h[i] = st[(s - 1) * D + i]
-            F, ok, match = node_newton(h, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work,
-                                       sols, solok, s, 1e-3)
-            if match >= 0:
-                F = solF[match]
-                for i in range(D):
-                    h[i] = sols[match, i]
-            ok = ok and math.isfinite(F)
-            solok[s] = ok
-            solF[s] = F
-            for i in range(D):
-                sols[s, i] = h[i]
+            F, ok = node_start(h, c, tol, max_iter, scratch, sols, solF, solok, s)
             if ok and F < best:
                 best = F
                 ib = s
@@ -329,13 +341,8 @@ def node_lower_minima(nodes, starts, x, p, tol, max_iter, h, F, improved):
     z = np.empty(nz)
     c = np.empty(max(N_CONSTANTS, 1))
     hs = np.empty(D)
-    g = np.empty(D)
-    H = np.empty(D * D)
-    d = np.empty(D)
-    trial = np.empty(D)
-    g2 = np.empty(D)
-    H2 = np.empty(D * D)
-    work = np.zeros((D, D))
+    scratch = newton_scratch(D)
+    g, H = scratch[0], scratch[1]
     sols = np.empty((K + 1, D))
     solF = np.empty(K + 1)
     solok = np.zeros(K + 1, dtype=np.bool_)
@@ -355,17 +362,7 @@ def node_lower_minima(nodes, starts, x, p, tol, max_iter, h, F, improved):
         for s in range(K):
             for i in range(D):
                 hs[i] = starts[s, i, j]
-            Fs, ok, match = node_newton(hs, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work,
-                                        sols, solok, s + 1, 1e-3)
-            if match >= 0:
-                Fs = solF[match]
-                for i in range(D):
-                    hs[i] = sols[match, i]
-            ok = ok and math.isfinite(Fs)
-            solok[s + 1] = ok
-            solF[s + 1] = Fs
-            for i in range(D):
-                sols[s + 1, i] = hs[i]
+            Fs, ok = node_start(hs, c, tol, max_iter, scratch, sols, solF, solok, s + 1)
             if ok and Fs < best - 1e-12 * (1.0 + abs(best)):
                 best = Fs
                 F[j] = Fs
