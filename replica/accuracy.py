@@ -392,8 +392,12 @@ def _ladder(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float, max_l
     why = None
     best, errors = fp, bars(fp)
     # one level coarser than the working rule: the convergence check of the first refinement
+    # (the scout's fixed point where the solve started on that very rule, else re-solved)
     try:
-        prev = solver.coarsened().solve(alpha, x0=fp.x, jacobian=solver.last_jacobian)
+        coarse = solver.coarsened()
+        prev = fp.scouted
+        if prev is None or (prev.rules, prev.tol, prev.alpha) != (coarse.rules(), coarse.tol, alpha):
+            prev = coarse.solve(alpha, x0=fp.x, jacobian=solver.last_jacobian)
     except (ParameterError, ConvergenceError, InvalidStateError):
         prev = None
     erratic: list[str] = []

@@ -131,6 +131,9 @@ class FixedPoint:
     iteration_error: dict[str, float] = field(default_factory=dict)
     #: False when a branch's free family vanished (the solve landed on a smaller branch)
     branch_found: bool = True
+    #: the same solution on the cheaper rule it was first found on (:meth:`Solver.solve_best`'s
+    #: scout), or None: the coarse end of the error bars' convergence check, already solved
+    scouted: "FixedPoint | None" = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if not self.observables:  # a FixedPoint built by hand: the test loss at least
@@ -815,6 +818,7 @@ class Solver:
                     error = exc
                     continue
                 out.seconds += fp.seconds
+                out.scouted = fp
                 polished.append(out)
             found = polished
         if not found:
