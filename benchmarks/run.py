@@ -37,7 +37,7 @@ that run. Sections (``--only`` selects some):
     threads (``REPLICA_THREADS``) and the load.
 ``glm``
     Issue 13's speed goal: one converged logistic / hinge point (the CLI's path,
-    ``Solver(...).solve_best`` with the companion rule's scout, error bars not included) in a warm process (compiled unit and caches loaded by a first
+    ``Solver(...).solve_best`` with its scout, error bars not included) in a warm process (compiled unit and caches loaded by a first
     solve), target <= 0.5 s, against the hand-written state evolution of ``tests/oracles`` at the
     same point (the field's way: adaptive quadrature in every iteration), with the largest
     relative deviation between the two on ``q, V, theta``; two hard points (logistic and hinge at
@@ -460,11 +460,10 @@ def bench_glm(quick: bool) -> tuple[list[dict], dict]:
     rows, data = [], {}
     rep = 1 if quick else 3
     def cli_solve(mod, params, alpha):
-        # as replica solve does: the cold starts on the companion rule (the scout), the distinct
+        # as replica solve does: the cold starts on a cheaper rule (Solver.scout), the distinct
         # fixed points re-solved on the working rule (error bars not included)
         solver = Solver(mod, params, error_estimate=False)
-        scout = Solver(mod, params, rule=solver.integrator.companion(), error_estimate=False)
-        return solver.solve_best(alpha, scout=scout)
+        return solver.solve_best(alpha, scout=solver.scout())
 
     for model, alpha, params in GLM_POINTS:
         mod = load_module(model)

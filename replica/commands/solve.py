@@ -6,7 +6,6 @@ import math
 import sys
 
 from .. import jsonio, validation
-from ..errors import ParameterError
 from ..registry import load_module
 from ..solver import Solver, observable_dict
 from ..accuracy import DEFAULT_ACCURACY, solve_to_accuracy
@@ -84,13 +83,8 @@ def run(args: argparse.Namespace) -> int:
                     rule=rule_from_args(module, args, args.branch, default="auto"), tol=args.tol,
                     max_iter=args.max_iter, verbose=args.verbose, error_estimate=False, entropic_rule=entropic)
     # Cold CLI solves try a few generic starts (a branch can have several solutions at one alpha),
-    # on the companion rule; each distinct one is then re-solved on the working rule.
-    try:
-        scout = Solver(module, params, branch=args.branch, rule=solver.integrator.companion(), tol=args.tol,
-                       max_iter=args.max_iter, error_estimate=False, entropic_rule=entropic)
-    except ParameterError:  # a degenerate companion (gh:4 -> gh:2): the starts on the working rule
-        scout = None
-    fp = solver.solve_best(args.alpha, scout=scout)
+    # on a cheaper rule (Solver.scout); each distinct one is then re-solved on the working rule.
+    fp = solver.solve_best(args.alpha, scout=solver.scout())
     qres = companion_residual(solver, fp)
     accuracy = DEFAULT_ACCURACY if args.accuracy is None else args.accuracy
     progress = None if (args.json and not args.verbose) else (lambda m: print(f"replica solve: {m}", file=sys.stderr))
