@@ -123,3 +123,20 @@ def test_positional_point_resolution_independence_with_preintegration(attention)
     assert hi.eps_g == pytest.approx(lo.eps_g, rel=4e-4)
     assert hi.order["m"] == pytest.approx(lo.order["m"], rel=1e-3)
     assert hi.order["q"] == pytest.approx(lo.order["q"], rel=2e-3)
+
+
+def test_scout_rule_and_the_polished_jacobian(attention):
+    """Solver.scout: two companion levels below a tensor Gauss-Hermite working rule while the
+    order stays >= SCOUT_MIN_ORDER (gh:14 -> gh:7), one level otherwise (gh:8 -> gh:6). The
+    scout's solutions are re-solved with the working rule's own Jacobian: its Newton correction
+    contracts at the fixed point (with the gh:7 Jacobian carried over it did not, kappa >= 1, and
+    every iteration bar was nan)."""
+    from replica.accuracy import contraction
+
+    solver = Solver(attention, {"omega": 0.3}, "semantic", error_estimate=False)
+    scout = solver.scout()
+    assert scout.integrator.rule.order == 7 and scout.tol == solver.tol
+    assert Solver(attention, {"omega": 0.3}, "semantic", rule=gauss_hermite(4, 8)).scout().integrator.rule.order == 6
+    fp = solver.solve_best(2.0, scout=scout)
+    assert fp.converged and fp.rules["energetic"] == solver.integrator.describe()
+    assert contraction(fp, solver.newton_corrected(2.0)) < 0.1
