@@ -128,10 +128,10 @@ def test_positional_point_resolution_independence_with_preintegration(attention)
 def test_scout_rule_and_the_polished_jacobian(attention):
     """Solver.scout: two companion levels below a tensor Gauss-Hermite working rule while the
     order stays >= SCOUT_MIN_ORDER (gh:14 -> gh:7), one level otherwise (gh:8 -> gh:6). The
-    scout's solutions are re-solved with the working rule's own Jacobian: its Newton correction
-    contracts at the fixed point (with the gh:7 Jacobian carried over it did not, kappa >= 1, and
-    every iteration bar was nan)."""
-    from replica.accuracy import contraction
+    scout's solutions are re-solved with the working rule's own Jacobian, which the error bars'
+    refined re-solve starts from: its Newton correction contracts (with the gh:7 Jacobian carried
+    over it did not, kappa >= 1, and every iteration bar was nan)."""
+    from replica.accuracy import with_error_bars
 
     solver = Solver(attention, {"omega": 0.3}, "semantic", error_estimate=False)
     scout = solver.scout()
@@ -139,4 +139,6 @@ def test_scout_rule_and_the_polished_jacobian(attention):
     assert Solver(attention, {"omega": 0.3}, "semantic", rule=gauss_hermite(4, 8)).scout().integrator.rule.order == 6
     fp = solver.solve_best(2.0, scout=scout)
     assert fp.converged and fp.rules["energetic"] == solver.integrator.describe()
-    assert contraction(fp, solver.newton_corrected(2.0)) < 0.1
+    out = with_error_bars(solver, fp, 2.0)
+    assert not [n for n in out.notes if "does not contract" in n]
+    assert all(np.isfinite(out.errors[k]) for k in ("q", "V", "theta", "eps_g", "phi"))
