@@ -206,31 +206,31 @@ def lower_minima(module: ModuleType, nodes: np.ndarray, starts: np.ndarray, x: n
     return sum(chunk_map(run, N))
 
 
-def newton_from(module: ModuleType, nodes: np.ndarray, x: np.ndarray, p: np.ndarray, start: np.ndarray,
-                prox_tol: float = 1e-12, backend: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Damped Newton from ``start`` ``(PROX_DIM, N)`` alone at every node (no other start, no
-    fallback): the local minimiser it reaches, the bracket there and whether it converged. The
-    compiled kernel (``n_starts = 0``) where the backend allows, :func:`replica.prox.newton_minimize`
-    otherwise -- the same algorithm."""
+def start_minima(module: ModuleType, nodes: np.ndarray, starts: np.ndarray, x: np.ndarray, p: np.ndarray,
+                 prox_tol: float = 1e-12, backend: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Damped Newton from each start of ``starts`` ``(K, PROX_DIM, N)`` at every node, no other
+    start and no fallback: the local minimisers reached ``(K, PROX_DIM, N)``, the brackets there and
+    whether each converged ``(K, N)``. The compiled kernel where the backend allows
+    (:func:`replica.kernels.node_start_minima`: a start that comes within ``1e-3 (1 + |h*|)`` of an
+    earlier start's minimiser, deep in its quadratic basin, stops there and takes it), else
+    :func:`replica.prox.newton_minimize` from each start -- the same minima."""
     x = np.ascontiguousarray(x, dtype=float)
     p = np.ascontiguousarray(p, dtype=float)
+    starts = np.ascontiguousarray(starts, dtype=float)
+    K, N = starts.shape[0], nodes.shape[1]
     if resolve_backend(module, backend) != "numba":
-        h, F, conv, _ = newton_minimize(module, start, nodes, x, p, tol=prox_tol)
-        return h, F, conv
-    N = nodes.shape[1]
-    h = np.empty((module.PROX_DIM, N))
-    failed = np.zeros(N, dtype=np.bool_)
-    kern = compiled(module).node_prox_average
-    nodes = np.ascontiguousarray(nodes, dtype=float)
-    start = np.ascontiguousarray(start, dtype=float)
+        out = [newton_minimize(module, starts[k], nodes, x, p, tol=prox_tol)[:3] for k in range(K)]
+        return tuple(np.array([o[i] for o in out]) for i in range(3))  # type: ignore[return-value]
+    h = np.empty(starts.shape)
+    F = np.empty((K, N))
+    ok = np.zeros((K, N), dtype=np.bool_)
+    kern = compiled(module).node_start_minima
 
     def run(a: int, b: int) -> None:
-        hc = np.empty((module.PROX_DIM, b - a))
-        kern(np.ascontiguousarray(nodes[:, a:b]), np.zeros(b - a), np.ascontiguousarray(start[:, a:b]), True, 0,
-             x, p, float(prox_tol), 50, 1e-6, hc, failed[a:b], np.zeros(len(x)))
-        h[:, a:b] = hc
+        hc, Fc, okc = np.empty((K, module.PROX_DIM, b - a)), np.empty((K, b - a)), np.zeros((K, b - a), dtype=np.bool_)
+        kern(np.ascontiguousarray(nodes[:, a:b], dtype=float), np.ascontiguousarray(starts[:, :, a:b]), x, p,
+             float(prox_tol), 50, hc, Fc, okc)
+        h[:, :, a:b], F[:, a:b], ok[:, a:b] = hc, Fc, okc
 
     chunk_map(run, N)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        F = np.asarray(module.bracket(h, nodes, x, p), dtype=float)
-    return h, F, ~failed
+    return h, F, ok

@@ -25,8 +25,8 @@ import math
 import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
-KERNEL_NAMES = ("node_direction", "node_newton", "newton_scratch", "node_start", "node_prox_average", "node_lower_minima",
-                "node_test_average")
+KERNEL_NAMES = ("node_direction", "node_newton", "newton_scratch", "node_buffers", "node_load", "node_start",
+                "node_prox_average", "node_lower_minima", "node_start_minima", "node_test_average")
 
 # --------------------------------------------------------------------------- the model's leaves
 # Bound per model in the compiled unit (replica.compiled); stubs here.
@@ -228,6 +228,18 @@ def newton_scratch(D):
             np.zeros((D, D)))
 
 
+def node_buffers(nodes):
+    """Work arrays of the per-node loops: the node ``z`` and the bracket's constants ``c``."""
+    return np.empty(nodes.shape[0]), np.empty(max(N_CONSTANTS, 1))
+
+
+def node_load(nodes, j, x, p, z, c):
+    """Copy node ``j`` of ``nodes`` into ``z`` and fill the bracket's constants ``c`` there."""
+    for k in range(z.shape[0]):
+        z[k] = nodes[k, j]
+    node_constants(z, x, p, c)
+
+
 def node_start(h, c, tol, max_iter, scratch, sols, solF, solok, s):
     """Damped Newton from ``h`` (overwritten by the minimiser it reaches), snapped to the first
     ``s`` minimisers of ``sols`` once inside one's quadratic basin (:func:`node_newton`), and
@@ -259,11 +271,9 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
     """
     D = PROX_DIM
     S = N_STARTS
-    nz = nodes.shape[0]
     N = nodes.shape[1]
     nx = x.shape[0]
-    z = np.empty(nz)
-    c = np.empty(max(N_CONSTANTS, 1))
+    z, c = node_buffers(nodes)
     st = np.empty(S * D)
     h = np.empty(D)
     scratch = newton_scratch(D)
@@ -281,9 +291,7 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
     if last <= first:
         last = first + 1
     for j in range(N):
-        for k in range(nz):
-            z[k] = nodes[k, j]
-        node_constants(z, x, p, c)
+        node_load(nodes, j, x, p, z, c)
         node_starts(z, x, p, st)
         best = np.inf
         ib = -1
@@ -336,10 +344,8 @@ def node_lower_minima(nodes, starts, x, p, tol, max_iter, h, F, improved):
     starts). Returns the number of improved nodes."""
     D = PROX_DIM
     K = starts.shape[0]
-    nz = nodes.shape[0]
     N = nodes.shape[1]
-    z = np.empty(nz)
-    c = np.empty(max(N_CONSTANTS, 1))
+    z, c = node_buffers(nodes)
     hs = np.empty(D)
     scratch = newton_scratch(D)
     g, H = scratch[0], scratch[1]
@@ -348,9 +354,7 @@ def node_lower_minima(nodes, starts, x, p, tol, max_iter, h, F, improved):
     solok = np.zeros(K + 1, dtype=np.bool_)
     n_better = 0
     for j in range(N):
-        for k in range(nz):
-            z[k] = nodes[k, j]
-        node_constants(z, x, p, c)
+        node_load(nodes, j, x, p, z, c)
         for i in range(D):
             hs[i] = h[i, j]
             sols[0, i] = h[i, j]
@@ -372,6 +376,31 @@ def node_lower_minima(nodes, starts, x, p, tol, max_iter, h, F, improved):
         if improved[j]:
             n_better += 1
     return n_better
+
+
+def node_start_minima(nodes, starts, x, p, tol, max_iter, h_out, F_out, ok_out):
+    """The local minimum of the bracket reached from each of the ``K`` starts ``(K, PROX_DIM, N)``
+    at every node (damped Newton, :func:`node_start`: a start that comes deep into the basin of an
+    earlier start's minimum stops there and takes it): ``h_out`` ``(K, PROX_DIM, N)``, the brackets
+    ``F_out`` and whether each converged ``ok_out`` ``(K, N)``."""
+    D = PROX_DIM
+    K = starts.shape[0]
+    z, c = node_buffers(nodes)
+    h = np.empty(D)
+    scratch = newton_scratch(D)
+    sols = np.empty((K, D))
+    solF = np.empty(K)
+    solok = np.zeros(K, dtype=np.bool_)
+    for j in range(nodes.shape[1]):
+        node_load(nodes, j, x, p, z, c)
+        for s in range(K):
+            for i in range(D):
+                h[i] = starts[s, i, j]
+            F, ok = node_start(h, c, tol, max_iter, scratch, sols, solF, solok, s)
+            for i in range(D):
+                h_out[s, i, j] = h[i]
+            F_out[s, j] = F
+            ok_out[s, j] = ok
 
 
 def node_test_average(nodes, weights, x, p, out):

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .compiled import resolve_backend
-from .energetic import label_weighted, average_on_nodes, newton_from
+from .energetic import average_on_nodes, label_weighted, start_minima
 from .errors import InvalidStateError, ParameterError
 from .labels import draw_labels
 from .prox import newton_direction, prox
@@ -187,8 +187,8 @@ def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np
 def switching(module: ModuleType, x: np.ndarray, p: np.ndarray, samples: int = 50_000, seed: int = 0,
               chunk: int = 10_000, prox_tol: float = 1e-12, backend: str = "numpy") -> Switching:
     """Detect a jumping global minimiser of the bracket at state ``x`` (see :class:`Switching`).
-    Newton from each start alone by :func:`replica.energetic.newton_from` (``backend``: the
-    compiled kernel or numpy, the same algorithm)."""
+    Newton from each start alone by :func:`replica.energetic.start_minima` (``backend``: the
+    compiled kernel or numpy, the same minima)."""
     rng = np.random.default_rng(seed)
     D, S = module.PROX_DIM, module.N_STARTS
     gaps = []
@@ -198,13 +198,9 @@ def switching(module: ModuleType, x: np.ndarray, p: np.ndarray, samples: int = 5
         if getattr(module, "WEIGHTED", False):
             z = _draw_labels(module, z, x, p, rng)
         starts = module.prox_starts(z, x, p).reshape(S, D, N)
-        hs, Fs = [], []
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            for k in range(S):
-                h, F, conv = newton_from(module, z, x, p, starts[k], prox_tol, backend)
-                hs.append(h)
-                Fs.append(np.where(conv & np.isfinite(F), F, np.inf))
-        hs, Fs = np.array(hs), np.array(Fs)
+            hs, F, conv = start_minima(module, z, starts, x, p, prox_tol, backend)
+        Fs = np.where(conv & np.isfinite(F), F, np.inf)
         best = np.argmin(Fs, axis=0)
         cols = np.arange(N)
         hb, Fb = hs[best, :, cols].T, Fs[best, cols]
