@@ -301,12 +301,17 @@ def with_error_bars(solver: Solver, fp: FixedPoint, alpha: float, accuracy: floa
 
 
 def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float = DEFAULT_ACCURACY,
-                      max_levels: int = 8, progress: Callable[[str], None] | None = None) -> FixedPoint:
+                      max_levels: int = 8, progress: Callable[[str], None] | None = None,
+                      beside: Callable[[FixedPoint], None] | None = None) -> FixedPoint:
     """Refine the rules and prox starts from ``fp`` (a fixed point of ``solver``) until every
     error bar is below ``accuracy`` relative (at most ``max_levels`` refinements).
 
     Returns the finest fixed point with its bars; when the accuracy is not met, ``accuracy_met``
     is False and a note names the numbers left above it and what stopped the refinement.
+    ``beside``: called with the ladder's finest fixed point (bars not yet attached) when the
+    ladder ends before the jump check running beside it, so that the caller can start work on
+    that state meanwhile; the returned fixed point is that very object unless the check sent
+    the solve to the jump-aware rule.
     """
     if not (math.isfinite(accuracy) and 0 < accuracy < 1):
         raise ParameterError("accuracy", f"must be in (0, 1), got {accuracy}")
@@ -335,6 +340,8 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
                     held.clear()
 
             ladder = _ladder(solver, fp, alpha, accuracy, max_levels, relay, switch)
+            if beside is not None and ladder is not None and not future.done():
+                beside(ladder[0])
             check = future.result()
     else:
         check = jump_check(solver, fp, alpha)

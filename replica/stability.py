@@ -37,7 +37,7 @@ from .quadrature import QuadratureRule
 from .solver import FixedPoint, Solver
 
 __all__ = ["Replicon", "Switching", "replicon", "replicon_summary", "rs_stable", "switching", "state_error",
-           "output_jacobians", "variance_blocks", "curve_stability", "unstable_intervals"]
+           "perturbed_replicons", "output_jacobians", "variance_blocks", "curve_stability", "unstable_intervals"]
 
 
 @dataclass
@@ -407,39 +407,47 @@ def replicon_summary(module: ModuleType, fixed_point: FixedPoint, **options: Any
         return {"replicon": None, "replicon_reason": why, "rs_stable": None, "rs_stable_reason": why}
 
 
-def state_error(module: ModuleType, fixed_point: FixedPoint, errors: Mapping[str, float],
-                base: float | None = None) -> float:
-    """The replicon's error from the fixed point's own error bars (first order, worst case).
-
-    ``sum_k |R(x + delta_k e_k) - R(x)|`` over the order parameters with a positive finite bar
-    ``delta_k`` in ``errors`` (keyed by name; the other side where ``x + delta_k e_k`` is not
-    admissible, ``inf`` where neither is). Adds to :attr:`Replicon.error`, which is the quadrature
-    error at fixed ``x`` only: ``replica solve``'s ``errors["replicon"]`` is their sum. ``base``:
-    the replicon at ``x`` when already known (saves one evaluation).
-    """
+def perturbed_replicons(module: ModuleType, fixed_point: FixedPoint, errors: Mapping[str, float]
+                        ) -> dict[str, float]:
+    """The replicon at ``x + delta_k e_k`` for every order parameter with a positive finite bar
+    ``delta_k`` in ``errors`` (keyed by name; at ``x - delta_k e_k`` where the first is not
+    admissible, ``nan`` where neither is): the values :func:`state_error` compares with the
+    replicon at ``x``. Independent of it, so the two can be computed side by side."""
     x = np.asarray(fixed_point.x, dtype=float)
-
-    def value(y: np.ndarray) -> float:
-        return replicon(module, y, fixed_point.alpha, fixed_point.parameters, fixed_point.branch,
-                        error_estimate=False, switching_samples=0).value
-
-    base = value(x) if base is None else float(base)
-    total = 0.0
+    out: dict[str, float] = {}
     for k, name in enumerate(module.ORDER_PARAMETERS):
         delta = errors.get(name)
         if delta is None or not math.isfinite(delta) or delta <= 0:
             continue
-        change = math.inf
+        out[name] = math.nan
         for sign in (1.0, -1.0):
             y = x.copy()
             y[k] += sign * delta
             try:
-                change = abs(value(y) - base)
+                out[name] = replicon(module, y, fixed_point.alpha, fixed_point.parameters, fixed_point.branch,
+                                     error_estimate=False, switching_samples=0).value
                 break
             except (InvalidStateError, ParameterError):
                 continue
-        total += change
-    return total
+    return out
+
+
+def state_error(module: ModuleType, fixed_point: FixedPoint, errors: Mapping[str, float],
+                base: float | None = None, perturbed: Mapping[str, float] | None = None) -> float:
+    """The replicon's error from the fixed point's own error bars (first order, worst case).
+
+    ``sum_k |R(x + delta_k e_k) - R(x)|`` over the order parameters with a positive finite bar
+    ``delta_k`` in ``errors`` (the other side where ``x + delta_k e_k`` is not admissible, ``inf``
+    where neither is). Adds to :attr:`Replicon.error`, which is the quadrature error at fixed
+    ``x`` only: ``replica solve``'s ``errors["replicon"]`` is their sum. ``base``: the replicon at
+    ``x`` when already known (saves one evaluation); ``perturbed``: :func:`perturbed_replicons`
+    when already computed.
+    """
+    if base is None:
+        base = replicon(module, fixed_point, error_estimate=False, switching_samples=0).value
+    if perturbed is None:
+        perturbed = perturbed_replicons(module, fixed_point, errors)
+    return float(sum(abs(v - base) if math.isfinite(v) else math.inf for v in perturbed.values()))
 
 
 def rs_stable(module: ModuleType, fixed_point: FixedPoint | np.ndarray, alpha: float | None = None,

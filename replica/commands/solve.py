@@ -5,10 +5,13 @@ import argparse
 import math
 import sys
 
+from concurrent.futures import ThreadPoolExecutor
+
 from .. import jsonio, validation
 from ..registry import load_module
 from ..solver import Solver, observable_dict
 from ..accuracy import DEFAULT_ACCURACY, solve_to_accuracy
+from ..stability import perturbed_replicons, replicon_summary, state_error
 from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
                      parameters_from_args, rule_from_args, token_one)
 
@@ -88,23 +91,30 @@ def run(args: argparse.Namespace) -> int:
     qres = companion_residual(solver, fp)
     accuracy = DEFAULT_ACCURACY if args.accuracy is None else args.accuracy
     progress = None if (args.json and not args.verbose) else (lambda m: print(f"replica solve: {m}", file=sys.stderr))
-    fp = solve_to_accuracy(solver, fp, args.alpha, accuracy, max_levels=1 if args.accuracy is None else 8,
-                           progress=progress if args.accuracy is not None else None)
-    fp.quadrature_residual = qres  # of the working rule (a diagnostic; the bars are in errors)
-    res = result_dict(module, fp)
-    if args.replicon:
-        from ..stability import replicon_summary
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="replica-replicon") as pool:
+        # The replicon of the ladder's fixed point starts while the jump check finishes (the
+        # kernels release the GIL); it stands unless the check moved the solve to another rule.
+        early: list = []
 
-        res.update(replicon_summary(module, fp))
-        if "errors" in res:
+        def beside(best) -> None:
+            if args.replicon:
+                early.append((best, pool.submit(replicon_summary, module, best)))
+
+        fp = solve_to_accuracy(solver, fp, args.alpha, accuracy, max_levels=1 if args.accuracy is None else 8,
+                               progress=progress if args.accuracy is not None else None, beside=beside)
+        fp.quadrature_residual = qres  # of the working rule (a diagnostic; the bars are in errors)
+        res = result_dict(module, fp)
+        if args.replicon:
             # The replicon's bar: its quadrature error plus what the fixed point's own bars move it
-            # by (docs/replicon.md); null where the replicon is not computed.
-            bar = res.get("replicon_error")
-            if bar is not None and res.get("replicon") is not None:
-                from ..stability import state_error
-
-                bar = bar + state_error(module, fp, fp.errors, base=res["replicon"])
-            res["errors"]["replicon"] = bar
+            # by (docs/replicon.md); null where the replicon is not computed. The replicons at the
+            # perturbed states are computed beside the replicon itself.
+            perturbed = pool.submit(perturbed_replicons, module, fp, fp.errors) if fp.errors else None
+            res.update(early[0][1].result() if early and early[0][0] is fp else replicon_summary(module, fp))
+            if perturbed is not None:
+                bar = res.get("replicon_error")
+                if bar is not None and res.get("replicon") is not None:
+                    bar = bar + state_error(module, fp, fp.errors, base=res["replicon"], perturbed=perturbed.result())
+                res["errors"]["replicon"] = bar
     if args.json:
         jsonio.dump(res, sys.stdout, REASONS)
         print()
