@@ -837,7 +837,10 @@ class Solver:
             # The scout's Jacobian starts Newton here when its rule is this one's companion; a
             # coarser scout's is too far off for the error bars' contraction estimate
             # (replica.accuracy), so this rule's own is taken by differences instead.
-            adjacent = scout.integrator.describe() == self.integrator.companion().describe()
+            try:
+                adjacent = scout.integrator.describe() == self.integrator.companion().describe()
+            except ParameterError:  # no companion (a degenerate one): the scout is not it
+                adjacent = False
             polished = []
             for fp, J in zip(found, jacobians):
                 try:
