@@ -25,8 +25,8 @@ import math
 import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
-KERNEL_NAMES = ("node_direction", "node_newton", "newton_scratch", "node_buffers", "node_load", "node_start",
-                "node_prox_average", "node_lower_minima", "node_start_minima", "node_test_average")
+KERNEL_NAMES = ("node_direction", "node_newton", "node_prox_average", "node_lower_minima", "node_start_minima",
+                "node_test_average")
 
 # --------------------------------------------------------------------------- the model's leaves
 # Bound per model in the compiled unit (replica.compiled); stubs here.
@@ -221,45 +221,6 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
     return F, False, -1
 
 
-def newton_scratch(D):
-    """Work arrays of :func:`node_newton` for a ``D``-dimensional minimum:
-    ``(g, H, d, trial, g2, H2, work)``."""
-    return (np.empty(D), np.empty(D * D), np.empty(D), np.empty(D), np.empty(D), np.empty(D * D),
-            np.zeros((D, D)))
-
-
-def node_buffers(nodes):
-    """Work arrays of the per-node loops: the node ``z`` and the bracket's constants ``c``."""
-    return np.empty(nodes.shape[0]), np.empty(max(N_CONSTANTS, 1))
-
-
-def node_load(nodes, j, x, p, z, c):
-    """Copy node ``j`` of ``nodes`` into ``z`` and fill the bracket's constants ``c`` there."""
-    for k in range(z.shape[0]):
-        z[k] = nodes[k, j]
-    node_constants(z, x, p, c)
-
-
-def node_start(h, c, tol, max_iter, scratch, sols, solF, solok, s):
-    """Damped Newton from ``h`` (overwritten by the minimiser it reaches), snapped to the first
-    ``s`` minimisers of ``sols`` once inside one's quadratic basin (:func:`node_newton`), and
-    recorded as ``sols[s]``, ``solF[s]``, ``solok[s]``. Returns ``(F, ok)``."""
-    D = h.shape[0]
-    g, H, d, trial, g2, H2, work = scratch
-    F, ok, match = node_newton(h, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work,
-                               sols, solok, s, 1e-3)
-    if match >= 0:
-        F = solF[match]
-        for i in range(D):
-            h[i] = sols[match, i]
-    ok = ok and math.isfinite(F)
-    solok[s] = ok
-    solF[s] = F
-    for i in range(D):
-        sols[s, i] = h[i]
-    return F, ok
-
-
 def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_iter, agree_tol,
                       h_out, failed, grad):
     """Fused energetic average: for every node, the global minimum of the bracket over
@@ -271,12 +232,20 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
     """
     D = PROX_DIM
     S = N_STARTS
+    nz = nodes.shape[0]
     N = nodes.shape[1]
     nx = x.shape[0]
-    z, c = node_buffers(nodes)
+    z = np.empty(nz)
+    c = np.empty(max(N_CONSTANTS, 1))
     st = np.empty(S * D)
     h = np.empty(D)
-    scratch = newton_scratch(D)
+    g = np.empty(D)
+    H = np.empty(D * D)
+    d = np.empty(D)
+    trial = np.empty(D)
+    g2 = np.empty(D)
+    H2 = np.empty(D * D)
+    work = np.zeros((D, D))
     sols = np.empty((S + 1, D))
     solF = np.empty(S + 1)
     solok = np.zeros(S + 1, dtype=np.bool_)
@@ -291,7 +260,9 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
     if last <= first:
         last = first + 1
     for j in range(N):
-        node_load(nodes, j, x, p, z, c)
+        for k in range(nz):
+            z[k] = nodes[k, j]
+        node_constants(z, x, p, c)
         node_starts(z, x, p, st)
         best = np.inf
         ib = -1
@@ -304,7 +275,17 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
             else:
                 for i in range(D):
                     h[i] = st[(s - 1) * D + i]
-            F, ok = node_start(h, c, tol, max_iter, scratch, sols, solF, solok, s)
+            F, ok, match = node_newton(h, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work,
+                                       sols, solok, s, 1e-3)
+            if match >= 0:
+                F = solF[match]
+                for i in range(D):
+                    h[i] = sols[match, i]
+            ok = ok and math.isfinite(F)
+            solok[s] = ok
+            solF[s] = F
+            for i in range(D):
+                sols[s, i] = h[i]
             if ok and F < best:
                 best = F
                 ib = s
@@ -344,17 +325,26 @@ def node_lower_minima(nodes, starts, x, p, tol, max_iter, h, F, improved):
     starts). Returns the number of improved nodes."""
     D = PROX_DIM
     K = starts.shape[0]
+    nz = nodes.shape[0]
     N = nodes.shape[1]
-    z, c = node_buffers(nodes)
+    z = np.empty(nz)
+    c = np.empty(max(N_CONSTANTS, 1))
     hs = np.empty(D)
-    scratch = newton_scratch(D)
-    g, H = scratch[0], scratch[1]
+    g = np.empty(D)
+    H = np.empty(D * D)
+    d = np.empty(D)
+    trial = np.empty(D)
+    g2 = np.empty(D)
+    H2 = np.empty(D * D)
+    work = np.zeros((D, D))
     sols = np.empty((K + 1, D))
     solF = np.empty(K + 1)
     solok = np.zeros(K + 1, dtype=np.bool_)
     n_better = 0
     for j in range(N):
-        node_load(nodes, j, x, p, z, c)
+        for k in range(nz):
+            z[k] = nodes[k, j]
+        node_constants(z, x, p, c)
         for i in range(D):
             hs[i] = h[i, j]
             sols[0, i] = h[i, j]
@@ -366,7 +356,17 @@ def node_lower_minima(nodes, starts, x, p, tol, max_iter, h, F, improved):
         for s in range(K):
             for i in range(D):
                 hs[i] = starts[s, i, j]
-            Fs, ok = node_start(hs, c, tol, max_iter, scratch, sols, solF, solok, s + 1)
+            Fs, ok, match = node_newton(hs, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work,
+                                        sols, solok, s + 1, 1e-3)
+            if match >= 0:
+                Fs = solF[match]
+                for i in range(D):
+                    hs[i] = sols[match, i]
+            ok = ok and math.isfinite(Fs)
+            solok[s + 1] = ok
+            solF[s + 1] = Fs
+            for i in range(D):
+                sols[s + 1, i] = hs[i]
             if ok and Fs < best - 1e-12 * (1.0 + abs(best)):
                 best = Fs
                 F[j] = Fs
@@ -380,24 +380,45 @@ def node_lower_minima(nodes, starts, x, p, tol, max_iter, h, F, improved):
 
 def node_start_minima(nodes, starts, x, p, tol, max_iter, h_out, F_out, ok_out):
     """The local minimum of the bracket reached from each of the ``K`` starts ``(K, PROX_DIM, N)``
-    at every node (damped Newton, :func:`node_start`: a start that comes deep into the basin of an
-    earlier start's minimum stops there and takes it): ``h_out`` ``(K, PROX_DIM, N)``, the brackets
-    ``F_out`` and whether each converged ``ok_out`` ``(K, N)``."""
+    at every node (damped Newton; a start that comes within ``1e-3 (1 + |h*|)`` of an earlier
+    start's minimiser, deep in its quadratic basin, stops there and takes it): ``h_out``
+    ``(K, PROX_DIM, N)``, the brackets ``F_out`` and whether each converged ``ok_out`` ``(K, N)``.
+    The per-node loop is written out as in :func:`node_prox_average` (a helper call per node and
+    start cost the warm-start evaluations 10-30 %)."""
     D = PROX_DIM
     K = starts.shape[0]
-    z, c = node_buffers(nodes)
+    nz = nodes.shape[0]
+    z = np.empty(nz)
+    c = np.empty(max(N_CONSTANTS, 1))
     h = np.empty(D)
-    scratch = newton_scratch(D)
+    g = np.empty(D)
+    H = np.empty(D * D)
+    d = np.empty(D)
+    trial = np.empty(D)
+    g2 = np.empty(D)
+    H2 = np.empty(D * D)
+    work = np.zeros((D, D))
     sols = np.empty((K, D))
     solF = np.empty(K)
     solok = np.zeros(K, dtype=np.bool_)
     for j in range(nodes.shape[1]):
-        node_load(nodes, j, x, p, z, c)
+        for k in range(nz):
+            z[k] = nodes[k, j]
+        node_constants(z, x, p, c)
         for s in range(K):
             for i in range(D):
                 h[i] = starts[s, i, j]
-            F, ok = node_start(h, c, tol, max_iter, scratch, sols, solF, solok, s)
+            F, ok, match = node_newton(h, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work,
+                                       sols, solok, s, 1e-3)
+            if match >= 0:
+                F = solF[match]
+                for i in range(D):
+                    h[i] = sols[match, i]
+            ok = ok and math.isfinite(F)
+            solok[s] = ok
+            solF[s] = F
             for i in range(D):
+                sols[s, i] = h[i]
                 h_out[s, i, j] = h[i]
             F_out[s, j] = F
             ok_out[s, j] = ok
