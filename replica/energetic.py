@@ -185,27 +185,6 @@ def _average_compiled(module, nodes, weights, x, p, warm, multistart, prox_tol, 
     return EnergeticAverage(-grad, -float(psi), h_out, int(n_dis), int(n_fail))
 
 
-def lower_minima(module: ModuleType, nodes: np.ndarray, starts: np.ndarray, x: np.ndarray, p: np.ndarray,
-                 prox_tol: float, h: np.ndarray) -> int:
-    """The compiled search for lower minima of the bracket from more ``starts`` ``(K, PROX_DIM, N)``
-    at every node (:func:`replica.kernels.node_lower_minima`, node chunks on the kernel threads):
-    ``h`` ``(PROX_DIM, N)``, the minimisers found so far, is overwritten where a start reaches a
-    lower bracket. Returns the number of such nodes."""
-    x = np.ascontiguousarray(x, dtype=float)
-    p = np.ascontiguousarray(p, dtype=float)
-    kern = compiled(module).node_lower_minima
-    N = nodes.shape[1]
-
-    def run(a: int, b: int) -> int:
-        hc = np.ascontiguousarray(h[:, a:b], dtype=float)
-        n = kern(np.ascontiguousarray(nodes[:, a:b], dtype=float), np.ascontiguousarray(starts[:, :, a:b], dtype=float),
-                 x, p, float(prox_tol), 50, hc, np.empty(b - a), np.zeros(b - a, dtype=np.bool_))
-        h[:, a:b] = hc
-        return int(n)
-
-    return sum(chunk_map(run, N))
-
-
 def start_minima(module: ModuleType, nodes: np.ndarray, starts: np.ndarray, x: np.ndarray, p: np.ndarray,
                  prox_tol: float = 1e-12, backend: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Damped Newton from each start of ``starts`` ``(K, PROX_DIM, N)`` at every node, no other

@@ -23,12 +23,10 @@ import tempfile
 import numpy as np
 
 from .cache import default_cache_dir
-from .compiled import resolve_backend
-from .energetic import EnergeticAverage, EnergeticIntegrator, average_on_nodes, label_weighted, lower_minima
+from .energetic import EnergeticAverage, EnergeticIntegrator, average_on_nodes, label_weighted, start_minima
 from .errors import ParameterError
 from .kinks import KinkIntegrator, parse_plan
 from .preintegration import CUT, householder, make_integrator, truncated_normal_rule
-from .prox import prox
 from .quadrature import QuadratureRule, gauss_hermite, parse_rule
 
 __all__ = ["EnergeticAverage", "EnergeticIntegrator", "QuadratureIntegrator", "AlignedEntropicRule", "fold_nodes",
@@ -92,23 +90,18 @@ class QuadratureIntegrator:
         then exactly the one of the module's starts."""
         nodes, weights = self.nodes, self.weights
         h = np.array(avg.state, dtype=float)
-        compiled_path = resolve_backend(module, self.backend) == "numba"
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             base = np.asarray(module.prox_starts(nodes, x, p), dtype=float).reshape(module.N_STARTS, *h.shape)
-            starts = extra_starts(base, h, self.extra_starts)
-            if compiled_path:
-                # every start at once, each stopped once inside the basin of a minimum already found
-                n_better = lower_minima(module, nodes, np.array(starts), x, p, prox_tol, h)
-            else:
-                F = np.asarray(module.bracket(h, nodes, x, p), dtype=float)
-                n_better = 0
-                for start in starts:
-                    hk = prox(module, nodes, x, p, warm=start, tol=prox_tol, n_starts=0).h
-                    Fk = np.asarray(module.bracket(hk, nodes, x, p), dtype=float)
-                    better = np.isfinite(Fk) & (Fk < F - 1e-12 * (1.0 + np.abs(F)))
-                    if better.any():
-                        h[:, better], F[better] = hk[:, better], Fk[better]
-                        n_better += int(better.sum())
+            # the minimiser found so far first: a start that comes deep into its basin stops there
+            starts = np.array([h] + extra_starts(base, h, self.extra_starts))
+            hk, Fk, ok = start_minima(module, nodes, starts, x, p, prox_tol, self.backend)
+            best, pick = Fk[0].copy(), np.zeros(h.shape[1], dtype=int)
+            for s in range(1, len(starts)):
+                better = ok[s] & (Fk[s] < best - 1e-12 * (1.0 + np.abs(best)))
+                best[better], pick[better] = Fk[s, better], s
+            moved = np.flatnonzero(pick)
+            h[:, moved] = hk[pick[moved], :, moved].T
+            n_better = int(moved.size)
             self.last_improved = n_better
             if not n_better:
                 return avg

@@ -25,8 +25,7 @@ import math
 import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
-KERNEL_NAMES = ("node_direction", "node_newton", "node_prox_average", "node_lower_minima", "node_start_minima",
-                "node_test_average")
+KERNEL_NAMES = ("node_direction", "node_newton", "node_prox_average", "node_start_minima", "node_test_average")
 
 # --------------------------------------------------------------------------- the model's leaves
 # Bound per model in the compiled unit (replica.compiled); stubs here.
@@ -313,69 +312,6 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
             grad[k] += w * G[k]
         psi += w * node_weight(z, x, p) * best
     return psi, n_dis, n_fail
-
-
-def node_lower_minima(nodes, starts, x, p, tol, max_iter, h, F, improved):
-    """More starts of the inner minimum at every node: damped Newton from each of the ``K``
-    starts ``(K, PROX_DIM, N)``, where ``h`` ``(PROX_DIM, N)`` holds the minimiser found so far.
-    ``F`` receives the bracket at it; where a start reaches a bracket lower by more than
-    ``1e-12`` relative, ``h`` and ``F`` take that minimum and ``improved`` is set. An iterate
-    that comes within ``1e-3 (1 + |h*|)`` of the node's minimiser or of an earlier start's is
-    deep in that quadratic basin and stops there (the snap of :func:`node_prox_average`'s
-    starts). Returns the number of improved nodes."""
-    D = PROX_DIM
-    K = starts.shape[0]
-    nz = nodes.shape[0]
-    N = nodes.shape[1]
-    z = np.empty(nz)
-    c = np.empty(max(N_CONSTANTS, 1))
-    hs = np.empty(D)
-    g = np.empty(D)
-    H = np.empty(D * D)
-    d = np.empty(D)
-    trial = np.empty(D)
-    g2 = np.empty(D)
-    H2 = np.empty(D * D)
-    work = np.zeros((D, D))
-    sols = np.empty((K + 1, D))
-    solF = np.empty(K + 1)
-    solok = np.zeros(K + 1, dtype=np.bool_)
-    n_better = 0
-    for j in range(N):
-        for k in range(nz):
-            z[k] = nodes[k, j]
-        node_constants(z, x, p, c)
-        for i in range(D):
-            hs[i] = h[i, j]
-            sols[0, i] = h[i, j]
-        best = node_bracket_newton(hs, c, g, H)
-        F[j] = best
-        solF[0] = best
-        solok[0] = math.isfinite(best)
-        improved[j] = False
-        for s in range(K):
-            for i in range(D):
-                hs[i] = starts[s, i, j]
-            Fs, ok, match = node_newton(hs, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work,
-                                        sols, solok, s + 1, 1e-3)
-            if match >= 0:
-                Fs = solF[match]
-                for i in range(D):
-                    hs[i] = sols[match, i]
-            ok = ok and math.isfinite(Fs)
-            solok[s + 1] = ok
-            solF[s + 1] = Fs
-            for i in range(D):
-                sols[s + 1, i] = hs[i]
-            if ok and Fs < best - 1e-12 * (1.0 + abs(best)):
-                best = Fs
-                F[j] = Fs
-                for i in range(D):
-                    h[i, j] = hs[i]
-                improved[j] = True
-        if improved[j]:
-            n_better += 1
-    return n_better
 
 
 def node_start_minima(nodes, starts, x, p, tol, max_iter, h_out, F_out, ok_out):
