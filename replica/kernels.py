@@ -25,7 +25,8 @@ import math
 import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
-KERNEL_NAMES = ("node_direction", "node_newton", "node_prox_average", "node_start_minima", "node_test_average")
+KERNEL_NAMES = ("node_direction", "node_newton", "node_prox_average", "node_start_minima", "node_bracket_slopes",
+                "node_test_average")
 
 # --------------------------------------------------------------------------- the model's leaves
 # Bound per model in the compiled unit (replica.compiled); stubs here.
@@ -358,6 +359,81 @@ def node_start_minima(nodes, starts, x, p, tol, max_iter, h_out, F_out, ok_out):
                 h_out[s, i, j] = h[i]
             F_out[s, j] = F
             ok_out[s, j] = ok
+
+
+def node_bracket_slopes(nodes, h, dz, dl, slopes, x, p, F_out, hp_out, ok_out):
+    """At every node ``j``: the bracket ``F(h_j)`` at ``z_j`` (``F_out``); with ``slopes``, also
+    the minimiser's derivative along a line of the pre-integration (``dz``: its direction times
+    the step ``dl``): ``h' = -H^{-1} (g(z + dz) - g(z - dz)) / (2 dl)``, ``g = dF/dh``, ``H`` (symmetrised) at
+    ``(h_j, z_j)``, by Gaussian elimination with partial pivoting (``hp_out``, 0 where not
+    finite). ``ok_out`` is False where a pivot is exactly 0 (singular ``H``; ``hp_out`` 0, for the
+    caller's pseudo-inverse). The same arithmetic as the numpy path, without its three
+    ``bracket_newton`` evaluations of every node in Python-level array code."""
+    D = PROX_DIM
+    nz = nodes.shape[0]
+    z = np.empty(nz)
+    c = np.empty(max(N_CONSTANTS, 1))
+    hh = np.empty(D)
+    g = np.empty(D)
+    gp = np.empty(D)
+    H = np.empty(D * D)
+    H2 = np.empty(D * D)
+    A = np.empty((D, D))
+    b = np.empty(D)
+    for j in range(nodes.shape[1]):
+        for k in range(nz):
+            z[k] = nodes[k, j]
+        for i in range(D):
+            hh[i] = h[i, j]
+        node_constants(z, x, p, c)
+        F_out[j] = node_bracket_newton(hh, c, g, H)
+        ok_out[j] = True
+        if not slopes:
+            continue
+        for k in range(nz):
+            z[k] = nodes[k, j] + dz[k]
+        node_constants(z, x, p, c)
+        node_bracket_newton(hh, c, gp, H2)
+        for k in range(nz):
+            z[k] = nodes[k, j] - dz[k]
+        node_constants(z, x, p, c)
+        node_bracket_newton(hh, c, g, H2)
+        for i in range(D):
+            b[i] = -((gp[i] - g[i]) / (2 * dl))
+            for k in range(D):
+                A[i, k] = 0.5 * (H[i * D + k] + H[k * D + i])
+        singular = False
+        for col in range(D):
+            piv = col
+            big = abs(A[col, col])
+            for r in range(col + 1, D):
+                if abs(A[r, col]) > big:
+                    big = abs(A[r, col])
+                    piv = r
+            if A[piv, col] == 0.0:
+                singular = True
+                break
+            if piv != col:
+                for k in range(D):
+                    A[col, k], A[piv, k] = A[piv, k], A[col, k]
+                b[col], b[piv] = b[piv], b[col]
+            for r in range(col + 1, D):
+                f = A[r, col] / A[col, col]
+                for k in range(col, D):
+                    A[r, k] -= f * A[col, k]
+                b[r] -= f * b[col]
+        if singular:
+            ok_out[j] = False
+            for i in range(D):
+                hp_out[i, j] = 0.0
+            continue
+        for i in range(D - 1, -1, -1):
+            t = b[i]
+            for k in range(i + 1, D):
+                t -= A[i, k] * b[k]
+            b[i] = t / A[i, i]
+        for i in range(D):
+            hp_out[i, j] = b[i] if math.isfinite(b[i]) else 0.0
 
 
 def node_test_average(nodes, weights, x, p, out):

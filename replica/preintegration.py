@@ -676,7 +676,7 @@ class _Run:
             if failed.any():
                 idx = np.flatnonzero(failed)
                 h[:, idx] = newton_minimize(self.mod, h0[:, idx], z[:, idx], self.x, self.p, tol=self.tol)[0]
-            F = np.asarray(self.mod.bracket(h, z, self.x, self.p), dtype=float)
+            F = self._bracket(h, z)
         else:
             h, F, _, _ = newton_minimize(self.mod, h0, z, self.x, self.p, tol=self.tol)
         return h, np.where(np.isfinite(F), F, np.inf)
@@ -695,8 +695,35 @@ class _Run:
                        tol=self.tol, multistart=True)
             h[:, idx] = res.h
             n_fail = res.n_failed
-        F = np.asarray(self.mod.bracket(h, z, self.x, self.p), dtype=float)
+        F = self._bracket(h, z)
         return ProxResult(h, F, n_dis, n_fail, 0, 0)
+
+    def _bracket(self, h: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The bracket ``F`` at ``(h, z)``: compiled where the kernels are."""
+        if self.kernels is not None:
+            return self._bracket_kernel(h, z)[0]
+        return np.asarray(self.mod.bracket(h, z, self.x, self.p), dtype=float)
+
+    def _bracket_kernel(self, h: np.ndarray, z: np.ndarray, dl: float | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The compiled brackets ``F`` at ``(h, z)`` and, with a step ``dl``, the minimisers'
+        slopes along the line direction and where ``H`` was singular (:func:`replica.kernels.
+        node_bracket_slopes`): ``(F, h', singular)``."""
+        N, D = z.shape[1], self.D
+        h = np.ascontiguousarray(h, dtype=float)
+        z = np.ascontiguousarray(z, dtype=float)
+        F, hp, ok = np.empty(N), np.zeros((D, N)), np.ones(N, dtype=np.bool_)
+        slopes = dl is not None
+        dz = np.ascontiguousarray(self.Q[:, 0] * dl) if slopes else np.zeros(z.shape[0])
+
+        def run(a: int, b: int) -> None:  # per node: chunks on the kernel threads
+            Fc, hc, oc = np.empty(b - a), np.empty((D, b - a)), np.empty(b - a, dtype=np.bool_)
+            self.kernels.node_bracket_slopes(np.ascontiguousarray(z[:, a:b]), np.ascontiguousarray(h[:, a:b]), dz,
+                                             float(dl) if slopes else 1.0, slopes, self.x, self.p, Fc, hc, oc)
+            F[a:b], hp[:, a:b], ok[a:b] = Fc, hc, oc
+
+        chunk_map(run, N)
+        return F, hp, ~ok
 
     def _kernel(self, z: np.ndarray, warm: np.ndarray | None, n_starts: int
                 ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -845,6 +872,15 @@ class _Run:
         if h.shape[1] == 0:
             return h.copy()
         dl = 1e-5
+        if self.kernels is not None:
+            _, hp, singular = self._bracket_kernel(h, z, dl)
+            if singular.any():  # the numpy path's pseudo-inverse there
+                hp[:, singular] = self._hprime_numpy(h[:, singular], z[:, singular], dl)
+            return hp
+        return self._hprime_numpy(h, z, dl)
+
+    def _hprime_numpy(self, h: np.ndarray, z: np.ndarray, dl: float) -> np.ndarray:
+        """:meth:`_hprime` in numpy array code (the ``numpy`` backend, and singular ``H``)."""
         dz = self.Q[:, :1] * dl
         _, gp, _ = self.mod.bracket_newton(h, z + dz, self.x, self.p)
         _, gm, _ = self.mod.bracket_newton(h, z - dz, self.x, self.p)
@@ -1075,8 +1111,7 @@ class _Run:
         hc, Fc = self.newton(np.concatenate([hl, hr], axis=1), np.concatenate([zb, za], axis=1))
         m = L.size
         hF, FF, hBk, FB = hc[:, :m], Fc[:m], hc[:, m:], Fc[m:]
-        Fl = np.asarray(self.mod.bracket(hl, za, self.x, self.p))
-        Fr = np.asarray(self.mod.bracket(hr, zb, self.x, self.p))
+        Fl, Fr = self._bracket(hl, za), self._bracket(hr, zb)
         fwd = (FF - Fr > self.tol_F * (1 + np.abs(Fr))) & (_dist(hF, hr) > self.tol_h)
         bwd = (FB - Fl > self.tol_F * (1 + np.abs(Fl))) & (_dist(hBk, hl) > self.tol_h)
         s = fwd | bwd

@@ -16,6 +16,7 @@ from scipy.integrate import quad
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from replica.compiled import numba_available
 from replica.errors import ParameterError
 from replica.preintegration import (PreintegrationIntegrator, PreintegrationState, fold_sign_flips,
                                     householder, make_integrator, truncated_normal_rule)
@@ -343,3 +344,49 @@ def test_paper_positional_fixed_point_resolution_independence():
         assert fps[0].order[key] == pytest.approx(fps[1].order[key], rel=2e-3)
     assert fps[0].eps_g == pytest.approx(fps[1].eps_g, rel=1e-3)
     assert fps[0].phi == pytest.approx(fps[1].phi, rel=1e-3)
+
+
+@pytest.mark.skipif(not numba_available(), reason="numba not installed (optional: pip install numba)")
+def test_compiled_brackets_and_slopes_match_numpy():
+    """The compiled brackets and minimiser slopes of the pre-integration (node_bracket_slopes)
+    against the numpy array code, at the positional paper state on 3000 random nodes: the same
+    arithmetic up to round-off. F: the two evaluation orders of the same expression (observed
+    ~1e-13 relative). h': the central difference divides the round-off of ``g`` (eps times its
+    terms, of the size of ``H h``: the bracket is near-quadratic in ``h``) by ``2 dl`` and the
+    solve multiplies it by at most cond(H): the tolerance is 10x that bound (~5e-10; observed
+    ~1e-11)."""
+    from replica.preintegration import _Run
+    from replica.prox import prox
+    p = _paper_p("positional")
+    d = np.array([1.0, -1.0, 0.0, 0.0]) / math.sqrt(2.0)
+    z = np.random.default_rng(0).standard_normal((4, 3000))
+    with np.errstate(all="ignore"):
+        h = prox(attention, z, X_POS, p).h
+        H = attention.bracket_newton(h, z, X_POS, p)[2]
+    run = _Run(PreintegrationIntegrator(4, 8, 8, 6, direction=d, backend="numba"), attention, X_POS, p, 1e-12,
+               householder(d))
+    assert run.kernels is not None
+    dl = 1e-5
+    F, hp, singular = run._bracket_kernel(h, z, dl)
+    assert not singular.any()
+    np.testing.assert_allclose(F, attention.bracket(h, z, X_POS, p), rtol=1e-11)
+    cond = np.max(np.linalg.cond(H.T.reshape(-1, 2, 2)))
+    bound = 10 * cond * np.finfo(float).eps * np.max(np.abs(H)) * max(1.0, np.max(np.abs(h))) / dl
+    np.testing.assert_allclose(hp, run._hprime_numpy(h, z, dl), rtol=0, atol=bound)
+    assert np.array_equal(run._bracket(h, z), F) and np.array_equal(run._hprime(h, z), hp)
+
+
+@pytest.mark.skipif(not numba_available(), reason="numba not installed (optional: pip install numba)")
+def test_numba_and_numpy_preintegration_agree():
+    """A whole pre-integration average on both backends (compiled prox, brackets and slopes
+    against the numpy array code): the same jumps, breaks and integrals to round-off."""
+    p = _paper_p("positional")
+    d = np.array([1.0, -1.0, 0.0, 0.0])
+    out = {}
+    for backend in ("numba", "numpy"):
+        integ = PreintegrationIntegrator(4, 8, 8, 6, direction=d, backend=backend)
+        out[backend] = (_values(integ, X_POS, p), integ.last_stats)
+    (a, sa), (b, sb) = out["numba"], out["numpy"]
+    assert (sa.switches, sa.breaks, sa.switch_lines) == (sb.switches, sb.breaks, sb.switch_lines)
+    assert sa.switches > 0
+    np.testing.assert_allclose(a, b, rtol=1e-9)
