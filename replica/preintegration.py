@@ -478,6 +478,35 @@ class PreintegrationIntegrator:
         else:
             self._y, self._wy = np.zeros((0, 1)), np.ones(1)
         self.last_stats = PreintegrationStats()
+        #: the last evaluation's piece rules: (order, sorted keys a + i b, nodes, weights)
+        self._piece_rules: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def piece_rules(self, a: np.ndarray, b: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`truncated_normal_rule` on the pieces ``[a, b]``, reusing the last evaluation's
+        rules of the pieces that recur bit for bit: most pieces end at breaks, which sit on the
+        bisection grid of their line and stay put from one Newton iterate to the next (~90 % of the
+        pieces at the semantic paper point, ~45 % at a positional one; a fine level's ~1e5 rules
+        took ~1 s per evaluation). Each
+        piece's rule depends on its own ends only, so a reused rule is the one recomputed."""
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        key = np.empty(a.size, dtype=complex)
+        key.real, key.imag = a, b  # assigned, not a + 1j * b: 1j * inf would be nan + inf j
+        nodes, weights = np.empty((a.size, n)), np.empty((a.size, n))
+        hit = np.zeros(a.size, dtype=bool)
+        last = self._piece_rules
+        if last is not None and last[0] == n and last[1].size and a.size:
+            pos = np.minimum(np.searchsorted(last[1], key), last[1].size - 1)
+            hit = last[1][pos] == key
+            nodes[hit], weights[hit] = last[2][pos[hit]], last[3][pos[hit]]
+        miss = np.flatnonzero(~hit)
+        if miss.size:
+            # independent per piece: chunks on the kernel threads (the kernel releases the GIL)
+            parts = chunk_map(lambda lo, hi: truncated_normal_rule(a[miss[lo:hi]], b[miss[lo:hi]], n), miss.size)
+            nodes[miss] = np.concatenate([q for q, _ in parts])
+            weights[miss] = np.concatenate([w for _, w in parts])
+        order = np.argsort(key, kind="stable")
+        self._piece_rules = (n, key[order], nodes[order], weights[order])
+        return nodes, weights
 
     def _parse_direction(self, direction) -> np.ndarray | None:
         dim = self.dim
@@ -1138,10 +1167,7 @@ class _Run:
         # warm starts at a piece's ends: the right branch of the switch on its left and
         # the left branch of the switch on its right
         hl_end, hr_end = hR[:, pair], hL[:, pair + 1]
-        # independent per segment: node chunks on the kernel threads (numpy releases the GIL)
-        parts = chunk_map(lambda lo, hi: truncated_normal_rule(seg_a[lo:hi], seg_b[lo:hi], n), seg_a.size)
-        nodes = np.concatenate([q for q, _ in parts]) if parts else np.zeros((0, n))
-        weights = np.concatenate([w for _, w in parts]) if parts else np.zeros((0, n))
+        nodes, weights = I.piece_rules(seg_a, seg_b, n)
         S = seg_line.size
         nl = np.repeat(seg_line, n)
         nu = nodes.reshape(-1)
