@@ -486,8 +486,8 @@ class PreintegrationIntegrator:
         rules of the pieces that recur bit for bit: most pieces end at breaks, which sit on the
         bisection grid of their line and stay put from one Newton iterate to the next (~90 % of the
         pieces at the semantic paper point, ~45 % at a positional one; a fine level's ~1e5 rules
-        took ~1 s per evaluation). Each
-        piece's rule depends on its own ends only, so a reused rule is the one recomputed."""
+        took ~1 s per evaluation). Each piece's rule depends on its own ends only, so a reused rule
+        is the one recomputed."""
         a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
         key = np.empty(a.size, dtype=complex)
         key.real, key.imag = a, b  # assigned, not a + 1j * b: 1j * inf would be nan + inf j
