@@ -379,7 +379,10 @@ def test_compiled_brackets_and_slopes_match_numpy():
 @pytest.mark.skipif(not numba_available(), reason="numba not installed (optional: pip install numba)")
 def test_numba_and_numpy_preintegration_agree():
     """A whole pre-integration average on both backends (compiled prox, brackets and slopes
-    against the numpy array code): the same jumps, breaks and integrals to round-off."""
+    against the numpy array code): the same jumps, breaks and integrals to round-off. The two
+    backends' brackets differ by ~1e-13 relative, which moves each located jump within its root
+    tolerance (1e-11 in ``u``); switching only the brackets' backend moved the fixed-point map of
+    four paper states by <= 1.5e-10 relative (measured when the compiled brackets came in): rtol 1e-9."""
     p = _paper_p("positional")
     d = np.array([1.0, -1.0, 0.0, 0.0])
     out = {}
