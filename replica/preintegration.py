@@ -306,6 +306,88 @@ def _compiled_rule_kernel():
     return _RULE_KERNEL[0]
 
 
+# ----------------------------------------------------------------------------- piece nodes
+def _piece_nodes_numpy(idx, n, seg_line, seg_a, seg_b, nodes, hl_end, hr_end, U, h, axis, offsets):
+    """Nodes ``z`` and warm starts of the pieces' Gauss nodes ``idx`` (flat: piece ``idx // n``,
+    node ``idx % n``). The warm start is the nearest known point of the same piece: a line point
+    inside it (``h`` on the line's grid ``U``), or the branch solution at one of its ends (``hl_end``
+    the right branch of the switch on its left, ``hr_end`` the left branch of the one on its
+    right). ``z = offsets[:, line] + axis u``. Returns ``(z, warm)``."""
+    s = idx // n
+    nu = nodes.reshape(-1)[idx]
+    line, sa, sb = seg_line[s], seg_a[s], seg_b[s]
+    P = U.size
+    jn = np.clip(np.searchsorted(U, nu), 1, P - 1)
+    jn = np.where(np.abs(U[jn - 1] - nu) <= np.abs(U[jn] - nu), jn - 1, jn)
+    inside = (U[jn] > sa) & (U[jn] < sb)
+    dist_pt = np.where(inside, np.abs(U[jn] - nu), np.inf)
+    da = np.where(np.isfinite(sa), nu - sa, np.inf)
+    db = np.where(np.isfinite(sb), sb - nu, np.inf)
+    warm = h[:, line, jn]
+    use_a = (da <= db) & (da < dist_pt)
+    use_b = (db < da) & (db < dist_pt)
+    warm[:, use_a] = hl_end[:, s[use_a]]
+    warm[:, use_b] = hr_end[:, s[use_b]]
+    z = np.take(offsets, line, axis=1)
+    for k in range(z.shape[0]):  # row by row: no dim x N temporary (fresh pages cost ~2 ms/MB here)
+        z[k] += axis[k] * nu
+    return z, warm
+
+
+def _piece_nodes_kernel(idx, n, seg_line, seg_a, seg_b, nodes, hl_end, hr_end, U, h, axis, offsets, z, warm
+                        ):  # pragma: no cover - run compiled (numba)
+    """:func:`_piece_nodes_numpy` in scalar loops, into ``z`` and ``warm`` (same numbers bit for
+    bit), compiled by numba (:func:`_compiled_piece_kernel`). Run per chunk on the kernel threads,
+    it keeps the ~1.5e6 nodes of a fine level's pieces out of the main thread: the numpy version's
+    ~20 temporaries of that size cost ~0.4 s per evaluation, mostly in first-touch page faults."""
+    P, D, dim = U.shape[0], h.shape[0], axis.shape[0]
+    for k in range(idx.shape[0]):
+        j = idx[k]
+        s = j // n
+        nu = nodes[s, j - s * n]
+        line, sa, sb = seg_line[s], seg_a[s], seg_b[s]
+        lo, hi = 0, P  # np.searchsorted(U, nu): the first index with U >= nu
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if U[mid] < nu:
+                lo = mid + 1
+            else:
+                hi = mid
+        jn = min(max(lo, 1), P - 1)
+        if abs(U[jn - 1] - nu) <= abs(U[jn] - nu):
+            jn -= 1
+        dist_pt = abs(U[jn] - nu) if (U[jn] > sa and U[jn] < sb) else math.inf
+        da = nu - sa if math.isfinite(sa) else math.inf
+        db = sb - nu if math.isfinite(sb) else math.inf
+        if da <= db and da < dist_pt:
+            for d in range(D):
+                warm[d, k] = hl_end[d, s]
+        elif db < da and db < dist_pt:
+            for d in range(D):
+                warm[d, k] = hr_end[d, s]
+        else:
+            for d in range(D):
+                warm[d, k] = h[d, line, jn]
+        for i in range(dim):
+            z[i, k] = offsets[i, line] + axis[i] * nu
+
+
+_PIECE_KERNEL: list = []
+
+
+def _compiled_piece_kernel():
+    """:func:`_piece_nodes_kernel` compiled by numba (None without numba or with
+    ``REPLICA_BACKEND=numpy``)."""
+    if not _PIECE_KERNEL:
+        kernel = None
+        if numba_available():
+            import numba
+
+            kernel = numba.njit(cache=True, nogil=True, error_model="numpy")(_piece_nodes_kernel)
+        _PIECE_KERNEL.append(kernel)
+    return _PIECE_KERNEL[0]
+
+
 # ----------------------------------------------------------------------------- helpers
 def householder(d: np.ndarray) -> np.ndarray:
     """Orthogonal symmetric ``Q`` with ``Q e_1 = d`` (``d`` a unit vector)."""
@@ -682,6 +764,10 @@ class _Run:
         self.D = module.PROX_DIM
         self.Q = basis
         self.y = integ._y if y is None else y
+        # the lines' transverse offsets Q[:, 1:] y, once: z_of then gathers them per node instead
+        # of a (dim-1) x N gather and product per call (~1.5e6 nodes on a fine level's pieces)
+        self.offsets = self.Q[:, 1:] @ self.y
+        self.axis = np.ascontiguousarray(self.Q[:, 0])
         self.wy = integ._wy if wy is None else wy
         self.kernels = compiled(module) if resolve_backend(module, integ.backend) == "numba" else None
         self.stats = PreintegrationStats()
@@ -692,7 +778,10 @@ class _Run:
     # -------------------------------------------------------------- geometry
     def z_of(self, line: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Nodes ``Q (u, y_line)`` for flat arrays ``line``, ``u`` of the same shape ``(M,)``."""
-        return self.Q[:, :1] * u[None, :] + self.Q[:, 1:] @ self.y[:, line]
+        z = np.take(self.offsets, line, axis=1)
+        for k in range(z.shape[0]):  # row by row: no dim x N temporary (fresh pages cost ~2 ms/MB here)
+            z[k] += self.axis[k] * u
+        return z
 
     def newton(self, h0: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Damped Newton from ``h0`` at nodes ``z`` (continuation of a branch): ``(h, F)``."""
@@ -1155,7 +1244,6 @@ class _Run:
         I = self.I
         n = I.segment_order
         D = self.D
-        ns = found["u"].size
         key = np.concatenate([found["line"], lines, lines])
         val = np.concatenate([found["u"], np.full(lines.size, -np.inf), np.full(lines.size, np.inf)])
         hL = np.concatenate([found["hL"], np.full((D, 2 * lines.size), np.nan)], axis=1)
@@ -1166,63 +1254,59 @@ class _Run:
         seg_line, seg_a, seg_b = key[pair], val[pair], val[pair + 1]
         # warm starts at a piece's ends: the right branch of the switch on its left and
         # the left branch of the switch on its right
-        hl_end, hr_end = hR[:, pair], hL[:, pair + 1]
+        hl_end, hr_end = np.ascontiguousarray(hR[:, pair]), np.ascontiguousarray(hL[:, pair + 1])
         nodes, weights = I.piece_rules(seg_a, seg_b, n)
-        S = seg_line.size
-        nl = np.repeat(seg_line, n)
-        nu = nodes.reshape(-1)
-        # warm start from the nearest known point of the same piece: a line point inside
-        # it, or the branch solution at one of its switch ends.
-        U = I._u
-        P = U.size
-        jn = np.clip(np.searchsorted(U, nu), 1, P - 1)
-        jn = np.where(np.abs(U[jn - 1] - nu) <= np.abs(U[jn] - nu), jn - 1, jn)
-        sa, sb = np.repeat(seg_a, n), np.repeat(seg_b, n)
-        inside = (U[jn] > sa) & (U[jn] < sb)
-        dist_pt = np.where(inside, np.abs(U[jn] - nu), np.inf)
-        da = np.where(np.isfinite(sa), nu - sa, np.inf)
-        db = np.where(np.isfinite(sb), sb - nu, np.inf)
-        warm = h[:, nl, jn].copy()
-        use_a = (da <= db) & (da < dist_pt)
-        use_b = (db < da) & (db < dist_pt)
-        ha, hb = np.repeat(hl_end, n, axis=1), np.repeat(hr_end, n, axis=1)
-        warm[:, use_a] = ha[:, use_a]
-        warm[:, use_b] = hb[:, use_b]
-        z = self.z_of(nl, nu)
+        N = seg_line.size * n
+        pieces = (int(n), np.ascontiguousarray(seg_line), np.ascontiguousarray(seg_a), np.ascontiguousarray(seg_b),
+                  np.ascontiguousarray(nodes), hl_end, hr_end, np.ascontiguousarray(I._u),
+                  np.ascontiguousarray(h), self.axis, np.ascontiguousarray(self.offsets))
         # every start on the pieces only in evaluations from every start (the solver confirms
         # each fixed point with one): the warm-start evaluations of a Newton solve skip them
         multistart = self.I.segment_multistart and self.multistart
-        self.stats.segment_nodes += nu.size
+        self.stats.segment_nodes += N
         wn = (self.wy[seg_line][:, None] * weights).reshape(-1)  # line weight x piece weight
         if self.kernels is not None:
-            return self._weighted_sums(z, warm, wn, multistart)
+            return self._weighted_sums(N, lambda idx: self._piece_nodes(idx, pieces), wn, multistart)
+        z, warm = _piece_nodes_numpy(np.arange(N), *pieces)
         res = self.gprox(z, warm, multistart=multistart)
         G = np.asarray(self.mod.bracket_parameter_gradient(res.h, z, self.x, self.p))
         return np.concatenate([G, res.value[None, :]]) @ wn
 
-    def _weighted_sums(self, z: np.ndarray, warm: np.ndarray, w: np.ndarray, multistart: bool) -> np.ndarray:
-        """``sum_j w_j (dF/dx, F)`` at the global minimisers of nodes ``z`` (warm starts ``warm``),
-        fused in the compiled kernel (no per-node arrays: the ~1e6 nodes of a fine level's pieces)."""
-        N, D, nx = z.shape[1], self.D, self.x.size
+    def _piece_nodes(self, idx: np.ndarray, pieces: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """``(z, warm)`` of the pieces' nodes ``idx`` (:func:`_piece_nodes_numpy`), compiled where
+        numba is."""
+        kernel = _compiled_piece_kernel()
+        if kernel is None:
+            return _piece_nodes_numpy(idx, *pieces)
+        z, warm = np.empty((self.axis.size, idx.size)), np.empty((self.D, idx.size))
+        kernel(np.ascontiguousarray(idx, dtype=np.int64), *pieces, z, warm)
+        return z, warm
+
+    def _weighted_sums(self, N: int, nodes_at, w: np.ndarray, multistart: bool) -> np.ndarray:
+        """``sum_j w_j (dF/dx, F)`` at the global minimisers of the ``N`` nodes whose ``(z, warm
+        start)`` ``nodes_at(idx)`` gives, fused in the compiled kernel and built chunk by chunk on
+        the kernel threads (no per-node arrays in the main thread: the ~1e6 nodes of a fine
+        level's pieces)."""
+        D, nx = self.D, self.x.size
         n_starts = self.mod.N_STARTS if multistart else 1  # as gprox: the warm start and the first
         self.stats.newton_solves += N * (n_starts + 1)
-        z = np.ascontiguousarray(z, dtype=float)
-        warm = np.ascontiguousarray(warm, dtype=float)
         w = np.ascontiguousarray(w, dtype=float)
         failed = np.zeros(N, dtype=np.bool_)
 
         def run(a: int, b: int) -> np.ndarray:
+            z, warm = nodes_at(np.arange(a, b))
             grad = np.zeros(nx)
             psi, _, _ = self.kernels.node_prox_average(
-                np.ascontiguousarray(z[:, a:b]), w[a:b], np.ascontiguousarray(warm[:, a:b]), True, int(n_starts),
-                self.x, self.p, float(self.tol), 50, 1e-6, np.empty((D, b - a)), failed[a:b], grad)
+                z, w[a:b], warm, True, int(n_starts), self.x, self.p, float(self.tol), 50, 1e-6,
+                np.empty((D, b - a)), failed[a:b], grad)
             return np.append(grad, psi)
 
         out = np.sum(chunk_map(run, N), axis=0)
         idx = np.flatnonzero(failed)
         if idx.size:  # no start converged in the kernel: the robust numpy prox, as in gprox
-            res = prox(self.mod, z[:, idx], self.x, self.p, warm=warm[:, idx], tol=self.tol, multistart=True)
-            G = np.asarray(self.mod.bracket_parameter_gradient(res.h, z[:, idx], self.x, self.p))
+            z, warm = nodes_at(idx)
+            res = prox(self.mod, z, self.x, self.p, warm=warm, tol=self.tol, multistart=True)
+            G = np.asarray(self.mod.bracket_parameter_gradient(res.h, z, self.x, self.p))
             out += np.concatenate([G, np.asarray(res.value)[None, :]]) @ w[idx]
         return out
 

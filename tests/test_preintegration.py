@@ -413,3 +413,42 @@ def test_piece_rules_are_reused_bit_for_bit():
     assert np.array_equal(again.grad, fresh.grad) and again.psi_y == fresh.psi_y
     na, wa = truncated_normal_rule(keys.real, keys.imag, n)
     assert np.array_equal(na, nodes) and np.array_equal(wa, weights)
+
+
+@pytest.mark.skipif(not numba_available(), reason="numba not installed (optional: pip install numba)")
+def test_piece_nodes_kernel_matches_numpy():
+    """The compiled nodes and warm starts of the pieces' Gauss nodes (``_piece_nodes_kernel``) are
+    the numpy version's bit for bit (the same IEEE operations per node), on random pieces with
+    infinite ends, ends on line points and nodes closer to an end than to any line point, for the
+    whole index set and for a scattered one (the failed-node path)."""
+    from replica.preintegration import _compiled_piece_kernel, _piece_nodes_numpy
+    rng = np.random.default_rng(7)
+    nL, D, dim, n = 30, 2, 4, 6
+    U = np.concatenate([[-8.0], np.sort(rng.normal(size=12)) * 1.5, [8.0]])  # line grid with sentinels
+    seg_line, seg_a, seg_b = [], [], []
+    for line in range(nL):  # 0-4 interior ends per line, some on grid points
+        inner = np.sort(np.concatenate([rng.uniform(-3, 3, rng.integers(0, 3)), rng.choice(U[1:-1], rng.integers(0, 3))]))
+        ends = np.unique(np.concatenate([[-np.inf], inner, [np.inf]]))
+        seg_line += [line] * (ends.size - 1)
+        seg_a += list(ends[:-1])
+        seg_b += list(ends[1:])
+    seg_line, seg_a, seg_b = np.array(seg_line), np.array(seg_a), np.array(seg_b)
+    S = seg_line.size
+    nodes, _ = truncated_normal_rule(seg_a, seg_b, n)
+    hl_end, hr_end = rng.normal(size=(D, S)), rng.normal(size=(D, S))
+    hl_end[:, ~np.isfinite(seg_a)] = np.nan  # as in _segments: no branch at a line's infinite ends
+    hr_end[:, ~np.isfinite(seg_b)] = np.nan
+    h = rng.normal(size=(D, nL, U.size))
+    axis, offsets = rng.normal(size=dim), rng.normal(size=(dim, nL))
+    pieces = (n, seg_line, seg_a, seg_b, nodes, hl_end, hr_end, U, h, axis, offsets)
+    kernel = _compiled_piece_kernel()
+    for idx in (np.arange(S * n), np.sort(rng.choice(S * n, 50, replace=False))):
+        z, warm = np.empty((dim, idx.size)), np.empty((D, idx.size))
+        kernel(idx, *pieces, z, warm)
+        z_ref, warm_ref = _piece_nodes_numpy(idx, *pieces)
+        assert np.array_equal(z, z_ref) and np.array_equal(warm, warm_ref)
+        assert np.isfinite(warm).all()  # never the missing branch of an infinite end
+    # every kind of warm start occurs: a line point, the left end's branch, the right end's
+    z, warm = _piece_nodes_numpy(np.arange(S * n), *pieces)
+    src = [np.isin(warm[0], h[0].ravel()), np.isin(warm[0], hl_end[0]), np.isin(warm[0], hr_end[0])]
+    assert all(s.any() for s in src)
