@@ -1266,16 +1266,16 @@ class _Run:
         self.stats.segment_nodes += N
         wn = (self.wy[seg_line][:, None] * weights).reshape(-1)  # line weight x piece weight
         if self.kernels is not None:
-            return self._weighted_sums(N, lambda idx: self._piece_nodes(idx, pieces), wn, multistart)
+            kernel = _compiled_piece_kernel()  # looked up here, not first in the kernel threads
+            return self._weighted_sums(N, lambda idx: self._piece_nodes(idx, pieces, kernel), wn, multistart)
         z, warm = _piece_nodes_numpy(np.arange(N), *pieces)
         res = self.gprox(z, warm, multistart=multistart)
         G = np.asarray(self.mod.bracket_parameter_gradient(res.h, z, self.x, self.p))
         return np.concatenate([G, res.value[None, :]]) @ wn
 
-    def _piece_nodes(self, idx: np.ndarray, pieces: tuple) -> tuple[np.ndarray, np.ndarray]:
-        """``(z, warm)`` of the pieces' nodes ``idx`` (:func:`_piece_nodes_numpy`), compiled where
-        numba is."""
-        kernel = _compiled_piece_kernel()
+    def _piece_nodes(self, idx: np.ndarray, pieces: tuple, kernel) -> tuple[np.ndarray, np.ndarray]:
+        """``(z, warm)`` of the pieces' nodes ``idx`` (:func:`_piece_nodes_numpy`), by the compiled
+        ``kernel`` (:func:`_compiled_piece_kernel`) unless it is None."""
         if kernel is None:
             return _piece_nodes_numpy(idx, *pieces)
         z, warm = np.empty((self.axis.size, idx.size)), np.empty((self.D, idx.size))
