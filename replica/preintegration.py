@@ -290,20 +290,25 @@ def _rule_kernel(a, b, n, s, lam, nodes, weights):  # pragma: no cover - run com
             weights[i, j] = mu0 * z[j] * z[j] if ok else 0.0
 
 
-_RULE_KERNEL: list = []
+_COMPILED: dict = {}
 
 
-def _compiled_rule_kernel():
-    """:func:`_rule_kernel` compiled by numba (machine code cached on disk; None without numba or
-    with ``REPLICA_BACKEND=numpy``: the numpy version then runs)."""
-    if not _RULE_KERNEL:
+def _compiled_kernel(fn):
+    """The module-level scalar kernel ``fn`` compiled by numba (machine code cached on disk; None
+    without numba or with ``REPLICA_BACKEND=numpy``: the numpy version then runs)."""
+    if fn.__name__ not in _COMPILED:
         kernel = None
         if numba_available():
             import numba
 
-            kernel = numba.njit(cache=True, nogil=True, error_model="numpy")(_rule_kernel)
-        _RULE_KERNEL.append(kernel)
-    return _RULE_KERNEL[0]
+            kernel = numba.njit(cache=True, nogil=True, error_model="numpy")(fn)
+        _COMPILED[fn.__name__] = kernel
+    return _COMPILED[fn.__name__]
+
+
+def _compiled_rule_kernel():
+    """:func:`_rule_kernel` compiled (:func:`_compiled_kernel`)."""
+    return _compiled_kernel(_rule_kernel)
 
 
 # ----------------------------------------------------------------------------- piece nodes
@@ -372,20 +377,9 @@ def _piece_nodes_kernel(idx, n, seg_line, seg_a, seg_b, nodes, hl_end, hr_end, U
             z[i, k] = offsets[i, line] + axis[i] * nu
 
 
-_PIECE_KERNEL: list = []
-
-
 def _compiled_piece_kernel():
-    """:func:`_piece_nodes_kernel` compiled by numba (None without numba or with
-    ``REPLICA_BACKEND=numpy``)."""
-    if not _PIECE_KERNEL:
-        kernel = None
-        if numba_available():
-            import numba
-
-            kernel = numba.njit(cache=True, nogil=True, error_model="numpy")(_piece_nodes_kernel)
-        _PIECE_KERNEL.append(kernel)
-    return _PIECE_KERNEL[0]
+    """:func:`_piece_nodes_kernel` compiled (:func:`_compiled_kernel`)."""
+    return _compiled_kernel(_piece_nodes_kernel)
 
 
 # ----------------------------------------------------------------------------- helpers
