@@ -333,10 +333,16 @@ def _piece_nodes_numpy(idx, n, seg_line, seg_a, seg_b, nodes, hl_end, hr_end, U,
     use_b = (db < da) & (db < dist_pt)
     warm[:, use_a] = hl_end[:, s[use_a]]
     warm[:, use_b] = hr_end[:, s[use_b]]
+    return _line_points(offsets, axis, line, nu), warm
+
+
+def _line_points(offsets, axis, line, u):
+    """The points ``offsets[:, line] + axis u`` (flat arrays ``line``, ``u``), row by row: no
+    ``dim x N`` temporary (fresh pages cost ~2 ms/MB on these machines)."""
     z = np.take(offsets, line, axis=1)
-    for k in range(z.shape[0]):  # row by row: no dim x N temporary (fresh pages cost ~2 ms/MB here)
-        z[k] += axis[k] * nu
-    return z, warm
+    for k in range(z.shape[0]):
+        z[k] += axis[k] * u
+    return z
 
 
 def _piece_nodes_kernel(idx, n, seg_line, seg_a, seg_b, nodes, hl_end, hr_end, U, h, axis, offsets, z, warm
@@ -772,10 +778,7 @@ class _Run:
     # -------------------------------------------------------------- geometry
     def z_of(self, line: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Nodes ``Q (u, y_line)`` for flat arrays ``line``, ``u`` of the same shape ``(M,)``."""
-        z = np.take(self.offsets, line, axis=1)
-        for k in range(z.shape[0]):  # row by row: no dim x N temporary (fresh pages cost ~2 ms/MB here)
-            z[k] += self.axis[k] * u
-        return z
+        return _line_points(self.offsets, self.axis, line, u)
 
     def newton(self, h0: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Damped Newton from ``h0`` at nodes ``z`` (continuation of a branch): ``(h, F)``."""
@@ -1253,7 +1256,7 @@ class _Run:
         N = seg_line.size * n
         pieces = (int(n), np.ascontiguousarray(seg_line), np.ascontiguousarray(seg_a), np.ascontiguousarray(seg_b),
                   np.ascontiguousarray(nodes), hl_end, hr_end, np.ascontiguousarray(I._u),
-                  np.ascontiguousarray(h), self.axis, np.ascontiguousarray(self.offsets))
+                  np.ascontiguousarray(h), self.axis, self.offsets)
         # every start on the pieces only in evaluations from every start (the solver confirms
         # each fixed point with one): the warm-start evaluations of a Newton solve skip them
         multistart = self.I.segment_multistart and self.multistart
@@ -1269,9 +1272,7 @@ class _Run:
 
     def _piece_nodes(self, idx: np.ndarray, pieces: tuple, kernel) -> tuple[np.ndarray, np.ndarray]:
         """``(z, warm)`` of the pieces' nodes ``idx`` (:func:`_piece_nodes_numpy`), by the compiled
-        ``kernel`` (:func:`_compiled_piece_kernel`) unless it is None."""
-        if kernel is None:
-            return _piece_nodes_numpy(idx, *pieces)
+        ``kernel`` (:func:`_compiled_piece_kernel`)."""
         z, warm = np.empty((self.axis.size, idx.size)), np.empty((self.D, idx.size))
         kernel(np.ascontiguousarray(idx, dtype=np.int64), *pieces, z, warm)
         return z, warm
