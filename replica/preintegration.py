@@ -1081,21 +1081,22 @@ class _Run:
         zc = self.z_of(line, c)
         g = self.gprox(zc, iv["ha"], True)
         hc, Fc = g.h, g.value
+        # the continuation b -> c (right half's backward one), also a candidate for c's minimum
         hn, Fn = self.newton(iv["hb"], zc)
         lower = Fn < Fc - self.tol_F * (1.0 + np.abs(Fc))
         hc[:, lower], Fc[lower] = hn[:, lower], Fn[lower]
         pc = self._hprime(hc, zc)
         za, zb = self.z_of(line, a), self.z_of(line, b)
-        # continuations: a -> c, c -> a (left half); c -> b, b -> c (right half)
-        H0 = np.concatenate([iv["ha"], hc, hc, iv["hb"]], axis=1)
-        Z0 = np.concatenate([zc, za, zb, zc], axis=1)
+        # the other continuations: a -> c, c -> a (left half); c -> b (right half)
+        H0 = np.concatenate([iv["ha"], hc, hc], axis=1)
+        Z0 = np.concatenate([zc, za, zb], axis=1)
         hh, FF = self.newton(H0, Z0)
         m = line.size
-        s = [slice(k * m, (k + 1) * m) for k in range(4)]
+        s = [slice(k * m, (k + 1) * m) for k in range(3)]
         left = dict(origin=iv["origin"], line=line, a=a, b=c, ha=iv["ha"], hb=hc, Fa=iv["Fa"], Fb=Fc,
                     pa=iv["pa"], pb=pc, hF=hh[:, s[0]], FF=FF[s[0]], hB=hh[:, s[1]], FB=FF[s[1]])
         right = dict(origin=iv["origin"], line=line, a=c, b=b, ha=hc, hb=iv["hb"], Fa=Fc, Fb=iv["Fb"],
-                     pa=pc, pb=iv["pb"], hF=hh[:, s[2]], FF=FF[s[2]], hB=hh[:, s[3]], FB=FF[s[3]])
+                     pa=pc, pb=iv["pb"], hF=hh[:, s[2]], FF=FF[s[2]], hB=hn, FB=Fn)
         return {k: np.concatenate([left[k], right[k]], axis=-1) for k in left}
 
     def _continue_pairs(self, h, F, Z, pl, pj) -> dict[str, np.ndarray]:
