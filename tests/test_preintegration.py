@@ -22,6 +22,9 @@ from replica.preintegration import (PreintegrationIntegrator, PreintegrationStat
                                     householder, make_integrator, truncated_normal_rule)
 from replica.quadrature import gauss_hermite
 
+#: why the compiled-kernel tests skip (numba is optional; REPLICA_BACKEND=numpy forbids it)
+NO_NUMBA = "numba not available: not installed (pip install numba) or REPLICA_BACKEND=numpy"
+
 
 # ----------------------------------------------------------------------------- 1-D rules
 def _truncnorm_moments(a: float, b: float, kmax: int) -> np.ndarray:
@@ -79,8 +82,9 @@ def _rule_by(impl: str, a: np.ndarray, b: np.ndarray, n: int):
         return pre._truncated_normal_rule_numpy(a, b, n, s, lam)
     kernel = pre._rule_kernel
     if impl == "compiled":
-        pytest.importorskip("numba", reason="the compiled rule needs numba (the dev extra installs it)")
-        kernel = pre._compiled_rule_kernel() or pytest.fail("numba importable but no compiled rule")
+        if not numba_available():  # not installed, or REPLICA_BACKEND=numpy asks for the numpy path
+            pytest.skip(NO_NUMBA)
+        kernel = pre._compiled_rule_kernel() or pytest.fail("numba available but no compiled rule")
     x, w = np.empty((a.size, n)), np.empty((a.size, n))
     kernel(a, b, n, s, lam, x, w)
     return x, w
@@ -346,7 +350,7 @@ def test_paper_positional_fixed_point_resolution_independence():
     assert fps[0].phi == pytest.approx(fps[1].phi, rel=1e-3)
 
 
-@pytest.mark.skipif(not numba_available(), reason="numba not installed (optional: pip install numba)")
+@pytest.mark.skipif(not numba_available(), reason=NO_NUMBA)
 def test_compiled_brackets_and_slopes_match_numpy():
     """The compiled brackets and minimiser slopes of the pre-integration (node_bracket_slopes)
     against the numpy array code, at the positional paper state on 3000 random nodes: the same
@@ -376,7 +380,7 @@ def test_compiled_brackets_and_slopes_match_numpy():
     assert np.array_equal(run._bracket(h, z), F) and np.array_equal(run._hprime(h, z), hp)
 
 
-@pytest.mark.skipif(not numba_available(), reason="numba not installed (optional: pip install numba)")
+@pytest.mark.skipif(not numba_available(), reason=NO_NUMBA)
 def test_numba_and_numpy_preintegration_agree():
     """A whole pre-integration average on both backends (compiled prox, brackets and slopes
     against the numpy array code): the same jumps, breaks and integrals to round-off. The two
@@ -415,7 +419,7 @@ def test_piece_rules_are_reused_bit_for_bit():
     assert np.array_equal(na, nodes) and np.array_equal(wa, weights)
 
 
-@pytest.mark.skipif(not numba_available(), reason="numba not installed (optional: pip install numba)")
+@pytest.mark.skipif(not numba_available(), reason=NO_NUMBA)
 def test_piece_nodes_kernel_matches_numpy():
     """The compiled nodes and warm starts of the pieces' Gauss nodes (``_piece_nodes_kernel``) are
     the numpy version's bit for bit (the same IEEE operations per node), on random pieces with
