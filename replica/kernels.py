@@ -26,6 +26,7 @@ import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
 KERNEL_NAMES = ("node_direction", "node_newton", "node_prox_average", "node_start_minima", "node_bracket_slopes",
+                "node_line_sweeps",
                 "node_test_average")
 
 # --------------------------------------------------------------------------- the model's leaves
@@ -434,6 +435,89 @@ def node_bracket_slopes(nodes, h, dz, dl, slopes, x, p, F_out, hp_out, ok_out):
             b[i] = t / A[i, i]
         for i in range(D):
             hp_out[i, j] = b[i] if math.isfinite(b[i]) else 0.0
+
+
+def node_line_sweeps(Z, h, F, lo, hi, x, p, tol, max_iter, tol_F, hF, FF, hB, FB, changed, failed):
+    """The continuation sweeps of a pre-integration (``_Run._sweeps`` of
+    :mod:`replica.preintegration`) on its lines ``lo..hi-1``, one line at a time: forward, each
+    point's minimiser continued to the next point (``hF``, ``FF`` ``(PROX_DIM, nL, P-1)``,
+    ``(nL, P-1)``), then backward (``hB``, ``FB``), a continued branch lower than a point's own
+    minimum (by ``tol_F (1 + |F|)``) replacing it in ``h``, ``F`` (``(PROX_DIM, nL, P)``,
+    ``(nL, P)``) as it goes; then the forward continuations whose left end changed in the
+    backward sweep (``changed``) are redone. Each continuation is the warm-start-only Newton of
+    :func:`node_prox_average` and its bracket that of :func:`node_bracket_slopes`: the numbers
+    of the array path, bit for bit, without its 2 (P - 1) dispatches per sweep. A line where a
+    continuation does not converge is flagged in ``failed`` (its ``h``, ``F`` may be partly
+    swept): the caller redoes it on the array path, whose numpy Newton takes over such nodes.
+    Returns the number of replaced minima on the lines not flagged."""
+    D = PROX_DIM
+    nz = Z.shape[0]
+    P = Z.shape[2]
+    z = np.empty(nz)
+    c = np.empty(max(N_CONSTANTS, 1))
+    hh = np.empty(D)
+    g = np.empty(D)
+    H = np.empty(D * D)
+    d = np.empty(D)
+    trial = np.empty(D)
+    g2 = np.empty(D)
+    H2 = np.empty(D * D)
+    work = np.zeros((D, D))
+    sols = np.empty((1, D))
+    solok = np.zeros(1, dtype=np.bool_)
+    corrected = 0
+    for line in range(lo, hi):
+        ok_line = True
+        replaced = 0
+        # two sweeps, then the redo pass: (src, dst) of each continuation
+        for sweep in range(3):
+            for t in range(P - 1):
+                if sweep == 0:
+                    j, src, dst = t, t, t + 1
+                elif sweep == 1:
+                    j = P - 2 - t
+                    src, dst = j + 1, j
+                else:
+                    j, src, dst = t, t, t + 1
+                    if not changed[line, j]:
+                        continue
+                for k in range(nz):
+                    z[k] = Z[k, line, dst]
+                node_constants(z, x, p, c)
+                for i in range(D):
+                    hh[i] = h[i, line, src]
+                Fn, ok, match = node_newton(hh, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work,
+                                            sols, solok, 0, 1e-3)
+                if not (ok and math.isfinite(Fn)):
+                    ok_line = False
+                    break
+                Fc = node_bracket_newton(hh, c, g, H)
+                if not math.isfinite(Fc):
+                    Fc = np.inf
+                if sweep == 1:
+                    for i in range(D):
+                        hB[i, line, j] = hh[i]
+                    FB[line, j] = Fc
+                else:
+                    for i in range(D):
+                        hF[i, line, j] = hh[i]
+                    FF[line, j] = Fc
+                if sweep < 2:
+                    Fd = F[line, dst]
+                    if Fc < Fd - tol_F * (1.0 + abs(Fd)):
+                        for i in range(D):
+                            h[i, line, dst] = hh[i]
+                        F[line, dst] = Fc
+                        replaced += 1
+                        if sweep == 1:
+                            changed[line, dst] = True
+            if not ok_line:
+                break
+        if ok_line:
+            corrected += replaced
+        else:
+            failed[line] = True
+    return corrected
 
 
 def node_test_average(nodes, weights, x, p, out):

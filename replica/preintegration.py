@@ -725,7 +725,7 @@ class PreintegrationIntegrator:
                                              backend=self.backend)
             with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
                 run = _Run(pilot, module, x, p, prox_tol, householder(d))
-                run.run(None, True)
+                run.run(None, True, integrate=False)  # the switch points only: no pieces to integrate
                 sw = run.switch_points
                 if sw["u"].size == 0:
                     return d, found
@@ -864,7 +864,10 @@ class _Run:
         return h_out, failed, int(n_dis)
 
     # -------------------------------------------------------------- main
-    def run(self, warm: Any, multistart: bool) -> EnergeticAverage:
+    def run(self, warm: Any, multistart: bool, integrate: bool = True) -> EnergeticAverage | None:
+        """The average at ``self.x`` (warm-started from ``warm``, every module start at the line
+        points with ``multistart``); ``integrate=False`` stops once the switch points are
+        located (:attr:`switch_points`, all a direction pilot needs) and returns None."""
         t0 = time.perf_counter()
         self.multistart = multistart
         I, D = self.I, self.D
@@ -914,6 +917,10 @@ class _Run:
                      "hR": np.concatenate([found["hR"], breaks["hb"]], axis=1)}
             order = np.lexsort((found["u"], found["line"]))
             found = {k: v[..., order] for k, v in found.items()}
+        self._record_switch_points(found)
+        if not integrate:
+            self.stats.seconds = time.perf_counter() - t0
+            return None
         # ---- integrate
         G = np.asarray(self.mod.bracket_parameter_gradient(h.reshape(D, -1), z, self.x, self.p))
         nX = G.shape[0]
@@ -928,20 +935,23 @@ class _Run:
             total = line_int @ self.wy + self._segments(found, h, todo)
         else:
             total = line_int @ self.wy
-        # switch points (for the direction estimate)
+        self.stats.seconds = time.perf_counter() - t0
+        state = PreintegrationState(h.reshape(D, -1), self.stats)
+        return EnergeticAverage(-total[:nX], -float(total[nX]), state, n_disagree, n_failed)
+
+    def _record_switch_points(self, found: dict[str, np.ndarray]) -> None:
+        """:attr:`switch_points` (for the direction estimate): the located switches and breaks,
+        their nodes and probability weights (line weight times ``phi(u)``)."""
         if found["u"].size:
             zs = self.z_of(found["line"], found["u"])
             wsw = self.wy[found["line"]] * np.exp(-0.5 * found["u"] ** 2)
             self.switch_points = dict(u=found["u"], z=zs, hL=found["hL"], hR=found["hR"], w=wsw, line=found["line"])
         else:
             self.switch_points = dict(u=np.zeros(0), line=np.zeros(0, dtype=int))
-        self.stats.seconds = time.perf_counter() - t0
-        state = PreintegrationState(h.reshape(D, -1), self.stats)
-        return EnergeticAverage(-total[:nX], -float(total[nX]), state, n_disagree, n_failed)
 
     # -------------------------------------------------------------- detection
     def _sweeps(self, h, F, Z) -> dict[str, np.ndarray]:
-        """Forward then backward continuation along every line (vectorised over lines).
+        """Forward then backward continuation along every line.
 
         Each point's minimiser is continued to the next point; where the continued
         branch is lower than that point's multistart result, the latter missed the global
@@ -950,7 +960,43 @@ class _Run:
         like ``pairs_l, pairs_j``: the forward ones (``hF, FF``: point ``j`` continued to
         ``j + 1``) and the backward ones (``hB, FB``: ``j + 1`` continued to ``j``).
         Forward continuations whose left end changed in the backward sweep are redone.
+        With the compiled kernels every line is swept in one kernel call
+        (:func:`replica.kernels.node_line_sweeps`, lines in chunks on the kernel threads; the
+        same numbers as the array path, which sweeps all lines one point at a time: ~34
+        dispatches of a few thousand nodes per evaluation); a line where a continuation fails
+        is redone on the array path.
         """
+        if self.kernels is None:
+            return self._sweeps_arrays(h, F, Z)
+        D, nL, P = h.shape
+        h0, F0 = h.copy(), F.copy()  # for the lines the array path redoes
+        hF, hB = np.empty((D, nL, P - 1)), np.empty((D, nL, P - 1))
+        FF, FB = np.empty((nL, P - 1)), np.empty((nL, P - 1))
+        changed = np.zeros((nL, P), dtype=bool)
+        failed = np.zeros(nL, dtype=bool)
+        Zc = np.ascontiguousarray(Z)
+        work = 2 * (P - 1)  # continuations per line: chunks of lines by their share of the work
+
+        def run(a: int, b: int) -> int:
+            return int(self.kernels.node_line_sweeps(Zc, h, F, -(-a // work), -(-b // work), self.x, self.p,
+                                                     float(self.tol), 50, self.tol_F, hF, FF, hB, FB, changed,
+                                                     failed))
+
+        self.stats.corrected += sum(chunk_map(run, nL * work))
+        ok = ~failed
+        self.stats.newton_solves += int(ok.sum()) * work + int(changed[ok, :-1].sum())
+        if failed.any():
+            bad = np.flatnonzero(failed)
+            hs, Fs = h0[:, bad], F0[bad]
+            sub = self._sweeps_arrays(hs, Fs, Z[:, bad])
+            h[:, bad], F[bad] = hs, Fs
+            hF[:, bad], FF[bad] = sub["hF"].reshape(D, -1, P - 1), sub["FF"].reshape(-1, P - 1)
+            hB[:, bad], FB[bad] = sub["hB"].reshape(D, -1, P - 1), sub["FB"].reshape(-1, P - 1)
+        return dict(hF=hF.reshape(D, -1), FF=FF.reshape(-1), hB=hB.reshape(D, -1), FB=FB.reshape(-1))
+
+    def _sweeps_arrays(self, h, F, Z) -> dict[str, np.ndarray]:
+        """:meth:`_sweeps` vectorised over the lines, one point at a time (the numpy backend's
+        path, and the compiled path's for lines where a continuation fails)."""
         D, nL, P = h.shape
         hF = np.empty((D, nL, P - 1))
         FF = np.empty((nL, P - 1))

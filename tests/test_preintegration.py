@@ -456,3 +456,54 @@ def test_piece_nodes_kernel_matches_numpy():
     z, warm = _piece_nodes_numpy(np.arange(S * n), *pieces)
     src = [np.isin(warm[0], h[0].ravel()), np.isin(warm[0], hl_end[0]), np.isin(warm[0], hr_end[0])]
     assert all(s.any() for s in src)
+
+
+@pytest.mark.skipif(not numba_available(), reason=NO_NUMBA)
+def test_line_sweeps_kernel_matches_array_path():
+    """The compiled continuation sweeps (``node_line_sweeps``, every line in one kernel call) give
+    the array path's continuations, replaced minima and counts bit for bit (the same per-node
+    Newton and bracket), at the positional paper state where minima switch along the lines; with
+    planted missed minima (a point's F raised: the neighbours' continuations replace it, in both
+    sweeps, and the backward replacements redo forward continuations) and a line whose
+    continuation fails (a NaN minimiser: that line goes to the array path)."""
+    from replica.preintegration import _Run
+    p = _paper_p("positional")
+    d = np.array([1.0, -1.0, 0.0, 0.0]) / math.sqrt(2.0)
+    integ = PreintegrationIntegrator(4, 8, 8, 6, direction=d, backend="numba")
+    run = _Run(integ, attention, X_POS, p, 1e-12, householder(d))
+    assert run.kernels is not None
+    nL, P = run.wy.size, integ._u.size
+    z = run.z_of(np.repeat(np.arange(nL), P), np.tile(integ._u, nL))
+    with np.errstate(all="ignore"):
+        res = run.gprox(z, None, True)
+    h, F, Z = res.h.reshape(2, nL, P), res.value.reshape(nL, P), z.reshape(4, nL, P)
+    F[3, 4] += 1.0   # missed minima: found by the forward sweep ...
+    F[5, 2] += 1.0   # ... and the backward one (no forward redo at the last point)
+    F[7, 0] += 1.0
+    h[:, 7, 0] += 0.3  # (off the minimum: its forward continuation is redone from the replacement)
+    h[:, 9, 5] = np.nan  # a failed continuation on line 9
+    calls = []
+    arrays = run._sweeps_arrays
+
+    def spy(hh, FF, ZZ):
+        calls.append(hh.shape[1])
+        return arrays(hh, FF, ZZ)
+
+    out = {}
+    for path in ("kernel", "arrays"):
+        hh, FF = h.copy(), F.copy()
+        run.stats.corrected = 0
+        with np.errstate(all="ignore"):
+            if path == "kernel":
+                run._sweeps_arrays = spy
+                fw = run._sweeps(hh, FF, Z)
+                del run._sweeps_arrays
+            else:
+                fw = run._sweeps_arrays(hh, FF, Z)
+        out[path] = (fw, hh, FF, run.stats.corrected)
+    assert calls == [1]  # only the failed line took the array path
+    (fk, hk, Fk, ck), (fa, ha, Fa, ca) = out["kernel"], out["arrays"]
+    assert ck == ca >= 3
+    for k in fa:
+        assert np.array_equal(fk[k], fa[k], equal_nan=True), k
+    assert np.array_equal(hk, ha, equal_nan=True) and np.array_equal(Fk, Fa)
