@@ -25,9 +25,8 @@ import math
 import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
-KERNEL_NAMES = ("node_direction", "node_newton", "node_prox_average", "node_start_minima", "node_bracket_slopes",
-                "node_line_sweeps",
-                "node_test_average")
+KERNEL_NAMES = ("newton_scratch", "node_direction", "node_newton", "node_prox_average", "node_start_minima",
+                "node_bracket_slopes", "node_line_sweeps", "node_test_average")
 
 # --------------------------------------------------------------------------- the model's leaves
 # Bound per model in the compiled unit (replica.compiled); stubs here.
@@ -75,6 +74,13 @@ SIZE_NAMES = ("PROX_DIM", "N_STARTS", "N_CONSTANTS", "N_OBSERVABLES")
 
 
 # --------------------------------------------------------------------------- generic kernels
+def newton_scratch(D):
+    """The work arrays of :func:`node_newton` for ``PROX_DIM = D``, once per kernel call:
+    ``(g, H, d, trial, g2, H2, work)``."""
+    return (np.empty(D), np.empty(D * D), np.empty(D), np.empty(D), np.empty(D), np.empty(D * D),
+            np.zeros((D, D)))
+
+
 def node_direction(g, H, d, floor, work):
     """d = -|H|^{-1} g with the eigenvalues of H replaced by max(|lambda|, floor).
 
@@ -240,13 +246,7 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
     c = np.empty(max(N_CONSTANTS, 1))
     st = np.empty(S * D)
     h = np.empty(D)
-    g = np.empty(D)
-    H = np.empty(D * D)
-    d = np.empty(D)
-    trial = np.empty(D)
-    g2 = np.empty(D)
-    H2 = np.empty(D * D)
-    work = np.zeros((D, D))
+    g, H, d, trial, g2, H2, work = newton_scratch(D)
     sols = np.empty((S + 1, D))
     solF = np.empty(S + 1)
     solok = np.zeros(S + 1, dtype=np.bool_)
@@ -329,13 +329,7 @@ def node_start_minima(nodes, starts, x, p, tol, max_iter, h_out, F_out, ok_out):
     z = np.empty(nz)
     c = np.empty(max(N_CONSTANTS, 1))
     h = np.empty(D)
-    g = np.empty(D)
-    H = np.empty(D * D)
-    d = np.empty(D)
-    trial = np.empty(D)
-    g2 = np.empty(D)
-    H2 = np.empty(D * D)
-    work = np.zeros((D, D))
+    g, H, d, trial, g2, H2, work = newton_scratch(D)
     sols = np.empty((K, D))
     solF = np.empty(K)
     solok = np.zeros(K, dtype=np.bool_)
@@ -456,13 +450,7 @@ def node_line_sweeps(Z, h, F, lo, hi, x, p, tol, max_iter, tol_F, hF, FF, hB, FB
     z = np.empty(nz)
     c = np.empty(max(N_CONSTANTS, 1))
     hh = np.empty(D)
-    g = np.empty(D)
-    H = np.empty(D * D)
-    d = np.empty(D)
-    trial = np.empty(D)
-    g2 = np.empty(D)
-    H2 = np.empty(D * D)
-    work = np.zeros((D, D))
+    g, H, d, trial, g2, H2, work = newton_scratch(D)
     sols = np.empty((1, D))
     solok = np.zeros(1, dtype=np.bool_)
     corrected = 0
