@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .compiled import compiled, resolve_backend
-from .prox import envelope_gradient, newton_minimize, prox
+from .prox import AGREE_TOL, NEWTON_MAX_ITER, envelope_gradient, newton_minimize, prox
 
 
 @dataclass
@@ -157,7 +157,8 @@ def _average_compiled(module, nodes, weights, x, p, warm, multistart, prox_tol, 
         grad = np.zeros(len(x))
         out = k.node_prox_average(nodes if whole else np.ascontiguousarray(nodes[:, a:b]), weights[a:b],
                                   w_arr if (whole or not use_warm) else np.ascontiguousarray(w_arr[:, a:b]),
-                                  use_warm, n_starts, x, p, float(prox_tol), 50, 1e-6, h, failed[a:b], grad)
+                                  use_warm, n_starts, x, p, float(prox_tol), NEWTON_MAX_ITER, AGREE_TOL, h,
+                                  failed[a:b], grad)
         if not whole:
             h_out[:, a:b] = h
         return out, grad
@@ -208,7 +209,7 @@ def start_minima(module: ModuleType, nodes: np.ndarray, starts: np.ndarray, x: n
     def run(a: int, b: int) -> None:
         hc, Fc, okc = np.empty((K, module.PROX_DIM, b - a)), np.empty((K, b - a)), np.zeros((K, b - a), dtype=np.bool_)
         kern(np.ascontiguousarray(nodes[:, a:b], dtype=float), np.ascontiguousarray(starts[:, :, a:b]), x, p,
-             float(prox_tol), 50, hc, Fc, okc)
+             float(prox_tol), NEWTON_MAX_ITER, hc, Fc, okc)
         h[:, :, a:b], F[:, a:b], ok[:, a:b] = hc, Fc, okc
 
     chunk_map(run, N)

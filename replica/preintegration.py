@@ -95,7 +95,7 @@ import numpy as np
 from .compiled import compiled, numba_available, resolve_backend
 from .energetic import EnergeticAverage, chunk_map
 from .errors import ParameterError
-from .prox import ProxResult, newton_minimize, prox
+from .prox import AGREE_TOL, NEWTON_MAX_ITER, ProxResult, newton_minimize, prox
 from .quadrature import hermite_1d, legendre_1d
 
 __all__ = ["truncated_normal_rule", "householder", "fold_sign_flips", "PreintegrationIntegrator",
@@ -859,7 +859,7 @@ class _Run:
             f = np.zeros(b - a, dtype=np.bool_)
             _, nd, _ = self.kernels.node_prox_average(
                 np.ascontiguousarray(z[:, a:b]), np.zeros(b - a), w, use_warm, int(n_starts), self.x, self.p,
-                float(self.tol), 50, 1e-6, h, f, np.zeros(self.x.size))
+                float(self.tol), NEWTON_MAX_ITER, AGREE_TOL, h, f, np.zeros(self.x.size))
             h_out[:, a:b], failed[a:b] = h, f
             return int(nd)
 
@@ -982,8 +982,8 @@ class _Run:
 
         def run(a: int, b: int) -> int:
             return int(self.kernels.node_line_sweeps(Zc, h, F, -(-a // work), -(-b // work), self.x, self.p,
-                                                     float(self.tol), 50, self.tol_F, hF, FF, hB, FB, changed,
-                                                     failed))
+                                                     float(self.tol), NEWTON_MAX_ITER, self.tol_F, hF, FF, hB, FB,
+                                                     changed, failed))
 
         self.stats.corrected += sum(chunk_map(run, nL * work))
         ok = ~failed
@@ -1342,7 +1342,7 @@ class _Run:
             z, warm = nodes_at(np.arange(a, b))
             grad = np.zeros(nx)
             psi, _, _ = self.kernels.node_prox_average(
-                z, w[a:b], warm, True, int(n_starts), self.x, self.p, float(self.tol), 50, 1e-6,
+                z, w[a:b], warm, True, int(n_starts), self.x, self.p, float(self.tol), NEWTON_MAX_ITER, AGREE_TOL,
                 np.empty((D, b - a)), failed[a:b], grad)
             return np.append(grad, psi)
 

@@ -68,8 +68,15 @@ def newton_direction(g: np.ndarray, H: np.ndarray, floor: float = 1e-8) -> np.nd
     return -np.einsum("mij,mj->im", U, coef)
 
 
+#: Newton iterations per start of the inner minimisation, and the distance above which two starts'
+#: minimisers count as different: the numpy path's defaults and what every compiled call passes
+#: (replica.kernels), so that both backends run the same algorithm
+NEWTON_MAX_ITER = 50
+AGREE_TOL = 1e-6
+
+
 def newton_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.ndarray, p: np.ndarray,
-                    tol: float = 1e-12, max_iter: int = 50, step_tol: float = 1e-8
+                    tol: float = 1e-12, max_iter: int = NEWTON_MAX_ITER, step_tol: float = 1e-8
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Damped Newton from ``h0`` ``(D, M)`` at nodes ``z`` ``(nz, M)``.
 
@@ -128,8 +135,8 @@ def newton_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.nda
 
 
 def prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
-         warm: np.ndarray | None = None, tol: float = 1e-12, max_iter: int = 50,
-         agree_tol: float = 1e-6, multistart: bool = True, n_starts: int | None = None) -> ProxResult:
+         warm: np.ndarray | None = None, tol: float = 1e-12, max_iter: int = NEWTON_MAX_ITER,
+         agree_tol: float = AGREE_TOL, multistart: bool = True, n_starts: int | None = None) -> ProxResult:
     """Global minimum of the bracket at every node, over the module's starts (and ``warm``).
 
     ``z`` is ``(nz, N)``; ``warm`` an optional ``(D, N)`` previous solution used as an
