@@ -52,6 +52,7 @@ import math
 import re
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Mapping, Sequence
@@ -63,6 +64,8 @@ __all__ = [
     "GampSpec",
     "GampProblem",
     "GampResult",
+    "Switching",
+    "switching_samples",
     "OutputChannel",
     "InputChannel",
     "GAMP",
@@ -82,6 +85,13 @@ __all__ = [
 INITS: tuple[str, ...] = ("semantic", "positional", "random")
 #: Scale of the random initialisation (iid N(0, 1) entries).
 INIT_NOISE = 0.5
+#: Final iterations whose per-sample minimisers the switching diagnostic compares (two periods of
+#: the default multistart schedule, so a cycle tied to it shows).
+SWITCH_WINDOW = 20
+#: A sample switches basins when its minimiser jumps by this many times the median sample's
+#: largest move: a minimiser that follows its field moves by ~|dω|·|∂h/∂ω| like the others
+#: (within ~10x of the median in the cycles measured), a jump between minima by O(|h|).
+SWITCH_FACTOR = 100.0
 
 
 # --------------------------------------------------------------------------- model
@@ -519,6 +529,79 @@ class GampResult:
     prox_failed: int
     seconds: float
     message: str = ""
+    switching: "Switching | None" = None
+
+
+@dataclass
+class Switching:
+    """The samples whose prox minimiser jumped between minima in a run's final iterations.
+
+    ``samples``: their indices (largest jump first); ``jumps``: each one's largest ``|Δh|``
+    (max over components) between consecutive iterations; ``minima``: how many distinct
+    minimisers each visited; ``median_jump``: the median sample's largest move (the smooth
+    drift of the others); ``period``: the period of the residuals' cycle where they repeat to
+    1e-3 relative over the window (``None`` otherwise)."""
+
+    samples: list[int]
+    jumps: list[float]
+    minima: list[int]
+    median_jump: float
+    period: int | None
+    window: int
+
+    def describe(self, shown: int = 3) -> str:
+        """One clause for a run's message."""
+        k = len(self.samples)
+        cyc = f"; the residuals repeat with period {self.period}" if self.period else ""
+        if not k:
+            return f"no sample switches between prox minima in the last {self.window} iterations{cyc}"
+        each = ", ".join(f"sample {i}: {m} minima, |dh| up to {j:.2g}"
+                         for i, j, m in zip(self.samples[:shown], self.jumps[:shown], self.minima[:shown]))
+        more = f" and {k - shown} more" if k > shown else ""
+        return (f"{k} sample{'s' if k > 1 else ''} switch{'' if k > 1 else 'es'} between prox minima in the last "
+                f"{self.window} iterations ({each}{more}; the median sample moves {self.median_jump:.1e}){cyc}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"samples": self.samples, "jumps": self.jumps, "minima": self.minima,
+                "median_jump": self.median_jump, "period": self.period, "window": self.window}
+
+
+def switching_samples(minimisers: Sequence[np.ndarray], residuals: Sequence[float],
+                      factor: float = SWITCH_FACTOR) -> Switching:
+    """Which samples switch basins over consecutive iterations' prox minimisers.
+
+    ``minimisers``: the ``(D, n)`` minimisers of the last iterations, oldest first;
+    ``residuals``: the same iterations' residuals. A sample switches where its largest jump
+    exceeds ``factor`` times the median sample's (and round-off: 1e-9 of the minimisers' scale);
+    its distinct minima are the clusters of its positions at a tenth of that jump."""
+    H = np.asarray(minimisers, dtype=float)                       # (T, D, n)
+    window = max(H.shape[0] - 1, 0)
+    period = _residual_period(residuals[-(window + 1):] if window else [])
+    if window < 1:
+        return Switching([], [], [], 0.0, period, window)
+    jump = np.abs(np.diff(H, axis=0)).max(axis=(0, 1))            # (n,)
+    median = float(np.median(jump))
+    floor = 1e-9 * max(float(np.sqrt(np.mean(H[-1] ** 2))), 1e-300)
+    flagged = np.nonzero(jump > max(factor * median, floor))[0]
+    flagged = flagged[np.argsort(-jump[flagged], kind="stable")]
+    minima = []
+    for i in flagged:
+        centres: list[np.ndarray] = []
+        for h in H[:, :, i]:
+            if not any(np.max(np.abs(h - c)) <= 0.1 * jump[i] for c in centres):
+                centres.append(h)
+        minima.append(len(centres))
+    return Switching([int(i) for i in flagged], [float(jump[i]) for i in flagged], minima, median, period, window)
+
+
+def _residual_period(residuals: Sequence[float], rtol: float = 1e-3) -> int | None:
+    """The smallest ``p`` with ``r[t] = r[t - p]`` to ``rtol`` over the sequence (at least two periods)."""
+    r = np.asarray(residuals, dtype=float)
+    for p in range(1, r.size // 2 + 1):
+        a, b = r[p:], r[:-p]
+        if np.all(np.abs(a - b) <= rtol * np.abs(a)):
+            return p
+    return None
 
 
 def overlaps(W: np.ndarray, problem: GampProblem) -> dict[str, np.ndarray]:
@@ -597,6 +680,8 @@ class GAMP:
         V = np.zeros((L, R, R))
         it = 0
         confirm = False
+        stopped = False   # diverged or failed (not just out of iterations)
+        recent: deque[np.ndarray] = deque(maxlen=SWITCH_WINDOW + 1)   # the last minimisers (D, n)
         for it in range(max_iter + 1):
             full = confirm or it % self.multistart_every == 0
             V = self.out.shared(np.einsum("li,irs->lrs", pr.c, C))
@@ -604,6 +689,7 @@ class GAMP:
                 # A non-convex channel can make -dg/domega, hence A and V, negative: the
                 # Gaussian model of the fields behind GAMP no longer exists.
                 message = f"diverged at iteration {it}: V is not positive definite"
+                stopped = True
                 break
             omega = self.fields(W) - np.einsum("lrs,nls->nlr", V, g_prev)
             try:
@@ -611,8 +697,10 @@ class GAMP:
                                            n_starts=None if full else 1)
             except np.linalg.LinAlgError as exc:
                 message = f"output channel failed at iteration {it}: {exc}"
+                stopped = True
                 break
             failed += nf
+            recent.append(np.array(warm, dtype=float, copy=True))
             if beta and it > 0:
                 # Damp the output messages too (Rangan et al.'s damped GAMP): a sample whose
                 # prox switches between two minima otherwise flips back and forth through the
@@ -637,6 +725,7 @@ class GAMP:
                 progress(f"    GAMP iteration {it:4d}  residual {res:.3e}")
             if not (math.isfinite(res) and res < stop_residual) or not np.all(np.isfinite(W_new)):
                 message = f"diverged at iteration {it} (residual {res:.3e})"
+                stopped = True
                 break
             W, C, g_prev = W_new, C_new, g
             if res < tol and (full or self.local_prox):
@@ -644,9 +733,14 @@ class GAMP:
                 message = f"converged: relative change {res:.2e} < tol {tol:g}"
                 break
             confirm = res < tol   # below tol with the cheap starts: confirm with every start
+        switching = None
+        if not (converged or stopped) and len(recent) == recent.maxlen:
+            # why it did not settle: a sample whose global minimiser flips keeps GAMP in a cycle
+            switching = switching_samples(list(recent), residuals)
+            message += "; " + switching.describe()
         return GampResult(W=W, C=C, V=V, converged=converged, iterations=it, residual=residuals[-1] if residuals else float("nan"),
                           residuals=residuals, trace=records, prox_failed=failed,
-                          seconds=time.perf_counter() - t0, message=message)
+                          seconds=time.perf_counter() - t0, message=message, switching=switching)
 
     # ------------------------------------------------------------------ diagnostics
     def risk_gradient(self, W: np.ndarray) -> dict[str, float]:
@@ -760,7 +854,9 @@ def run_gamp_seed(model: str | ModuleType | GampSpec, seed: int, *, alpha: float
     out.update(seed=int(seed), n=problem.n, eps_g=eps, eps_g_mc_se=eps_se,
                train_loss=grad["risk"] / d, risk=grad["risk"], grad_norm=grad["grad_norm"],
                iterations=res.iterations, converged=bool(res.converged), residual=res.residual,
-               prox_failed=res.prox_failed, message=res.message, seconds=time.perf_counter() - t0)
+               prox_failed=res.prox_failed, message=res.message,
+               switching=None if res.switching is None else res.switching.to_dict(),
+               seconds=time.perf_counter() - t0)
     if trace:
         out["trace"] = res.trace
     return out
