@@ -1044,7 +1044,9 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         print(f"gamp {res['model']}  alpha={p['alpha']} d={p['d']} n={p['n']} init={p['init']} "
               f"seeds={len(p['seeds'])}  " + " ".join(f"{k}={v:g}" for k, v in p["parameters"].items()))
         for k in ("q", "m", "theta", "V", "eps_g", "train_loss", "grad_norm", "iterations"):
-            print(f"  {k:<11} {res[k]!s:>24}  (se {res[k + '_se']})")
+            se = res.get(k + "_se")
+            known = isinstance(se, (int, float)) and math.isfinite(se)
+            print(f"  {k:<11} {res[k]!s:>24}" + (f"  (se {se:.2g})" if known else ""))
         print(f"  converged: {res['n_converged']}/{len(p['seeds'])}")
         if expected:
             print(f"  theory ({expected['theory_branch']}): replicon {expected['replicon']}, RS stable "
@@ -1052,10 +1054,18 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         for r in res["runs"]:
             print(f"  seed {r['seed']}: {r['message']}")
     if not res["converged"]:
-        print(f"{prog}: warning: {len(res['runs']) - res['n_converged']} run(s) did not converge (see each "
-              "seed's message and grad_norm); try a larger --damping (fixed points are unchanged), more "
-              "--max-iter, or --local-prox: where the prox switches between minima (replica.stability."
-              "replicon), the global-minimum GAMP cannot settle", file=sys.stderr)
+        failed = len(res["runs"]) - res["n_converged"]
+        flipping = sum(bool(r.get("switching") and r["switching"]["samples"]) for r in res["runs"])
+        if flipping:
+            print(f"{prog}: warning: {failed} run(s) did not converge; in {flipping} of them a sample's global "
+                  "prox minimiser flips between minima (see each seed's message), which neither more iterations "
+                  "nor damping settle (docs/replicon.md); --local-prox follows each sample's basin instead (its "
+                  "fixed points are critical points of the risk, not the global-minimum state)", file=sys.stderr)
+        else:
+            print(f"{prog}: warning: {failed} run(s) did not converge (see each seed's message and grad_norm); "
+                  "try a larger --damping (fixed points are unchanged), more --max-iter, or --local-prox: where "
+                  "the prox switches between minima (replica.stability.replicon), the global-minimum GAMP cannot "
+                  "settle", file=sys.stderr)
         return 1
     return 0
 
