@@ -539,8 +539,8 @@ class Switching:
     ``samples``: their indices (largest jump first); ``jumps``: each one's largest ``|Δh|``
     (max over components) between consecutive iterations; ``minima``: how many distinct
     minimisers each visited; ``median_jump``: the median sample's largest move (the smooth
-    drift of the others); ``period``: the period of the residuals' cycle where they repeat to
-    1e-3 relative over the window (``None`` otherwise)."""
+    drift of the others); ``period``: the smallest ``p`` with every switching sample in the
+    same minimum as ``p`` iterations before, throughout the window (``None``: no such cycle)."""
 
     samples: list[int]
     jumps: list[float]
@@ -552,12 +552,12 @@ class Switching:
     def describe(self, shown: int = 3) -> str:
         """One clause for a run's message."""
         k = len(self.samples)
-        cyc = f"; the residuals repeat with period {self.period}" if self.period else ""
         if not k:
-            return f"no sample switches between prox minima in the last {self.window} iterations{cyc}"
+            return f"no sample switches between prox minima in the last {self.window} iterations"
         each = ", ".join(f"sample {i}: {m} minima, |dh| up to {j:.2g}"
                          for i, j, m in zip(self.samples[:shown], self.jumps[:shown], self.minima[:shown]))
         more = f" and {k - shown} more" if k > shown else ""
+        cyc = f"; the flips repeat every {self.period} iterations" if self.period else ""
         return (f"{k} sample{'s' if k > 1 else ''} switch{'' if k > 1 else 'es'} between prox minima in the last "
                 f"{self.window} iterations ({each}{more}; the median sample moves {self.median_jump:.1e}){cyc}")
 
@@ -566,42 +566,36 @@ class Switching:
                 "median_jump": self.median_jump, "period": self.period, "window": self.window}
 
 
-def switching_samples(minimisers: Sequence[np.ndarray], residuals: Sequence[float],
-                      factor: float = SWITCH_FACTOR) -> Switching:
+def switching_samples(minimisers: Sequence[np.ndarray], factor: float = SWITCH_FACTOR) -> Switching:
     """Which samples switch basins over consecutive iterations' prox minimisers.
 
-    ``minimisers``: the ``(D, n)`` minimisers of the last iterations, oldest first;
-    ``residuals``: the same iterations' residuals. A sample switches where its largest jump
-    exceeds ``factor`` times the median sample's (and round-off: 1e-9 of the minimisers' scale);
-    its distinct minima are the clusters of its positions at a tenth of that jump."""
+    ``minimisers``: the ``(D, n)`` minimisers of the last iterations, oldest first. A sample
+    switches where its largest jump exceeds ``factor`` times the median sample's (and round-off:
+    1e-9 of the minimisers' scale). Two of its positions are the same minimum when they differ
+    by at most a tenth of that jump: its distinct minima and the cycle's period count those."""
     H = np.asarray(minimisers, dtype=float)                       # (T, D, n)
     window = max(H.shape[0] - 1, 0)
-    period = _residual_period(residuals[-(window + 1):] if window else [])
     if window < 1:
-        return Switching([], [], [], 0.0, period, window)
+        return Switching([], [], [], 0.0, None, window)
     jump = np.abs(np.diff(H, axis=0)).max(axis=(0, 1))            # (n,)
     median = float(np.median(jump))
     floor = 1e-9 * max(float(np.sqrt(np.mean(H[-1] ** 2))), 1e-300)
     flagged = np.nonzero(jump > max(factor * median, floor))[0]
     flagged = flagged[np.argsort(-jump[flagged], kind="stable")]
+    same = 0.1 * jump[flagged]                                    # (k,) one minimum's extent
     minima = []
-    for i in flagged:
+    for i, r in zip(flagged, same):
         centres: list[np.ndarray] = []
         for h in H[:, :, i]:
-            if not any(np.max(np.abs(h - c)) <= 0.1 * jump[i] for c in centres):
+            if not any(np.max(np.abs(h - c)) <= r for c in centres):
                 centres.append(h)
         minima.append(len(centres))
+    period = None
+    if flagged.size:
+        F = H[:, :, flagged]
+        period = next((p for p in range(1, H.shape[0] // 2 + 1)
+                       if np.all(np.abs(F[p:] - F[:-p]).max(axis=1) <= same[None, :])), None)
     return Switching([int(i) for i in flagged], [float(jump[i]) for i in flagged], minima, median, period, window)
-
-
-def _residual_period(residuals: Sequence[float], rtol: float = 1e-3) -> int | None:
-    """The smallest ``p`` with ``r[t] = r[t - p]`` to ``rtol`` over the sequence (at least two periods)."""
-    r = np.asarray(residuals, dtype=float)
-    for p in range(1, r.size // 2 + 1):
-        a, b = r[p:], r[:-p]
-        if np.all(np.abs(a - b) <= rtol * np.abs(a)):
-            return p
-    return None
 
 
 def overlaps(W: np.ndarray, problem: GampProblem) -> dict[str, np.ndarray]:
@@ -736,7 +730,7 @@ class GAMP:
         switching = None
         if not (converged or stopped) and len(recent) == recent.maxlen:
             # why it did not settle: a sample whose global minimiser flips keeps GAMP in a cycle
-            switching = switching_samples(list(recent), residuals)
+            switching = switching_samples(list(recent))
             message += "; " + switching.describe()
         return GampResult(W=W, C=C, V=V, converged=converged, iterations=it, residual=residuals[-1] if residuals else float("nan"),
                           residuals=residuals, trace=records, prox_failed=failed,
