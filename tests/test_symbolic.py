@@ -251,9 +251,9 @@ def test_every_declared_model_has_fresh_artifacts():
     assert stale_artifacts() == []
 
 
-#: models whose derivation and code generation take 0.5-5 min on 2 cores (softmax_argmax3, the bivariate-orthant
-#: label law of three classes through 2 x 2 order parameters: 289 s in the CI-like run of 2026-11-27, most of it
-#: in sympy's cse; docs/TEAM_NOTES.md): their byte-for-byte re-derivation runs
+#: models whose check below takes 25 s to 5 min on 2 cores (softmax_argmax3, the bivariate-orthant label law of
+#: three classes through 2 x 2 order parameters: 289 s in the CI-like run of 2026-11-27, most of it in the code
+#: generator's sympy cse; docs/TEAM_NOTES.md): their byte-for-byte re-derivation runs
 #: with the slow checks (CI runs those); locally test_every_declared_model_has_fresh_artifacts still catches a
 #: stale module of every model through its declaration and generator hashes
 SLOW_DERIVATIONS = ("attention_rank2", "attention_untied", "attention_clusters", "attention_L3", "softmax_argmax3")
