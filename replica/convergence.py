@@ -117,18 +117,28 @@ def explain(solver: Any, alpha: float, exc: ConvergenceError | InvalidStateError
     return new
 
 
-def check_result(solver: Any, alpha: float, fp: Any) -> None:
-    """Raise unless ``fp`` is converged and finite-sized (see :data:`DIVERGENCE`)."""
+def runaway(solver: Any, order: dict) -> str | None:
+    """Why the state ``order`` (name -> value) is running off to infinity (an order parameter over
+    :data:`DIVERGENCE` x the token scale), or None. Checked at every iteration of
+    :meth:`Solver.solve <replica.solver.Solver.solve>` (a state growing geometrically toward
+    infinity never meets the residual test, and its prox gets ever harder: ``replica solve
+    logistic --param lam=0`` on separable data) and on every result."""
     rb = np.atleast_1d(np.asarray(solver.module.rho_bar(solver.p), dtype=float))
     scale = max(float(np.max(np.abs(rb))) if rb.size else 1.0, 1.0)
-    big = {k: v for k, v in fp.order.items() if not abs(v) <= DIVERGENCE * scale}
-    if big:
-        k, v = max(big.items(), key=lambda kv: abs(kv[1]))
-        exc = ConvergenceError(f"the state runs off to infinity ({k} = {v:.3g}, over {DIVERGENCE:g} x the "
-                               "token scale rho_bar): the equations have no finite solution here (a "
-                               "divergence such as an interpolation peak)", fp.residuals, fp.iterations,
-                               dict(fp.order))
-        raise explain(solver, alpha, exc)
+    big = {k: v for k, v in order.items() if not abs(v) <= DIVERGENCE * scale}
+    if not big:
+        return None
+    k, v = max(big.items(), key=lambda kv: abs(kv[1]))
+    return (f"the state runs off to infinity ({k} = {v:.3g}, over {DIVERGENCE:g} x the token scale rho_bar): the "
+            "equations have no finite solution here (a divergence such as an interpolation peak, or data that "
+            "an unregularised loss separates)")
+
+
+def check_result(solver: Any, alpha: float, fp: Any) -> None:
+    """Raise unless ``fp`` is converged and finite-sized (see :data:`DIVERGENCE`)."""
+    why = runaway(solver, fp.order)
+    if why is not None:
+        raise explain(solver, alpha, ConvergenceError(why, fp.residuals, fp.iterations, dict(fp.order)))
     if not fp.converged:
         why = ("the state is not admissible" if not fp.admissible
                else f"residual {fp.residual:.3e} is not below tol={fp.tol:g} <= {MAX_TOL:g}")

@@ -180,24 +180,44 @@ def prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
     return ProxResult(h_best, F_best, n_disagree, int(failed.sum()), n_fallback, iters)
 
 
-def _fallback(module, z, x, p, starts, failed):
-    """Per-node L-BFGS from every start, for the few nodes where damped Newton failed."""
+#: the most bracket evaluations one :func:`_fallback` call spends (about a second of per-node
+#: scipy): nodes beyond it stay failed (``F = inf``, a non-finite average the solver treats as an
+#: inadmissible state) instead of the call running for minutes where Newton fails on many nodes
+FALLBACK_BUDGET = 20_000
+#: L-BFGS iterations per node and start
+FALLBACK_MAX_ITER = 200
+
+
+def _fallback(module, z, x, p, starts, failed, budget: int = FALLBACK_BUDGET):
+    """Per-node L-BFGS from every start, for the few nodes where damped Newton failed; at most
+    ``budget`` bracket evaluations in all (the nodes left then keep ``F = inf``: failed)."""
     from scipy.optimize import minimize
 
     idx = np.flatnonzero(failed)
     D = starts.shape[1]
-    h = np.zeros((D, idx.size))
+    h = np.array(starts[0][:, idx], dtype=float)
     F = np.full(idx.size, np.inf)
+    left = [int(budget)]
+
+    class _Spent(Exception):
+        pass
+
     for j, i in enumerate(idx):
         zi = z[:, i:i + 1]
 
         def fun(v, zi=zi):
+            if left[0] <= 0:
+                raise _Spent
+            left[0] -= 1
             val, grad, _ = module.bracket_newton(v[:, None], zi, x, p)
             return float(val[0]), np.nan_to_num(grad[:, 0])
 
         for s in range(starts.shape[0]):
-            res = minimize(fun, starts[s, :, i], jac=True, method="L-BFGS-B",
-                           options={"gtol": 1e-10, "maxiter": 500})
+            try:
+                res = minimize(fun, starts[s, :, i], jac=True, method="L-BFGS-B",
+                               options={"gtol": 1e-10, "maxiter": FALLBACK_MAX_ITER})
+            except _Spent:
+                return h, F
             if np.isfinite(res.fun) and res.fun < F[j]:
                 h[:, j], F[j] = res.x, res.fun
     return h, F
