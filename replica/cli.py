@@ -16,7 +16,7 @@ from .errors import ReplicaError
 from .workers import exit_status, interrupt_message, terminate_raises
 
 #: subcommand modules, in the order ``--help`` lists them
-COMMANDS = ("models", "derive", "generate", "solve", "phase", "figures", "sweep")
+COMMANDS = ("models", "derive", "generate", "solve", "phase", "figures", "sweep", "check")
 #: subcommands that start no process and leave no thread working when they return: :func:`entry`
 #: ends their process without the interpreter's teardown, whose finalisers of numba's compiled
 #: kernels cost ~0.2 s (a tenth of ``replica solve`` at the paper's point)
