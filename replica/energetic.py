@@ -19,18 +19,21 @@ from typing import Any, Protocol
 import numpy as np
 
 from .compiled import compiled, resolve_backend
-from .prox import AGREE_TOL, NEWTON_MAX_ITER, envelope_gradient, newton_minimize, prox
+from .prox import (AGREE_TOL, GLOBAL, NEWTON_MAX_ITER, SADDLE_PROBE, SADDLE_TOL, ProxConvention, envelope_gradient,
+                   local_prox, newton_minimize, prox)
 
 
 @dataclass
 class EnergeticAverage:
-    """``dPsi_y/dx`` (order-parameter order), ``Psi_y``, a warm-start state and prox diagnostics."""
+    """``dPsi_y/dx`` (order-parameter order), ``Psi_y``, a warm-start state and prox diagnostics
+    (``n_saddle``: nodes where the local convention's descent stopped on a saddle)."""
 
     grad: np.ndarray
     psi_y: float
     state: Any
     n_disagree: int
     n_failed: int
+    n_saddle: int = 0
 
 
 class EnergeticIntegrator(Protocol):
@@ -63,12 +66,17 @@ def label_weighted(module, values: np.ndarray, z: np.ndarray, x: np.ndarray, p: 
 
 def average_on_nodes(module: ModuleType, nodes: np.ndarray, weights: np.ndarray, x: np.ndarray, p: np.ndarray,
                      warm: Any = None, multistart: bool = True, prox_tol: float = 1e-12, backend: str = "auto",
-                     chunk: int = 4096, warm_starts: int = 1, n_starts: int | None = None) -> EnergeticAverage:
+                     chunk: int = 4096, warm_starts: int = 1, n_starts: int | None = None,
+                     convention: ProxConvention = GLOBAL) -> EnergeticAverage:
     """``Psi_y`` and its gradient as weighted sums over ``nodes`` ``(nz, N)``: the global prox at
     every node (compiled kernels, or numpy in chunks of ``chunk`` nodes; the exact piecewise prox for a
     piecewise bracket), the envelope gradient at the minimisers. ``warm``: previous minimisers
     ``(PROX_DIM, N)``; with ``multistart=False`` only they and ``warm_starts`` module starts are used
-    (``n_starts``, compiled path: that many module starts instead, 0 for the warm start alone)."""
+    (``n_starts``, compiled path: that many module starts instead, 0 for the warm start alone).
+    ``convention``: the local convention takes the minimiser reached by descent from its start
+    instead (:func:`local_average_on_nodes`; ``warm`` and the starts are then not used)."""
+    if convention.local:
+        return local_average_on_nodes(module, nodes, weights, x, p, convention, prox_tol, backend, chunk)
     N = nodes.shape[1]
     if warm is not None and np.shape(warm) != (module.PROX_DIM, N):
         warm = None
@@ -184,6 +192,68 @@ def _average_compiled(module, nodes, weights, x, p, warm, multistart, prox_tol, 
         h_out[:, idx] = res.h
         n_fail = res.n_failed
     return EnergeticAverage(-grad, -float(psi), h_out, int(n_dis), int(n_fail))
+
+
+def local_average_on_nodes(module: ModuleType, nodes: np.ndarray, weights: np.ndarray, x: np.ndarray,
+                           p: np.ndarray, convention: ProxConvention, prox_tol: float = 1e-12, backend: str = "auto",
+                           chunk: int = 4096) -> EnergeticAverage:
+    """``Psi_y`` and its gradient under the local convention: at every node the minimiser reached by
+    descent from the convention's start (:func:`replica.prox.local_prox`; the compiled
+    :func:`replica.kernels.node_local_average` where the backend allows), the envelope gradient there.
+    A node whose descent stops on a saddle counts half for the minimum on each side of it. No warm
+    start: the descent always starts from the declared point, which is what defines the minimiser."""
+    N, D = nodes.shape[1], module.PROX_DIM
+    x = np.ascontiguousarray(x, dtype=float)
+    p = np.ascontiguousarray(p, dtype=float)
+    start = np.ascontiguousarray(convention.start_point(D), dtype=float)
+    if resolve_backend(module, backend) == "numba":
+        k = compiled(module)
+        h_out = np.empty((D, N))
+        status = np.zeros(N, dtype=np.int64)
+
+        def run(a: int, b: int):
+            grad = np.zeros(len(x))
+            h = np.empty((D, b - a))
+            st = np.zeros(b - a, dtype=np.int64)
+            out = k.node_local_average(np.ascontiguousarray(nodes[:, a:b]), weights[a:b], start, x, p,
+                                       float(prox_tol), LOCAL_MAX_ITER, float(convention.step), SADDLE_TOL,
+                                       SADDLE_PROBE, h, st, grad)
+            h_out[:, a:b] = h
+            status[a:b] = st
+            return out, grad
+
+        parts = chunk_map(run, N)
+        grad = np.zeros(len(x))
+        psi, n_sad, n_fail = 0.0, 0, 0
+        for (ps, ns, nf), g in parts:
+            grad += g
+            psi += ps
+            n_sad += ns
+            n_fail += nf
+        return EnergeticAverage(-grad, -float(psi), h_out, 0, int(n_fail), int(n_sad))
+    grad = np.zeros(len(module.ORDER_PARAMETERS))
+    psi = 0.0
+    h_all = np.empty((D, N))
+    n_fail = n_sad = 0
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for a in range(0, N, max(chunk, 1)):
+            sl = slice(a, min(a + chunk, N))
+            z, w = nodes[:, sl], weights[sl]
+            res = local_prox(module, z, x, p, convention, tol=prox_tol, max_iter=LOCAL_MAX_ITER)
+            ok = np.isfinite(res.value)
+            for h, F in ((res.h, res.value), (res.h_other, res.value_other)):
+                hh = np.where(ok, h, 0.0)
+                G = np.asarray(module.bracket_parameter_gradient(hh, z, x, p), dtype=float)
+                grad += 0.5 * (G[:, ok] @ w[ok])
+                psi += 0.5 * float(label_weighted(module, np.where(ok, F, 0.0), z, x, p)[ok] @ w[ok])
+            h_all[:, sl] = res.h
+            n_fail += res.n_failed
+            n_sad += res.n_saddle
+    return EnergeticAverage(-grad, -psi, h_all, 0, n_fail, n_sad)
+
+
+#: iterations of the local convention's descent per node (steps are capped: more than Newton's)
+LOCAL_MAX_ITER = 200
 
 
 def start_minima(module: ModuleType, nodes: np.ndarray, starts: np.ndarray, x: np.ndarray, p: np.ndarray,

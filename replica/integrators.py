@@ -24,6 +24,7 @@ import numpy as np
 
 from .cache import default_cache_dir
 from .energetic import EnergeticAverage, EnergeticIntegrator, average_on_nodes, label_weighted, start_minima
+from .prox import GLOBAL, ProxConvention
 from .errors import ParameterError
 from .kinks import KinkIntegrator, parse_plan
 from .preintegration import CUT, householder, make_integrator, truncated_normal_rule
@@ -56,10 +57,16 @@ class QuadratureIntegrator:
     """
 
     def __init__(self, rule: QuadratureRule, symmetries: Sequence[Sequence[int]] = (),
-                 backend: str = "auto", chunk: int = 4096, warm_starts: int = 1, extra_starts: int = 0):
+                 backend: str = "auto", chunk: int = 4096, warm_starts: int = 1, extra_starts: int = 0,
+                 convention: ProxConvention = GLOBAL):
         self.rule = rule
-        self.extra_starts = int(extra_starts)
+        self.convention = convention
+        # the local convention has one start by definition: no extra starts; and a start off the
+        # origin is not invariant under the sign flips, so the rule is not folded by them
+        self.extra_starts = 0 if convention.local else int(extra_starts)
         self.dim = rule.dim
+        if convention.local and not convention.symmetric_start:
+            symmetries = ()
         self.symmetries = tuple(tuple(int(i) for i in s) for s in symmetries)
         self.backend = backend
         self.chunk = int(chunk)
@@ -81,7 +88,7 @@ class QuadratureIntegrator:
 
     def _average(self, module, x, p, warm, multistart, prox_tol, n_starts=None) -> EnergeticAverage:
         return average_on_nodes(module, self.nodes, self.weights, x, p, warm, multistart, prox_tol, self.backend,
-                                self.chunk, self.warm_starts, n_starts=n_starts)
+                                self.chunk, self.warm_starts, n_starts=n_starts, convention=self.convention)
 
     def _more_starts(self, module, x, p, avg: EnergeticAverage, prox_tol: float) -> EnergeticAverage:
         """``avg`` with the inner minimum also sought from :func:`extra_starts` at every node;
@@ -112,28 +119,44 @@ class QuadratureIntegrator:
 
     def with_extra_starts(self, level: int) -> "QuadratureIntegrator":
         """The same rule with the inner minimum also sought from :func:`extra_starts` of ``level``."""
+        if self.convention.local:
+            return self  # one start by definition (the convention's)
         return QuadratureIntegrator(self.rule, self.symmetries, self.backend, self.chunk, self.warm_starts,
-                                    extra_starts=level)
+                                    extra_starts=level, convention=self.convention)
+
+    def with_convention(self, convention: ProxConvention) -> "QuadratureIntegrator":
+        """The same rule with the minimiser chosen by ``convention`` (:class:`replica.prox.ProxConvention`)."""
+        if convention == self.convention:
+            return self
+        return QuadratureIntegrator(self.rule, self.symmetries, self.backend, self.chunk, self.warm_starts,
+                                    self.extra_starts, convention=convention)
+
+    def with_rule(self, rule: QuadratureRule) -> "QuadratureIntegrator":
+        """The same integrator (symmetries, backend, convention) on another rule."""
+        return QuadratureIntegrator(rule, self.symmetries, self.backend, self.chunk, self.warm_starts,
+                                    self.extra_starts, convention=self.convention)
 
     def refined(self) -> "QuadratureIntegrator":
         """The same integrator on the rule's refinement (:meth:`QuadratureRule.refined`)."""
         return QuadratureIntegrator(self.rule.refined(), self.symmetries, self.backend, self.chunk,
-                                    self.warm_starts, self.extra_starts)
+                                    self.warm_starts, self.extra_starts, convention=self.convention)
 
     def companion(self) -> "QuadratureIntegrator":
         """The same integrator on the rule's companion (a lower order), for error estimates."""
         if getattr(self, "_companion", None) is None:
             self._companion = QuadratureIntegrator(self.rule.companion(), self.symmetries, self.backend,
-                                                   self.chunk, self.warm_starts)
+                                                   self.chunk, self.warm_starts, convention=self.convention)
         return self._companion
 
     def describe(self) -> str:
-        """The rule's description, with the symmetry folding."""
+        """The rule's description, with the symmetry folding (and the convention, where local)."""
         d = self.rule.describe()
         if self.size != self.rule.size:
             d += f" folded by symmetry to {self.size} nodes"
         if self.extra_starts:
             d += f", extra prox starts level {self.extra_starts}"
+        if self.convention.local:
+            d += f", {self.convention.describe()}"
         return d
 
 
@@ -373,17 +396,24 @@ def _fold(nodes: np.ndarray, weights: np.ndarray, flips) -> tuple[np.ndarray, np
 
 
 def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module: ModuleType,
-              branch: str | None = None):
+              branch: str | None = None, prox: ProxConvention = GLOBAL):
     """A quadrature rule or integrator from a user-facing spec (CLI ``--quadrature``).
 
-    ``"gh:N"``, ``"smolyak:N"``, ``"sobol:LOG2N"``, ``"fast|default|high"`` (rules, see
+    ``"gh:N"``, ``"smolyak:N"``, ``"sobol:LOG2N"``, ``"d7"``, ``"fast|default|high"`` (rules, see
     :func:`replica.quadrature.parse_rule`); ``"preint"`` or ``"preint:fast|default|high"``
     (the jump-aware pre-integration of :mod:`replica.preintegration`); ``"auto"``: Gauss-
     Hermite or pre-integration by :func:`default_spec`. Objects pass through; ``None`` means the
-    solver's default.
+    solver's default. Under the local convention (``prox``) only rules apply: ``"auto"`` is the
+    default rule, and the integrators that follow the global minimiser are refused.
     """
     if spec is None or not isinstance(spec, str):
         return spec
+    if prox.local:
+        if spec == "auto":
+            spec = "default"
+        if spec.startswith(("preint", "kinks")):
+            raise ParameterError("quadrature", f"{spec!r} follows the global minimiser; with the local prox "
+                                               "convention use a rule (gh:N, sobol:LOG2N, d7, default)")
     if spec == "auto":
         spec = default_spec(module, branch)
     if spec.startswith("preint"):

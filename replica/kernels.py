@@ -26,7 +26,8 @@ import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
 KERNEL_NAMES = ("newton_scratch", "node_direction", "node_newton", "node_prox_average", "node_start_minima",
-                "node_bracket_slopes", "node_line_sweeps", "node_test_average")
+                "node_bracket_slopes", "node_line_sweeps", "node_test_average", "node_min_eigen",
+                "node_local_descent", "node_local_average")
 
 # --------------------------------------------------------------------------- the model's leaves
 # Bound per model in the compiled unit (replica.compiled); stubs here.
@@ -523,3 +524,194 @@ def node_test_average(nodes, weights, x, p, out):
         w = weights[j]
         for k in range(N_OBSERVABLES):
             out[k] += w * vals[k]
+
+
+# --------------------------------------------------------------------------- the local convention
+def node_min_eigen(H, work, u):
+    """Smallest eigenvalue of the symmetrised ``H`` (row-major, PROX_DIM**2), its unit eigenvector
+    into ``u``; returns ``(lambda_min, max |lambda|)`` (as :func:`replica.prox._min_eigen`)."""
+    D = u.shape[0]
+    if D == 1:
+        u[0] = 1.0
+        return H[0], abs(H[0])
+    if D == 2:
+        a = H[0]
+        b = 0.5 * (H[1] + H[2])
+        c = H[3]
+        half_tr = 0.5 * (a + c)
+        half_diff = 0.5 * (a - c)
+        rad = math.sqrt(half_diff * half_diff + b * b)
+        t = 0.5 * math.atan2(b, half_diff)
+        # eigenvector of the smaller eigenvalue: orthogonal to (cos t, sin t)
+        u[0] = -math.sin(t)
+        u[1] = math.cos(t)
+        return half_tr - rad, max(abs(half_tr + rad), abs(half_tr - rad))
+    for i in range(D):
+        for j in range(D):
+            work[i, j] = 0.5 * (H[i * D + j] + H[j * D + i])
+    lam, U = np.linalg.eigh(work)
+    big = 0.0
+    for i in range(D):
+        u[i] = U[i, 0]
+        big = max(big, abs(lam[i]))
+    return lam[0], big
+
+
+def node_local_descent(h, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2, H2, work):
+    """Descent from h (overwritten) at one node that stays in the start's basin: the algorithm of
+    replica.prox.local_minimize (modified-Newton direction capped at step (1 + |h|_inf); a capped
+    step must not pass the first minimum along its ray; Armijo). Returns (F, status): 0 a minimum,
+    1 a stationary point with a negative Hessian eigenvalue (a saddle), -1 no convergence.
+    On return g, H hold the gradient and Hessian at h."""
+    D = h.shape[0]
+    F = node_bracket_newton(h, c, g, H)
+    conv = False
+    for _ in range(max_iter):
+        if not math.isfinite(F):
+            return F, -1
+        gmax = 0.0
+        hmax = 0.0
+        for i in range(D):
+            if not math.isfinite(g[i]):
+                return F, -1
+            gmax = max(gmax, abs(g[i]))
+            hmax = max(hmax, abs(h[i]))
+        if gmax < tol:
+            conv = True
+            break
+        node_direction(g, H, d, 1e-8, work)
+        dmax = 0.0
+        for i in range(D):
+            dmax = max(dmax, abs(d[i]))
+        cap = step * (1.0 + hmax)
+        capped = dmax > cap
+        if capped:
+            for i in range(D):
+                d[i] *= cap / dmax
+            dmax = cap
+        if dmax <= 1e-8 * (1.0 + hmax):
+            for i in range(D):
+                h[i] += d[i]
+            F = node_bracket_newton(h, c, g, H)
+            conv = True
+            break
+        slope = 0.0
+        for i in range(D):
+            slope += g[i] * d[i]
+        t = 1.0
+        accepted = False
+        Ft = F
+        for _ls in range(40):
+            for i in range(D):
+                trial[i] = h[i] + t * d[i]
+            Ft = node_bracket_newton(trial, c, g2, H2)
+            ok = math.isfinite(Ft) and Ft <= F + 1e-4 * t * slope
+            if ok and capped:
+                ahead = 0.0
+                for i in range(D):
+                    ahead += g2[i] * d[i]
+                ok = ahead <= 0.0
+            if ok:
+                accepted = True
+                break
+            t *= 0.5
+        if not accepted:
+            conv = True
+            break
+        small = (F - Ft) <= 1e-15 * (1.0 + abs(F))
+        for i in range(D):
+            h[i] = trial[i]
+            g[i] = g2[i]
+        for i in range(D * D):
+            H[i] = H2[i]
+        F = Ft
+        if small:
+            conv = True
+            break
+    if not conv:
+        return F, -1
+    lam, big = node_min_eigen(H, work, d)
+    if lam < -saddle_tol * max(big, 1e-300):
+        return F, 1
+    return F, 0
+
+
+def node_local_average(nodes, weights, start, x, p, tol, max_iter, step, saddle_tol, probe, h_out, status,
+                       grad):
+    """Fused energetic average under the local convention: at every node the minimum reached by
+    descent from ``start`` (node_local_descent), grad += w d(W F)/dx there. A node whose descent
+    stops on a saddle is resolved by descending from both sides of it along its most negative
+    direction, each side weighing half (status 1); a node where a descent fails is left out of the
+    sums (status -1). Returns (sum w W F, n_saddle, n_failed); h_out (PROX_DIM, N) gets the
+    minimisers (one side at a saddle)."""
+    D = PROX_DIM
+    nz = nodes.shape[0]
+    N = nodes.shape[1]
+    nx = x.shape[0]
+    z = np.empty(nz)
+    c = np.empty(max(N_CONSTANTS, 1))
+    h = np.empty(D)
+    hs = np.empty(D)
+    u = np.empty(D)
+    g, H, d, trial, g2, H2, work = newton_scratch(D)
+    G = np.empty(nx)
+    Gs = np.empty(nx)
+    for k in range(nx):
+        grad[k] = 0.0
+    psi = 0.0
+    n_sad = 0
+    n_fail = 0
+    for j in range(N):
+        for k in range(nz):
+            z[k] = nodes[k, j]
+        node_constants(z, x, p, c)
+        for i in range(D):
+            h[i] = start[i]
+        F, st = node_local_descent(h, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2, H2, work)
+        w = weights[j]
+        if st == 0:
+            status[j] = 0
+            for i in range(D):
+                h_out[i, j] = h[i]
+            node_parameter_gradient(h, z, x, p, G)
+            for k in range(nx):
+                grad[k] += w * G[k]
+            psi += w * node_weight(z, x, p) * F
+            continue
+        if st == 1:
+            node_min_eigen(H, work, u)
+            hmax = 0.0
+            for i in range(D):
+                hmax = max(hmax, abs(h[i]))
+            eps = probe * (1.0 + hmax)
+            Fsum = 0.0
+            for k in range(nx):
+                Gs[k] = 0.0
+            good = True
+            for side in range(2):
+                sgn = 1.0 if side == 0 else -1.0
+                for i in range(D):
+                    hs[i] = h[i] + sgn * eps * u[i]
+                Fs, sts = node_local_descent(hs, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2, H2, work)
+                if sts != 0:
+                    good = False
+                    break
+                if side == 0:
+                    for i in range(D):
+                        h_out[i, j] = hs[i]
+                node_parameter_gradient(hs, z, x, p, G)
+                for k in range(nx):
+                    Gs[k] += 0.5 * G[k]
+                Fsum += 0.5 * Fs
+            if good:
+                status[j] = 1
+                n_sad += 1
+                for k in range(nx):
+                    grad[k] += w * Gs[k]
+                psi += w * node_weight(z, x, p) * Fsum
+                continue
+        status[j] = -1
+        n_fail += 1
+        for i in range(D):
+            h_out[i, j] = np.nan
+    return psi, n_sad, n_fail

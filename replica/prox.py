@@ -223,6 +223,220 @@ def _fallback(module, z, x, p, starts, failed, budget: int = FALLBACK_BUDGET):
     return h, F
 
 
+# --------------------------------------------------------------------------- the local convention
+@dataclass(frozen=True)
+class ProxConvention:
+    """Which minimiser of the bracket the saddle-point equations use.
+
+    ``global`` (the default): the lowest minimum over the module's starts (the free entropy of
+    the global minimiser of the empirical risk). ``local``: the minimum reached by descent from
+    ``start`` (a point of the prox space, the origin when ``None``), whatever lower minima exist
+    elsewhere -- the convention of theory codes that run a local minimiser from a fixed point for
+    every quadrature node. The descent follows the modified-Newton flow ``dh/dt = -|H|^{-1}
+    dF/dh`` with steps capped at ``step (1 + |h|_inf)`` (:func:`local_minimize`); the map keeps its
+    envelope form, evaluated at that minimiser.
+    """
+
+    kind: str = "global"
+    start: tuple[float, ...] | None = None
+    step: float = 0.1
+
+    @property
+    def local(self) -> bool:
+        """Whether this is the local convention."""
+        return self.kind == "local"
+
+    def start_point(self, dim: int) -> np.ndarray:
+        """The start as a ``(dim,)`` array (the origin by default)."""
+        if self.start is None:
+            return np.zeros(dim)
+        s = np.asarray(self.start, dtype=float).reshape(-1)
+        if s.size == 1 and dim > 1:
+            s = np.full(dim, float(s[0]))
+        if s.size != dim:
+            from .errors import ParameterError
+
+            raise ParameterError("prox_start", f"needs {dim} coordinates (the prox dimension), got {s.size}")
+        return s
+
+    @property
+    def symmetric_start(self) -> bool:
+        """Whether the start is the origin (invariant under the sign flips the solver folds by)."""
+        return self.start is None or not np.any(np.asarray(self.start, dtype=float))
+
+    def describe(self) -> str:
+        """``global minimiser`` or ``local minimiser by descent from h = ...``."""
+        if not self.local:
+            return "global minimiser"
+        at = "0" if self.symmetric_start else "(" + ", ".join(f"{v:g}" for v in np.ravel(self.start)) + ")"
+        return f"local minimiser by descent from h = {at}"
+
+
+#: the conventions by name
+PROX_CONVENTIONS = ("global", "local")
+#: the default convention
+GLOBAL = ProxConvention()
+
+
+def prox_convention(value: "ProxConvention | str | None", start=None) -> ProxConvention:
+    """A :class:`ProxConvention` from a name (``"global"``, ``"local"``) or an instance;
+    ``start``: the local descent's start (a number or ``PROX_DIM`` numbers, the origin by default).
+    Raises :class:`~replica.errors.ParameterError` naming ``prox`` / ``prox_start`` on anything else."""
+    from .errors import ParameterError
+
+    if isinstance(value, ProxConvention):
+        return value
+    name = "global" if value is None else str(value).strip().lower()
+    if name not in PROX_CONVENTIONS:
+        raise ParameterError("prox", f"must be one of {', '.join(PROX_CONVENTIONS)}, got {value!r}")
+    if start is not None:
+        if name != "local":
+            raise ParameterError("prox_start", "a start is only meaningful with the local convention (prox=local)")
+        try:
+            vals = np.atleast_1d(np.asarray(start, dtype=float)).reshape(-1)
+        except (TypeError, ValueError):
+            raise ParameterError("prox_start", f"must be numbers, got {start!r}") from None
+        if vals.size == 0 or not np.all(np.isfinite(vals)):
+            raise ParameterError("prox_start", f"must be finite numbers, got {start!r}")
+        start = tuple(float(v) for v in vals)
+    return ProxConvention(name, start)
+
+
+#: below this (relative to the largest |eigenvalue|) a Hessian eigenvalue at the end of a local
+#: descent counts as negative: the descent stopped on a saddle, not at a minimum
+SADDLE_TOL = 1e-8
+#: how far (relative, ``1 + |h|_inf``) a saddle's two sides are probed along its most negative direction
+SADDLE_PROBE = 1e-4
+
+
+def _min_eigen(H: np.ndarray, D: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The smallest eigenvalue, its unit eigenvector ``(D, M)`` and the largest ``|eigenvalue|`` of
+    the symmetrised Hessians ``H`` ``(D*D, M)``."""
+    Hm = H.T.reshape(-1, D, D)
+    Hm = 0.5 * (Hm + Hm.transpose(0, 2, 1))
+    lam, U = np.linalg.eigh(Hm)
+    return lam[:, 0], U[:, :, 0].T, np.max(np.abs(lam), axis=1)
+
+
+def local_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.ndarray, p: np.ndarray,
+                   tol: float = 1e-12, max_iter: int = 200, step: float = 0.1, step_tol: float = 1e-8
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Descent from ``h0`` ``(D, M)`` at nodes ``z`` that stays in the start's basin.
+
+    Modified-Newton direction ``d = -|H|^{-1} g`` (a descent direction everywhere), capped at
+    ``step (1 + |h|_inf)``; a capped step must not pass a minimum along its ray (the directional
+    derivative at the trial point stays <= 0: halved until it does) and every step satisfies
+    Armijo. Near a minimum the full Newton step is shorter than the cap and the usual quadratic
+    convergence takes over. Returns ``(h, F, converged, minimum)``: ``minimum`` is False where
+    the descent converged to a stationary point whose Hessian has a negative eigenvalue (a
+    saddle: the start lies on a basin boundary) -- never reported as a minimiser. The compiled
+    :func:`replica.kernels.node_local_descent` runs the same algorithm per node.
+    """
+    h = np.array(h0, dtype=float, copy=True)
+    D, M = h.shape
+    F = np.full(M, np.inf)
+    converged = np.zeros(M, dtype=bool)
+    active = np.arange(M)
+    for _ in range(max_iter):
+        ha, za = h[:, active], z[:, active]
+        Fa, g, H = module.bracket_newton(ha, za, x, p)
+        F[active] = Fa
+        gmax = np.max(np.abs(g), axis=0)
+        done = (gmax < tol) | ~np.isfinite(gmax)
+        converged[active[done & np.isfinite(gmax)]] = True
+        keep = ~done
+        if not keep.any():
+            active = active[:0]
+            break
+        active, g, H, Fa, ha, za = active[keep], g[:, keep], H[:, keep], Fa[keep], ha[:, keep], za[:, keep]
+        d = newton_direction(g, H)
+        scale = step * (1.0 + np.max(np.abs(ha), axis=0))
+        length = np.max(np.abs(d), axis=0)
+        capped = length > scale
+        d = np.where(capped, d * (scale / np.where(capped, length, 1.0)), d)
+        tiny = np.max(np.abs(d), axis=0) <= step_tol * (1.0 + np.max(np.abs(ha), axis=0))
+        h[:, active[tiny]] = ha[:, tiny] + d[:, tiny]
+        converged[active[tiny]] = True
+        slope = np.sum(g * d, axis=0)
+        t = np.ones(active.size)
+        pending = np.flatnonzero(~tiny)
+        for _ls in range(40):
+            if pending.size == 0:
+                break
+            trial = ha[:, pending] + t[pending] * d[:, pending]
+            Ft, gt, _ = module.bracket_newton(trial, za[:, pending], x, p)
+            ok = np.isfinite(Ft) & (Ft <= Fa[pending] + 1e-4 * t[pending] * slope[pending])
+            # a capped step stops short of the first minimum along its ray (the basin's)
+            ok &= ~capped[pending] | (np.sum(gt * d[:, pending], axis=0) <= 0)
+            idx = pending[ok]
+            h[:, active[idx]] = trial[:, ok]
+            F[active[idx]] = Ft[ok]
+            pending = pending[~ok]
+            t[pending] *= 0.5
+        moving = np.ones(active.size, dtype=bool)
+        moving[pending] = False
+        moving[tiny] = False
+        moving &= (Fa - F[active]) > 1e-15 * (1.0 + np.abs(Fa))
+        converged[active[~moving]] = True
+        active = active[moving]
+        if active.size == 0:
+            break
+    minimum = converged.copy()
+    if D and converged.any():
+        idx = np.flatnonzero(converged)
+        F[idx], _, H = module.bracket_newton(h[:, idx], z[:, idx], x, p)
+        lam_min, _, lam_abs = _min_eigen(H, D)
+        minimum[idx] = lam_min >= -SADDLE_TOL * np.maximum(lam_abs, 1e-300)
+    return h, F, converged, minimum
+
+
+@dataclass
+class LocalProxResult(ProxResult):
+    """A :class:`ProxResult` of :func:`local_prox`. Where the descent from the start stopped on
+    a saddle (``n_saddle`` nodes, ``saddle`` mask), the node counts half for each of the minima
+    on the two sides of the saddle along its most negative direction: ``h`` / ``value`` hold one
+    side, ``h_other`` / ``value_other`` the other (equal to ``h`` / ``value`` elsewhere)."""
+
+    h_other: np.ndarray | None = None
+    value_other: np.ndarray | None = None
+    saddle: np.ndarray | None = None
+    n_saddle: int = 0
+
+
+def local_prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
+               convention: ProxConvention, tol: float = 1e-12, max_iter: int = 200) -> LocalProxResult:
+    """The local minimiser of the bracket reached by descent from the convention's start at every
+    node ``z`` ``(nz, N)`` (:func:`local_minimize`). A node whose descent ends on a saddle is
+    resolved by descending from both sides of it; a node where a descent does not converge is
+    failed (``n_failed``; its values are nan)."""
+    D, N = module.PROX_DIM, z.shape[1]
+    s = convention.start_point(D)
+    h0 = np.repeat(s[:, None], N, axis=1)
+    h, F, conv, mini = local_minimize(module, h0, z, x, p, tol=tol, max_iter=max_iter, step=convention.step)
+    saddle = conv & ~mini
+    h2, F2 = h.copy(), F.copy()
+    if saddle.any():
+        idx = np.flatnonzero(saddle)
+        _, _, H = module.bracket_newton(h[:, idx], z[:, idx], x, p)
+        _, u, _ = _min_eigen(H, D)
+        eps = SADDLE_PROBE * (1.0 + np.max(np.abs(h[:, idx]), axis=0))
+        sides = []
+        for sign in (1.0, -1.0):
+            hs, Fs, cs, ms = local_minimize(module, h[:, idx] + sign * eps * u, z[:, idx], x, p, tol=tol,
+                                            max_iter=max_iter, step=convention.step)
+            sides.append((hs, np.where(cs & ms, Fs, np.nan)))
+        h[:, idx], F[idx] = sides[0]
+        h2[:, idx], F2[idx] = sides[1]
+    failed = ~conv | ~np.isfinite(F) | ~np.isfinite(F2)
+    h[:, failed] = np.nan
+    h2[:, failed] = np.nan
+    F[failed] = np.nan
+    F2[failed] = np.nan
+    ok_saddle = saddle & ~failed
+    return LocalProxResult(h, F, 0, int(failed.sum()), 0, max_iter, h_other=h2, value_other=F2,
+                           saddle=ok_saddle, n_saddle=int(ok_saddle.sum()))
+
+
 # --------------------------------------------------------------------------- piecewise brackets
 @dataclass
 class PiecewiseProxResult(ProxResult):

@@ -55,6 +55,8 @@ class QuadratureRule:
             return smolyak(self.dim, max(1, self.order - 1))
         if self.kind == "sobol":
             return sobol_rqmc(self.dim, max(0, self.order - 1), seed=1)
+        if self.kind == "degree-7 pairs":  # no lower member: a tensor rule of lower degree per axis
+            return gauss_hermite(self.dim, 3)
         raise ValueError(self.kind)
 
     def refined(self, factor: float | None = None) -> "QuadratureRule":
@@ -72,6 +74,8 @@ class QuadratureRule:
                 return smolyak(self.dim, self.order + 1)
             if self.kind == "sobol":
                 return sobol_rqmc(self.dim, self.order + 1)
+            if self.kind == "degree-7 pairs":  # no higher member: the tensor rule of degree 15 per axis
+                return gauss_hermite(self.dim, 8)
         except ParameterError as exc:
             raise ParameterError("quadrature", f"cannot refine {self.describe()}: {exc}") from None
         raise ValueError(self.kind)
@@ -173,6 +177,47 @@ def sobol_rqmc(dim: int, log2_points: int, scramblings: int = 8, seed: int = 0) 
     return QuadratureRule(nodes, weights, "sobol", log2_points)
 
 
+def _degree7_plane() -> tuple[np.ndarray, np.ndarray]:
+    """A fully symmetric 12-point cubature of degree 7 for the standard Gaussian in the plane.
+
+    Orbits ``(±a, 0), (0, ±a)`` and ``(±b_k, ±b_k)``, ``k = 1, 2``; the moment equations of the
+    even monomials up to degree 7 give ``a^2 = 6``, weight ``1/36``, and ``(b_k^2, 4 w_k)`` the
+    two-point Gauss rule of the measure with moments ``8/9, 2/3, 1, 3`` (a rule of the family
+    Stroud tabulates for ``E_2^{r^2}`` with 12 points, in the Gaussian's scaling)."""
+    mu = np.array([8 / 9, 2 / 3, 1.0, 3.0])
+    # two-point Gauss rule from the moments: the monic orthogonal quadratic t^2 + c1 t + c0
+    c1, c0 = np.linalg.solve(np.array([[mu[1], mu[0]], [mu[2], mu[1]]]), -np.array([mu[2], mu[3]]))
+    u = np.roots([1.0, c1, c0]).real
+    W = np.linalg.solve(np.vander(u, 2, increasing=True).T, mu[:2])
+    a = math.sqrt(6.0)
+    pts = [(a, 0), (-a, 0), (0, a), (0, -a)]
+    wts = [1 / 36] * 4
+    for uk, Wk in zip(u, W):
+        b = math.sqrt(uk)
+        pts += [(b, b), (b, -b), (-b, b), (-b, -b)]
+        wts += [Wk / 4] * 4
+    return np.array(pts, dtype=float).T, np.array(wts, dtype=float)
+
+
+def degree7_pairs(dim: int) -> QuadratureRule:
+    """Product of the plane's 12-point degree-7 cubature (:func:`_degree7_plane`) over the
+    coordinate pairs ``(k, k + dim/2)`` (for token models: each token's student and teacher
+    Gaussians): ``12^(dim/2)`` nodes, exact for polynomials of degree 7 in each pair. A low-order
+    rule of the kind hand-written theory codes use; its error on a model is measured against the
+    project's rules (``--quadrature d7``)."""
+    if dim % 2:
+        raise ParameterError("quadrature", f"d7 pairs the Gaussians, so it needs an even dimension, got {dim}")
+    P, w = _degree7_plane()
+    half = dim // 2
+    nodes = np.empty((dim, 12 ** half))
+    weights = np.ones(12 ** half)
+    for j, combo in enumerate(itertools.product(range(12), repeat=half)):
+        for k, c in enumerate(combo):
+            nodes[k, j], nodes[k + half, j] = P[0, c], P[1, c]
+            weights[j] *= w[c]
+    return QuadratureRule(nodes, weights, "degree-7 pairs", 7)
+
+
 def default_rule(dim: int, accuracy: str = "default") -> QuadratureRule:
     """The rule used when none is given: tensor Gauss-Hermite up to 6 dimensions, Smolyak above.
 
@@ -196,12 +241,15 @@ def default_rule(dim: int, accuracy: str = "default") -> QuadratureRule:
 
 
 def parse_rule(spec: str, dim: int) -> QuadratureRule:
-    """``"gh:14"``, ``"smolyak:5"``, ``"sobol:12"`` or ``"fast|default|high"``.
+    """``"gh:14"``, ``"smolyak:5"``, ``"sobol:12"``, ``"d7"`` (:func:`degree7_pairs`) or
+    ``"fast|default|high"``.
 
     Degenerate orders (:data:`replica.validation.MIN_ORDER`: ``gh:1``, ``gh:2``, ``sobol:0``
     ...) and rules over the node budget (:func:`replica.validation.check_rule_size`) are
     refused before anything is allocated.
     """
+    if spec == "d7":
+        return degree7_pairs(dim)
     if ":" not in spec:
         return default_rule(dim, spec)
     kind, _, n = spec.partition(":")

@@ -40,7 +40,7 @@ from .kinks import EntropicKinkRule, KinkIntegrator
 from .labels import labelled
 from .parameters import parameter_vector
 from .preintegration import make_integrator
-from .prox import prox
+from .prox import ProxConvention, prox, prox_convention
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
 
 #: prefix of the note that a branch's solve landed on another branch's solution
@@ -114,6 +114,10 @@ class FixedPoint:
     quadrature_residual: float = float("nan")
     prox_disagree: int = 0
     prox_failed: int = 0
+    #: the prox convention of the equations (``"global"`` or ``"local"``, :class:`replica.prox.ProxConvention`)
+    #: and, under the local one, the nodes whose descent from the start stopped on a saddle
+    prox: str = "global"
+    prox_saddle: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     observables: dict[str, float] = field(default_factory=dict)
@@ -169,7 +173,7 @@ class FixedPoint:
                    alpha=self.alpha, branch=self.branch, model=self.model,
                    parameters=dict(self.parameters), quadrature=self.quadrature,
                    quadrature_residual=self.quadrature_residual,
-                   prox_disagree=self.prox_disagree, prox_failed=self.prox_failed,
+                   prox_disagree=self.prox_disagree, prox_failed=self.prox_failed, prox=self.prox,
                    seconds=self.seconds, notes=list(self.notes))
         return out
 
@@ -195,6 +199,7 @@ class _MapResult:
     n_failed: int
     psi_w: float = float("nan")
     entropic_observables: np.ndarray | None = None
+    n_saddle: int = 0
 
 
 class Solver:
@@ -239,6 +244,11 @@ class Solver:
         ``"auto"`` (compiled per-node kernels when numba is importable, see
         :mod:`replica.kernels`), ``"numba"`` or ``"numpy"``. Only used when ``rule`` is
         a quadrature rule (or None).
+    prox:
+        Which minimiser of the bracket the equations use (:class:`replica.prox.ProxConvention`):
+        ``"global"`` (default, the lowest minimum) or ``"local"`` (the minimum reached by descent
+        from ``prox_start``, the origin by default). The local convention runs on quadrature
+        rules (a model whose default is the kink-aware rule gets the tensor rule instead).
     """
 
     def __init__(self, module: ModuleType, parameters: Mapping[str, float] | None = None,
@@ -247,8 +257,12 @@ class Solver:
                  damping: float = 0.8, anderson: int = 6, prox_tol: float = 1e-12,
                  verbose: bool = False, error_estimate: bool = True, backend: str = "auto",
                  newton: bool = True, entropic_rule: QuadratureRule | int | None = None,
-                 extra_starts: int = 0):
+                 extra_starts: int = 0, prox: ProxConvention | str | None = None, prox_start=None):
         self.module = module
+        self.convention = prox_convention(prox, prox_start)
+        if self.convention.local and getattr(module, "PIECEWISE", False):
+            raise ParameterError("prox", f"the local convention needs a smooth bracket; the loss of {module.MODEL} is "
+                                         "piecewise (its prox is exact, and unique where the loss is convex)")
         self.names = list(module.ORDER_PARAMETERS)
         self.conj_names = list(module.CONJUGATES)
         self.p = parameter_vector(module, parameters)
@@ -266,11 +280,16 @@ class Solver:
         # (replica.labels); z then has len(GAUSSIANS) + len(DISCRETE) coordinates, and a
         # teacher channel's label one more. A channel model with a one-dimensional prox gets
         # the kink-aware rule by default (replica.kinks), built afresh at every state.
-        if rule is None and getattr(module, "KINK_RULE", False):
+        if rule is None and getattr(module, "KINK_RULE", False) and not self.convention.local:
             rule = KinkIntegrator(module, backend=backend)
         rule = labelled(rule or _cached_rule("energetic", dim), module, self.p)
         self.integrator = (QuadratureIntegrator(rule, self.symmetries, backend)
                            if isinstance(rule, QuadratureRule) else rule)
+        if hasattr(self.integrator, "with_convention"):
+            self.integrator = self.integrator.with_convention(self.convention)
+        elif self.convention.local:
+            raise ParameterError("prox", f"the local convention runs on quadrature rules, not on "
+                                         f"{self.integrator.describe()}; give a rule such as gh:14")
         self.test_rule = labelled(test_rule or _cached_rule("test", dim), module, self.p)
         dim += len(getattr(module, "DISCRETE", ())) + (1 if getattr(module, "LABEL_VALUES", None) else 0)
         self.error_estimate = bool(error_estimate)
@@ -299,7 +318,8 @@ class Solver:
             self.integrator = self.integrator.with_extra_starts(self.extra_starts)
         self._init = dict(parameters=self.parameter_dict_from(module, self.p), branch=branch,
                           tol=tol, max_iter=max_iter, damping=damping, anderson=anderson, prox_tol=prox_tol,
-                          verbose=verbose, error_estimate=error_estimate, backend=backend, newton=newton)
+                          verbose=verbose, error_estimate=error_estimate, backend=backend, newton=newton,
+                          prox=self.convention)
         self.newton = bool(newton)
         self.newton_switch = 1e-2
         if self.integrator.dim != dim or self.test_rule.dim != dim:
@@ -337,8 +357,8 @@ class Solver:
         return {"energetic": self.integrator.describe(),
                 "entropic": "closed form" if self.entropic_rule is None else self.entropic_rule.describe(),
                 "test": self.test_rule.describe(),
-                "prox_starts": f"{starts} module starts"
-                               + (f" + extra level {self.extra_starts}" if self.extra_starts else "")}
+                "prox_starts": (self.convention.describe() if self.convention.local else f"{starts} module starts"
+                                + (f" + extra level {self.extra_starts}" if self.extra_starts else ""))}
 
     def refined(self, energetic: bool = True, entropic: bool = True, test: bool = True,
                 starts: bool = True, **overrides) -> "Solver":
@@ -407,6 +427,8 @@ class Solver:
         (:func:`replica.integrators.preintegration_refusal`)."""
         if not isinstance(self.integrator, QuadratureIntegrator) or preintegration_refusal(self.module) is not None:
             return None
+        if self.convention.local:
+            return None  # pre-integration locates the global minimiser's jumps (the local check: replica.accuracy)
         return self._with_integrator(make_integrator(self.module, level, direction=direction, backend=self.backend))
 
     @property
@@ -504,7 +526,8 @@ class Solver:
             raise InvalidStateError("entropic_update", "produced a non-finite state "
                                     "(is lambda + A positive definite?)",
                                     dict(zip(self.conj_names, xhat.tolist())))
-        return _MapResult(x_new, xhat, avg.psi_y, avg.state, avg.n_disagree, avg.n_failed, psi_w, ent_obs)
+        return _MapResult(x_new, xhat, avg.psi_y, avg.state, avg.n_disagree, avg.n_failed, psi_w, ent_obs,
+                          getattr(avg, "n_saddle", 0))
 
     def entropic(self, xhat: np.ndarray) -> tuple[np.ndarray, float]:
         """Order parameters from conjugates, and ``Psi_w`` (``nan`` when it has a closed form).
@@ -1048,7 +1071,8 @@ class Solver:
             phi=phi, psi_t=psi_t, psi_w=psi_w, psi_y=res.psi_y, eps_g=values["eps_g"],
             eps_g_error=errors["eps_g"], train_loss=-phi, tol=self.tol, iterations=it, residual=residuals[-1],
             residuals=residuals, quadrature=self.integrator.describe(), quadrature_residual=qres,
-            prox_disagree=res.n_disagree, prox_failed=res.n_failed, observables=values, observable_errors=errors,
+            prox_disagree=res.n_disagree, prox_failed=res.n_failed, prox=self.convention.kind,
+            prox_saddle=res.n_saddle, observables=values, observable_errors=errors,
             admissible=self._admissible(x) and bool(np.all(np.isfinite(xhat))))
 
     def _fix_signs(self, x: np.ndarray, xhat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

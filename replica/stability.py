@@ -32,7 +32,7 @@ from .compiled import resolve_backend
 from .energetic import average_on_nodes, label_weighted, start_minima
 from .errors import InvalidStateError, ParameterError
 from .labels import draw_labels
-from .prox import newton_direction, prox
+from .prox import GLOBAL, ProxConvention, local_prox, newton_direction, newton_minimize, prox, prox_convention
 from .quadrature import QuadratureRule
 from .solver import FixedPoint, Solver
 
@@ -132,8 +132,10 @@ def variance_blocks(module: ModuleType, x: np.ndarray) -> np.ndarray:
 
 
 def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np.ndarray,
-                     chunk: int = 4096, prox_tol: float = 1e-12, backend: str = "numpy") -> tuple[np.ndarray, int]:
-    """``G = ∂g_out/∂ω`` (N, D, D) at the global minimiser of the bracket at every node.
+                     chunk: int = 4096, prox_tol: float = 1e-12, backend: str = "numpy",
+                     convention: ProxConvention = GLOBAL) -> tuple[np.ndarray, int]:
+    """``G = ∂g_out/∂ω`` (N, D, D) at the minimiser of the bracket at every node: the global one,
+    or under the local ``convention`` the one reached by descent from its start.
 
     The minimisers come from the multistart prox of ``backend`` (``"auto"``/``"numba"``: the
     compiled kernel of the energetic average, the same algorithm as the numpy path,
@@ -148,9 +150,10 @@ def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np
     failed = 0
     # A piecewise bracket takes the exact piecewise prox, which says which nodes sit on a kink.
     piecewise = bool(getattr(module, "PIECEWISE", False))
-    compiled_path = resolve_backend(module, backend) == "numba" and not piecewise
+    compiled_path = (resolve_backend(module, backend) == "numba" or convention.local) and not piecewise
     if compiled_path:
-        avg = average_on_nodes(module, nodes, np.zeros(N), x, p, prox_tol=prox_tol, backend=backend)
+        avg = average_on_nodes(module, nodes, np.zeros(N), x, p, prox_tol=prox_tol, backend=backend,
+                               convention=convention)
         h_all, failed = avg.state, avg.n_failed
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         for a in range(0, N, chunk):
@@ -212,6 +215,40 @@ def switching(module: ModuleType, x: np.ndarray, p: np.ndarray, samples: int = 5
     scale = float(np.median(gap[multi])) if multi.any() else 0.0
     near = int(np.sum(gap[multi] < 0.05 * scale)) if multi.sum() > 1 else 0
     return Switching(samples=int(samples), multi_fraction=float(multi.mean()), gap_scale=scale, near=near)
+
+
+def local_switching(module: ModuleType, x: np.ndarray, p: np.ndarray, convention: ProxConvention,
+                    samples: int = 50_000, seed: int = 0, eps: float = 0.02, chunk: int = 10_000,
+                    prox_tol: float = 1e-12, backend: str = "numpy") -> Switching:
+    """Whether the local convention's minimiser jumps, on ``samples`` Monte-Carlo pairs of nodes
+    ``z`` and ``z + eps u`` (``u`` a random unit vector): the minimiser at ``z``, continued to
+    ``z + eps u`` by warm Newton, is compared with the descent's own minimiser there; a pair where
+    they differ straddles a boundary of the start's basin, across which ``g_out`` jumps (a delta
+    part in ``∂g_out/∂ω``: the replicon is formally infinite, as for a switching global
+    minimiser). Reported as a :class:`Switching` with ``near`` the straddling pairs,
+    ``multi_fraction`` their fraction and ``gap_scale = eps`` (the pairs' distance, in ``z``)."""
+    rng = np.random.default_rng(seed)
+    D = module.PROX_DIM
+    near = 0
+    for a in range(0, samples, chunk):
+        N = min(chunk, samples - a)
+        z = rng.standard_normal((len(module.GAUSSIANS), N))
+        if getattr(module, "WEIGHTED", False):
+            z = _draw_labels(module, z, x, p, rng)
+        u = rng.standard_normal((len(module.GAUSSIANS), N))
+        u /= np.linalg.norm(u, axis=0)
+        z2 = z.copy()
+        z2[:len(module.GAUSSIANS)] += eps * u
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            zz = np.concatenate([z, z2], axis=1)
+            avg = average_on_nodes(module, zz, np.zeros(2 * N), x, p, prox_tol=prox_tol, backend=backend,
+                                   convention=convention)
+            h1, h2 = avg.state[:, :N], avg.state[:, N:]
+            ok = np.all(np.isfinite(h1), axis=0) & np.all(np.isfinite(h2), axis=0)
+            hc, _, conv, _ = newton_minimize(module, np.where(ok, h1, 0.0), z2, x, p, tol=prox_tol)
+        jump = ok & conv & (np.max(np.abs(hc - h2), axis=0) > 1e-5 * (1.0 + np.max(np.abs(h2), axis=0)))
+        near += int(jump.sum())
+    return Switching(samples=int(samples), multi_fraction=near / max(samples, 1), gap_scale=float(eps), near=near)
 
 
 def _draw_labels(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
@@ -297,7 +334,8 @@ def _map_matrix(module: ModuleType, G: np.ndarray, weights: np.ndarray, alpha: f
 
 
 def _value(module, solver, x, alpha, nodes, weights, J, EJ2):
-    G, failed = output_jacobians(module, x, solver.p, nodes, prox_tol=solver.prox_tol, backend=solver.backend)
+    G, failed = output_jacobians(module, x, solver.p, nodes, prox_tol=solver.prox_tol, backend=solver.backend,
+                                 convention=solver.convention)
     weights = label_weighted(module, weights, nodes, x, solver.p)  # a teacher channel's label law W(y | z; x)
     rb = np.asarray(module.rho_bar(solver.p), dtype=float).reshape(-1)
     gam = np.broadcast_to(rb, (module.L,)) if rb.size in (1, module.L) else rb
@@ -312,7 +350,8 @@ def _value(module, solver, x, alpha, nodes, weights, J, EJ2):
 def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[str, float], alpha: float | None = None,
              parameters: Mapping[str, float] | None = None, branch: str | None = None,
              rule: QuadratureRule | None = None, error_estimate: bool = True,
-             switching_samples: int = 50_000, backend: str = "auto") -> Replicon:
+             switching_samples: int = 50_000, backend: str = "auto",
+             prox: ProxConvention | str | None = None) -> Replicon:
     """The replicon of a fixed point of ``module`` (see the module docstring).
 
     ``fixed_point``: a :class:`~replica.solver.FixedPoint` (its ``alpha``, parameters and
@@ -323,8 +362,14 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
     clusters -- every model of the toolkit but ``attention_clusters``. ``switching_samples`` Monte-Carlo nodes test whether the prox switches between minima
     (:func:`switching`; 0 skips the test). ``rs_stable`` needs both ``value < 1`` and no
     switching. ``backend``: the inner minimisations' (``"auto"``: the compiled kernels where the
-    module has them, :class:`~replica.solver.Solver`'s choice; ``"numpy"``).
+    module has them, :class:`~replica.solver.Solver`'s choice; ``"numpy"``). ``prox``: the prox
+    convention (default: the fixed point's, else global); under the local one the minimisers are
+    the descent's from its start and the switching test asks whether that minimiser jumps
+    (:func:`local_switching`).
     """
+    if prox is None:
+        prox = getattr(fixed_point, "prox", None) if isinstance(fixed_point, FixedPoint) else None
+    convention = prox_convention(prox)
     if isinstance(fixed_point, FixedPoint):
         x = fixed_point.x
         alpha = fixed_point.alpha if alpha is None else alpha
@@ -338,7 +383,7 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
         raise ParameterError("alpha", f"must be a finite number >= 0, got {alpha}")
     if getattr(module, "DISCRETE", ()):
         raise ParameterError("model", f"{module.MODEL}: the replicon is not implemented for token clusters")
-    solver = Solver(module, parameters, branch, rule=rule, backend=backend)
+    solver = Solver(module, parameters, branch, rule=rule, backend=backend, prox=convention)
     solver.check_state(x)
     _check_isotropic(module, solver.parameter_dict)
     integ = solver.integrator
@@ -349,10 +394,18 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
     if error_estimate:
         comp = _rule_at(integ.companion(), x, solver.p)
         error = abs(value - _value(module, solver, x, alpha, *comp, J, EJ2)[0])
-    sw = (switching(module, x, solver.p, samples=switching_samples, prox_tol=solver.prox_tol, backend=solver.backend)
-          if switching_samples else None)
+    if not switching_samples:
+        sw = None
+    elif convention.local:
+        sw = local_switching(module, x, solver.p, convention, samples=switching_samples, prox_tol=solver.prox_tol,
+                             backend=solver.backend)
+    else:
+        sw = switching(module, x, solver.p, samples=switching_samples, prox_tol=solver.prox_tol, backend=solver.backend)
     notes = []
-    if sw is not None and sw.detected:
+    if sw is not None and sw.detected and convention.local:
+        notes.append(f"the local minimiser jumps between basins ({sw.near} of {sw.samples} sample pairs "
+                     f"{sw.gap_scale:g} apart cross a basin boundary of the start): RS unstable whatever the replicon")
+    elif sw is not None and sw.detected:
         notes.append(f"the prox switches between minima ({sw.near} of {sw.samples} samples nearly degenerate, "
                      f"{100 * sw.multi_fraction:.2g}% with several minima): RS unstable whatever the replicon")
     if failed:
@@ -425,7 +478,8 @@ def perturbed_replicons(module: ModuleType, fixed_point: FixedPoint, errors: Map
             y[k] += sign * delta
             try:
                 out[name] = replicon(module, y, fixed_point.alpha, fixed_point.parameters, fixed_point.branch,
-                                     error_estimate=False, switching_samples=0).value
+                                     error_estimate=False, switching_samples=0,
+                                     prox=getattr(fixed_point, "prox", None)).value
                 break
             except (InvalidStateError, ParameterError):
                 continue

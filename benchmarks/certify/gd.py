@@ -31,11 +31,19 @@ KINDS = {
                           for d in (400, 800, 1600)],
     "positional_omega0.1": [dict(omega=0.1, alpha=0.7, d=d, init=init, seeds=3, steps=20000)
                             for d in (1000, 2000) for init in ("positional", "semantic")],
+    # Which prox convention describes gradient descent (docs/conventions.md): normalised teacher (rho = sigma^2
+    # exactly, as the theory assumes), semantic initialisation, the sizes in increasing order so that a partial run
+    # already gives a 1/d fit.
+    "judge_omega0.3": [dict(omega=0.3, alpha=a, d=d, init="semantic", seeds=3, steps=30000, normalize=True)
+                       for d in (500, 1000, 2000, 4000) for a in (0.6, 0.8, 1.0, 1.25)],
+    "judge_omega0.1": [dict(omega=0.1, alpha=a, d=d, init=init, seeds=3, steps=30000, normalize=True)
+                       for d in (500, 1000, 2000) for a in (0.7, 0.75) for init in ("positional", "semantic")],
 }
 
 
 def _name(r: dict) -> str:
-    return f"om{r['omega']}_a{r['alpha']}_d{r['d']}_{r['init']}_s{r['seeds']}_n{r['steps']}.json"
+    tail = "_nt" if r.get("normalize") else ""
+    return f"om{r['omega']}_a{r['alpha']}_d{r['d']}_{r['init']}_s{r['seeds']}_n{r['steps']}{tail}.json"
 
 
 def run(kind: str) -> None:
@@ -46,7 +54,7 @@ def run(kind: str) -> None:
             continue
         cmd = [sys.executable, "-m", "numerics.simulate", "attention", "--omega", str(r["omega"]),
                "--alpha", str(r["alpha"]), "--d", str(r["d"]), "--init", r["init"], "--seeds", str(r["seeds"]),
-               "--steps", str(r["steps"]), "--json", "--quiet"]
+               "--steps", str(r["steps"]), "--json", "--quiet"] + (["--normalize-teacher"] if r.get("normalize") else [])
         print("running", " ".join(cmd[2:]), file=sys.stderr, flush=True)
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ))
         if res.returncode != 0:

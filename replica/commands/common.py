@@ -45,6 +45,13 @@ def add_numeric_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--accuracy", type=float, default=None, metavar="TOL",
                    help="refine the rules and prox starts until every error bar is below TOL relative, or stop "
                         "and say what could not be resolved (default: one refinement, checked against 1e-3)")
+    g.add_argument("--prox", default="global", metavar="global|local",
+                   help="which minimiser of the bracket the equations use: global (default, the lowest minimum: the "
+                        "theory of the global minimiser of the risk) or local (the minimum reached by descent from "
+                        "--prox-start, as theory codes that run a local minimiser from the origin; docs/conventions.md)")
+    g.add_argument("--prox-start", default=None, metavar="H1,H2,...",
+                   help="start of the local convention's descent (one number for every coordinate, or PROX_DIM "
+                        "numbers; default: the origin)")
     g.add_argument("--tol", type=float, default=1e-8,
                    help=f"relative residual at convergence, in [{validation.MIN_TOL:g}, {validation.MAX_TOL:g}] "
                         "(default 1e-8)")
@@ -59,6 +66,13 @@ def check_numeric_args(args: argparse.Namespace) -> None:
     acc = getattr(args, "accuracy", None)
     if acc is not None and not (math.isfinite(acc) and 1e-12 <= acc < 1):
         raise ParameterError("accuracy", f"must be a relative accuracy in [1e-12, 1), got {acc}")
+    tol = getattr(args, "tol", None)
+    if acc is not None and tol is not None and acc < tol:
+        # the iteration stops at a relative residual up to tol: no refinement of the rules gets
+        # the error of its fixed point below that (said before any work, not after minutes of it)
+        raise ParameterError("accuracy", f"{acc:g} is below --tol {tol:g}: the iteration stops at a relative "
+                                         f"residual up to tol, which no rule can refine away; give --tol {acc:g} "
+                                         "or smaller, or a larger --accuracy")
     if getattr(args, "max_iter", None) is not None:
         validation.integer(args.max_iter, "max-iter", low=1, high=MAX_ITER)
 
@@ -102,10 +116,29 @@ def parameters_from_args(module: ModuleType, args: argparse.Namespace) -> dict[s
     return out
 
 
+def prox_from_args(args: argparse.Namespace):
+    """The prox convention of ``--prox`` / ``--prox-start`` (:class:`replica.prox.ProxConvention`)."""
+    from ..prox import prox_convention
+
+    start = getattr(args, "prox_start", None)
+    if start is not None:
+        if not str(start).strip():
+            raise ParameterError("prox-start", "is empty; give numbers, e.g. --prox-start 0,0")
+        try:
+            start = [float(v) for v in str(start).split(",")]
+        except ValueError:
+            raise ParameterError("prox-start", f"expected comma-separated numbers, got {args.prox_start!r}") from None
+    try:
+        return prox_convention(getattr(args, "prox", None) or "global", start)
+    except ParameterError as exc:  # name the flag
+        raise ParameterError(exc.name.replace("_", "-"), str(exc).split(": ", 1)[-1]) from None
+
+
 def rule_from_args(module: ModuleType, args: argparse.Namespace, branch: str | None = None,
                    default: str | None = None):
-    """The rule or integrator of ``--quadrature`` (``default`` when the flag is absent)."""
-    return from_spec(getattr(args, "quadrature", None) or default, module, branch)
+    """The rule or integrator of ``--quadrature`` (``default`` when the flag is absent), for the
+    convention of ``--prox``."""
+    return from_spec(getattr(args, "quadrature", None) or default, module, branch, prox_from_args(args))
 
 
 def entropic_rule_from_args(module: ModuleType, args: argparse.Namespace):

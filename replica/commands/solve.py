@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import jsonio, validation
 from ..registry import load_module
 from ..solver import Solver, observable_dict
-from ..accuracy import DEFAULT_ACCURACY, solve_to_accuracy
+from ..accuracy import DEFAULT_ACCURACY, plan_line, solve_to_accuracy
 from ..stability import perturbed_replicons, replicon_summary, state_error
 from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
-                     parameters_from_args, rule_from_args, token_one)
+                     parameters_from_args, prox_from_args, rule_from_args, token_one)
 
 #: why a number of ``replica solve --json`` can be null
 REASONS = {"quadrature_residual": "not computed: the companion rule's map is not defined at this state "
@@ -71,7 +71,7 @@ def result_dict(module, fp) -> dict:
                conjugate_parameters=fp.conjugates, seconds=fp.seconds, notes=fp.notes)
     if fp.errors:
         out.update(errors=error_dict(module, fp), accuracy=fp.accuracy, accuracy_met=fp.accuracy_met)
-    out.update(branch_found=fp.branch_found, rules=fp.rules)
+    out.update(branch_found=fp.branch_found, rules=fp.rules, prox=fp.prox)
     return out
 
 
@@ -83,13 +83,18 @@ def run(args: argparse.Namespace) -> int:
     entropic = entropic_rule_from_args(module, args)
     solver = Solver(module, params, branch=args.branch,
                     rule=rule_from_args(module, args, args.branch, default="auto"), tol=args.tol,
-                    max_iter=args.max_iter, verbose=args.verbose, error_estimate=False, entropic_rule=entropic)
+                    max_iter=args.max_iter, verbose=args.verbose, error_estimate=False, entropic_rule=entropic,
+                    prox=prox_from_args(args))
     # Cold CLI solves try a few generic starts (a branch can have several solutions at one alpha),
     # on a cheaper rule (Solver.scout); each distinct one is then re-solved on the working rule.
     fp = solver.solve_best(args.alpha, scout=solver.scout())
     qres = companion_residual(solver, fp)
     accuracy = DEFAULT_ACCURACY if args.accuracy is None else args.accuracy
-    progress = None if (args.json and not args.verbose) else (lambda m: print(f"replica solve: {m}", file=sys.stderr))
+    # --accuracy can take minutes: its plan and every level go to stderr, under --json too
+    progress = None if (args.json and not args.verbose and args.accuracy is None) \
+        else (lambda m: print(f"replica solve: {m}", file=sys.stderr))
+    if args.accuracy is not None:
+        progress(plan_line(solver, fp, accuracy, 8))
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="replica-replicon") as pool:
         # The replicon of the ladder's fixed point starts while the jump check finishes (the
         # kernels release the GIL); it stands unless the check moved the solve to another rule.
@@ -122,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
           + "  ".join(f"{k}={v:g}" for k, v in fp.parameters.items()))
     print(f"converged in {fp.iterations} iterations, residual {fp.residual:.2e}, {fp.seconds:.2f} s, "
           f"{fp.quadrature}")
+    print(f"prox convention: {fp.prox} ({solver.convention.describe()})")
     if fp.errors:
         print(f"error bars: fixed points re-solved on refined rules and with more prox starts; "
               f"accuracy {fp.accuracy:g} relative " + ("met" if fp.accuracy_met else "NOT MET (see notes)"))
