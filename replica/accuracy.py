@@ -41,6 +41,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import ConvergenceError, InvalidStateError, ParameterError
+from . import rule_plan
 from .solver import BRANCH_NOT_FOUND, FixedPoint, Solver
 
 #: relative accuracy a result is checked against when none is requested
@@ -415,6 +416,10 @@ def _ladder(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float, max_l
         # re-solve only where some node finds a lower bracket), then the refined rules from there
         st_solver, st = _more_starts(work_solver, work, alpha)
         base_solver, base = (st_solver, st) if st is not None else (work_solver, work)
+        over = rule_plan.over_budget(base_solver.integrator) if refine["energetic"] else None
+        if over:  # pre-integration's levels grow ~2.5x each: stop at the node budget, as tensor rules do
+            why = f"stopped: {over}"
+            break
         try:
             ref_solver = base_solver.refined(starts=False, **refine)
         except ParameterError as exc:

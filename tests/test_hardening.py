@@ -107,3 +107,43 @@ def test_prox_fallback_has_a_bounded_budget():
     assert mod.calls <= 500
     assert h.shape == (1, 400) and F.shape == (400,)
     assert np.all(np.isfinite(F) | np.isinf(F))
+
+
+def test_accuracy_below_the_tolerance_is_refused_before_work():
+    """``--accuracy 1e-12`` at the default ``--tol 1e-8`` ran for over 500 s (silently under --json):
+    no rule refines away what the iteration leaves. Refused at once, naming both flags."""
+    rc, out, err = cli("solve", "attention", "--omega", "0.3", "--alpha", "2", "--branch", "semantic",
+                       "--accuracy", "1e-12", "--json")
+    one_line(rc, err, 2, "accuracy", "--tol")
+    assert out == ""
+
+
+def test_accuracy_says_its_plan_and_levels_on_stderr_under_json():
+    p = run("solve", "ridge", "--alpha", "2", "--quadrature", "gh:6", "--accuracy", "1e-6", "--json",
+            "--no-replicon", timeout=240)
+    assert p.returncode == 0, p.stderr
+    strict_json(p.stdout)
+    lines = p.stderr.strip().splitlines()
+    assert "refining to accuracy 1e-06: up to" in lines[0] and "roughly" in lines[0]
+    assert any(ln.startswith("replica solve: level 1:") for ln in lines)
+
+
+def test_pre_integration_ladder_stops_at_the_node_budget(monkeypatch):
+    """Pre-integration's refinements had no node budget: 8 levels of ~2.5x each. The ladder now
+    stops where the next level would exceed it, and says so."""
+    from replica import accuracy, rule_plan
+    from replica.preintegration import make_integrator
+    from replica.registry import load_module
+    from replica.solver import Solver
+
+    mod = load_module("attention")
+    integ = make_integrator(mod, "fast")
+    solver = Solver(mod, {"omega": 0.3}, branch="semantic", rule=integ, tol=1e-8, error_estimate=False)
+    plan = rule_plan.ladder_plan(solver, 8)
+    assert plan and all(n <= rule_plan.budget() for _, n in plan)
+    fp = solver.solve(2.0)
+    first = rule_plan.next_preint_nodes(solver.integrator)
+    monkeypatch.setattr(rule_plan, "budget", lambda: first)  # one level fits, the next does not
+    out = accuracy.solve_to_accuracy(solver, fp, 2.0, 1e-9, max_levels=8)
+    assert not out.accuracy_met
+    assert any("next pre-integration level has over" in n for n in out.notes)

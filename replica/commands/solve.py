@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import jsonio, validation
 from ..registry import load_module
 from ..solver import Solver, observable_dict
-from ..accuracy import DEFAULT_ACCURACY, plan_line, solve_to_accuracy
+from ..accuracy import DEFAULT_ACCURACY, solve_to_accuracy
+from ..rule_plan import plan_line
 from ..stability import perturbed_replicons, replicon_summary, state_error
 from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
                      parameters_from_args, prox_from_args, rule_from_args, token_one)
