@@ -341,9 +341,9 @@ class Problem:
             vecs += [inst.gamma[l] * inst.Qstar[:, t] for l in range(self.L) for t in range(self.r_t)]
         if not vecs:
             return None
-        Q, R = np.linalg.qr(np.stack(vecs, axis=1))
-        keep = np.abs(np.diag(R)) > 1e-10 * max(1.0, float(np.max(np.abs(np.diag(R)))))
-        return Q[:, keep] if keep.any() else None
+        U, S, _ = np.linalg.svd(np.stack(vecs, axis=1), full_matrices=False)   # rank-revealing
+        keep = S > 1e-10 * max(float(S.max()), 1e-300)
+        return U[:, keep] if keep.any() else None
 
     def initial(self, inst: Instance, pinned: tuple[str, ...]) -> np.ndarray:
         """Initial weights (d, r) on the branch: the teacher's columns where ``theta`` is free, the
@@ -474,18 +474,19 @@ class Problem:
         its, best, stall = 0, math.inf, 0
         gnorm = math.inf
         while its < max_iter:
-            R = float(opt.step(closure).detach())
+            opt.step(closure)
             its = opt.state[opt._params[0]].get("n_iter", its + 100)
             closure()
             gnorm = float(U.grad.norm()) / sd
             if gnorm <= tol:
                 break
-            if R >= best - 1e-15 * abs(best):
+            if gnorm >= 0.5 * best:   # no real progress: stop after a few such rounds (round-off floor)
                 stall += 1
-                if stall >= 3:
+                if stall >= 4:
                     break
             else:
-                best, stall = R, 0
+                stall = 0
+            best = min(best, gnorm)
         return proj(U).detach(), gnorm, int(its)
 
     @staticmethod
@@ -494,7 +495,7 @@ class Problem:
             W = W.detach().requires_grad_(True)
             f = smooth(W)
             (g,) = torch.autograd.grad(f, W)
-            return float(f), g
+            return float(f.detach()), g
 
         def total(W, f):
             return f + float(reg.nonsmooth(W))

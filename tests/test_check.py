@@ -1,0 +1,234 @@
+"""`replica check`: a declared model simulated from its own declaration and held against its theory.
+
+Fast: the 1/d extrapolation and the verdict's arithmetic, the generic minimiser against the exact
+solvers on the same instance, bad input, the layering (the core imports neither the simulator nor
+torch). Slow: models written here (not in derivations/) go through `replica check` and agree, and
+the same simulations held against a perturbed theory are flagged.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SIGN_SQUARE = textwrap.dedent('''
+    """Square loss on a sign teacher with an l2 penalty: declared here only."""
+    import sympy as sp
+
+    from replica import L2, Domain, Model, Sign, TokenStatistics, classification_error, fields, parameter, \\
+        teacher_fields
+
+    h, hs = fields(1, 1), teacher_fields(1, 1)
+    lam = parameter("lam", r"\\lambda")
+    channel = Sign(hs[0])
+    y = channel.label
+    model = Model(
+        name="sign_square",
+        description="square loss on a sign teacher, l2 penalty (a test model)",
+        h=h, hstar=hs,
+        loss=sp.Rational(1, 2) * (y - h[0]) ** 2,
+        channel=channel,
+        data=TokenStatistics.isotropic(1, 1),
+        regularizer=L2(lam),
+        parameters={lam: 0.5},
+        domains={lam: Domain(0, None)},
+        observables=[classification_error(y, h[0])],
+    )
+''')
+
+LOGCOSH = textwrap.dedent('''
+    """Log-cosh regression on a noisy linear teacher with an l2 penalty: declared here only (no exact
+    solver knows this loss: the simulation minimises it by L-BFGS)."""
+    import sympy as sp
+
+    from replica import L2, Domain, Model, TokenStatistics, fields, parameter, symbol, teacher_fields
+
+    h, hs = fields(1, 1), teacher_fields(1, 1)
+    z = symbol("z")
+    lam, delta = parameter("lam", r"\\lambda"), parameter("Delta", r"\\Delta")
+    model = Model(
+        name="logcosh",
+        description="log-cosh loss on y = h* + sqrt(Delta) z, l2 penalty (a test model)",
+        h=h, hstar=hs,
+        loss=sp.log(sp.cosh(hs[0] + sp.sqrt(delta) * z - h[0])),
+        noise=[z],
+        data=TokenStatistics.isotropic(1, 1),
+        regularizer=L2(lam),
+        parameters={lam: 0.2, delta: 0.25},
+        domains={lam: Domain(0, None), delta: Domain(0, None)},
+    )
+''')
+
+CONTRACT = {"theory", "theory_error", "simulation", "simulation_error", "z", "agrees", "per_d"}
+
+
+def run_cli(*args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "replica", "check", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+# --------------------------------------------------------------------------- arithmetic
+def test_extrapolation_is_weighted_least_squares_in_one_over_d():
+    from numerics.check import extrapolate
+
+    ds, se = [100, 200, 400], [0.02, 0.01, 0.005]
+    ex = extrapolate(ds, [1.5 + 30.0 / d for d in ds], se)
+    assert ex["value"] == pytest.approx(1.5, abs=1e-12) and ex["slope"] == pytest.approx(30.0, rel=1e-10)
+    assert ex["chi2"] == pytest.approx(0.0, abs=1e-18) and ex["dof"] == 1
+    # the intercept's standard error: sqrt of the (0, 0) entry of (A^T W A)^-1
+    A = np.array([[1.0, 1.0 / d] for d in ds])
+    W = np.diag(1.0 / np.square(se))
+    assert ex["error"] == pytest.approx(math.sqrt(np.linalg.inv(A.T @ W @ A)[0, 0]), rel=1e-12)
+    one = extrapolate([400], [2.0], [0.1])
+    assert (one["value"], one["error"], one["slope"]) == (2.0, 0.1, None)
+
+
+def test_verdict_counts_combined_standard_errors():
+    from numerics.check import verdict
+
+    per_d = [{"d": 200, "mean": 1.0, "se": 0.03}, {"d": 400, "mean": 1.0, "se": 0.04}]
+    inside = verdict(per_d, 1.0 - 2.9 * 0.05, 0.0)     # both points at 1.0: the intercept is 1.0
+    assert set(inside) >= CONTRACT and inside["agrees"] is True
+    err = inside["simulation_error"]
+    assert inside["z"] == pytest.approx(2.9 * 0.05 / err, rel=1e-12)
+    far = verdict(per_d, 1.0 + 3.01 * math.hypot(err, 0.01), 0.01)
+    assert far["agrees"] is False and far["z"] == pytest.approx(-3.01, rel=1e-9)
+    assert verdict(per_d, None, None)["agrees"] is None
+
+
+# --------------------------------------------------------------------------- the finite-size problem
+@pytest.mark.parametrize("name", ["ridge", "lasso"])
+def test_generic_minimiser_finds_the_exact_solvers_minimum(name):
+    """The same instance minimised by the exact GLM solver and by the generic path (L-BFGS for the l2
+    penalty, FISTA for the l1 penalty, from the declaration's lambdified risk): the weights agree to
+    what the gradient tolerance allows (|W - W*| <= |grad| / curvature, curvature >= lam or the
+    Marchenko-Pastur edge (1 - alpha^-1/2)^2 alpha)."""
+    pytest.importorskip("torch")
+    from numerics.problem import Problem
+    from replica.registry import load_model
+
+    problem = Problem(load_model(name), module=None)
+    assert problem.glm is not None and problem.glm["loss"] == "square"
+    inst = problem.instance(2.0, 120, seed=3)
+    exact = problem.fit(inst)
+    assert exact.converged and exact.solver.startswith("exact square")
+    problem.glm = None
+    tol = 1e-7   # the default; a line search stalls near sqrt(eps) relative, ~5e-9 here
+    generic = problem.fit(inst, tol=tol)
+    assert generic.converged and generic.solver.startswith("torch")
+    assert ("FISTA" in generic.solver) == (name == "lasso")
+    curvature = 2.0 * (1 - 2.0 ** -0.5) ** 2
+    rms = np.linalg.norm(generic.W - exact.W) / math.sqrt(inst.d)
+    assert rms <= tol / curvature
+    assert problem.train_loss(inst, generic.W) == pytest.approx(problem.train_loss(inst, exact.W), rel=1e-12)
+
+
+def test_branch_constraint_keeps_the_pinned_family_at_zero():
+    """On a branch that pins m the minimiser stays orthogonal to the encodings (m = 0 to round-off), on
+    the branch that pins theta orthogonal to Sigma Q* (theta = 0), whatever the loss prefers."""
+    pytest.importorskip("torch")
+    from numerics.problem import Problem
+    from replica.registry import load_model
+
+    problem = Problem(load_model("linear_attention"), module=None)
+    inst = problem.instance(1.5, 60, seed=0)
+    for branch, fam in (("semantic", "m"), ("agnostic", "theta")):
+        fit = problem.fit(inst, branch)
+        ov = problem.overlaps(inst, fit.W)
+        assert np.max(np.abs(ov[fam])) < 1e-12, (branch, ov[fam])
+        assert fit.converged, fit
+
+
+# --------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("args, name", [
+    (["--alpha", "-1"], "alpha"), (["--alpha", "2", "--d", "5"], "d"), (["--alpha", "2", "--d", "100,x"], "d"),
+    (["--alpha", "2", "--seeds", "1"], "seeds"), (["--alpha", "2", "--device", "tpu"], "device"),
+    (["--alpha", "2", "--n-test", "3"], "n-test"), (["--alpha", "2", "--plot", "/no/such/dir/p.png"], "plot"),
+])
+def test_bad_input_is_one_line_naming_the_parameter(args, name, capsys):
+    from replica.cli import main
+
+    assert main(["check", "ridge", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith(f"replica check: error: {name}:"), err
+
+
+def test_the_core_imports_neither_the_simulator_nor_torch_at_top_level():
+    """replica/ stays free of torch and imports numerics (the simulator) only inside functions: the
+    check command's module reaches it lazily."""
+    for p in (ROOT / "replica").rglob("*.py"):
+        tree = ast.parse(p.read_text())
+        for node in tree.body:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            assert not any(n.split(".")[0] in ("numerics", "torch") for n in names), (p, names)
+    text = (ROOT / "replica" / "commands" / "check.py").read_text()
+    assert "from numerics import check" in text
+
+
+# --------------------------------------------------------------------------- theory against simulation
+@pytest.fixture(scope="module")
+def sign_square(tmp_path_factory):
+    """`replica check` on a model file written here, at d = 100, 200, 400 with 6 seeds (JSON)."""
+    path = tmp_path_factory.mktemp("check") / "sign_square.py"
+    path.write_text(SIGN_SQUARE)
+    res = run_cli(str(path), "--alpha", "2", "--d", "100,200,400", "--seeds", "6", "--n-test", "50000", "--json")
+    return path, res
+
+
+@pytest.mark.slow
+def test_a_model_written_here_agrees_with_its_theory(sign_square):
+    _, res = sign_square
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout)
+    q = out["quantities"]
+    assert {"q", "theta", "eps_g", "classification_error", "train_loss"} <= set(q)
+    for name, entry in q.items():
+        assert set(entry) >= CONTRACT and [p["d"] for p in entry["per_d"]] == [100, 200, 400]
+        assert entry["agrees"] is True and abs(entry["z"]) <= 3, (name, entry)
+    assert out["agrees"] is True and out["converged"] is True and out["theory"]["rs_stable"] is True
+    assert "d=400 seed 5 (18/18)" in res.stderr      # progress on stderr
+
+
+@pytest.mark.slow
+def test_a_perturbed_theory_is_flagged(sign_square):
+    """Negative control: the very simulations of the test above held against the theory of a
+    neighbouring point (alpha = 2.5 instead of 2), and against the theory's q moved by 5 of the
+    simulation's standard errors, disagree."""
+    from numerics.check import theory, verdict
+    from replica.registry import load_module
+
+    path, res = sign_square
+    out = json.loads(res.stdout)
+    module = load_module(str(path))
+    wrong = theory(module, out["parameters"], 2.5, None, replicon=False)
+    flagged = [name for name, e in out["quantities"].items()
+               if verdict(e["per_d"], wrong[name], wrong["errors"][name])["agrees"] is False]
+    # (q of this model moves little between alpha = 2 and 2.5; every test-error measure does)
+    assert {"theta", "eps_g", "classification_error", "train_loss"} <= set(flagged), flagged
+    q = out["quantities"]["q"]
+    moved = verdict(q["per_d"], q["theory"] + 5 * q["simulation_error"], q["theory_error"])
+    assert moved["agrees"] is False and abs(moved["z"]) > 3
+
+
+@pytest.mark.slow
+def test_a_loss_without_an_exact_solver_goes_through_lbfgs_and_agrees(tmp_path):
+    pytest.importorskip("torch")
+    path = tmp_path / "logcosh.py"
+    path.write_text(LOGCOSH)
+    res = run_cli(str(path), "--alpha", "1.5", "--d", "100,200,400", "--seeds", "6", "--n-test", "50000", "--json",
+                  "--quiet", "--no-replicon")
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout)
+    assert out["solver"] == ["torch L-BFGS (strong Wolfe)"]
+    assert {"q", "theta", "eps_g", "train_loss"} <= set(out["quantities"])
+    assert all(e["agrees"] for e in out["quantities"].values()), out["quantities"]
