@@ -165,6 +165,10 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
         check_memory(d=max(ds), alpha=alpha, L=problem.L)
     except ValueError as exc:
         raise ParameterError("d", str(exc)) from None
+    from .deps import require
+
+    for package, what in problem.requirements(branch):   # before any work: one line if missing
+        require(package, what)
     params = {k: problem.values[k] for k in module.PARAMETERS}
     say(f"theory: {module.MODEL} alpha={alpha:g} branch={branch or 'free'} (replica solve)")
     th = theory(module, params, alpha, branch, replicon=replicon)

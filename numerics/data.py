@@ -23,7 +23,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence, Union
 
 import numpy as np
-import torch
+
+try:  # the tensors of the simulator; the numpy samplers (DataModel, seed_streams, make_teacher) also
+    import torch  # serve GAMP's numpy backend, which runs without torch installed
+except ImportError:
+    torch = None  # type: ignore[assignment]
 
 from replica.applications.attention.paper import PAPER_A  # the paper's A, defined once
 
@@ -52,7 +56,7 @@ __all__ = [
 
 ArrayLike = Union[float, Sequence[float], Sequence[Sequence[float]], np.ndarray]
 #: A target ``T``: teacher fields ``h*`` (n, L, r_t) -> attention matrices (n, L, L).
-TargetFn = Callable[[torch.Tensor], torch.Tensor]
+TargetFn = Callable[["torch.Tensor"], "torch.Tensor"]
 
 
 # --------------------------------------------------------------------------- targets
@@ -296,10 +300,10 @@ def sample_dataset(
     n: int,
     rng: np.random.Generator,
     device: torch.device | str = "cpu",
-    dtype: torch.dtype = torch.float64,
+    dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``n`` sentences and their labels as tensors ``(X, Y)``, each of shape (n, L, d)."""
-    X = torch.as_tensor(data.sample(n, rng), dtype=dtype, device=device)
+    X = torch.as_tensor(data.sample(n, rng), dtype=torch.float64 if dtype is None else dtype, device=device)
     return X, teacher.labels(X)
 
 
@@ -310,7 +314,7 @@ def iter_batches(
     rng: np.random.Generator,
     chunk: int = 4096,
     device: torch.device | str = "cpu",
-    dtype: torch.dtype = torch.float64,
+    dtype: torch.dtype | None = None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Yield ``n`` fresh sentences in chunks of at most ``chunk`` (bounded memory)."""
     done = 0

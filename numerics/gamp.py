@@ -956,7 +956,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "relative gradient norm of the empirical risk there, iterations and convergence.",
                 epilog="Example: python -m numerics.gamp attention --omega 0.3 --alpha 2 --d 1000 "
                        "--init semantic --seeds 1 --json")
-    p.add_argument("model", help="a declared model (e.g. 'attention', 'ridge')")
+    p.add_argument("model", help="a declared model (e.g. 'attention', 'ridge') or a path to a .py file defining "
+                                 "`model`")
     p.add_argument("--alpha", type=float, default=2.0, help="sample complexity n/d (> 0)")
     p.add_argument("--d", type=int, default=1000, help="dimension d")
     p.add_argument("--init", default="semantic", help="semantic, positional or random")
@@ -1010,7 +1011,10 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         parameters = parameters_from_args(module, args)
         backend = "torch" if (args.backend == "torch" or args.device != "cpu") else "numpy"
         if backend == "torch":
+            from .deps import require
             from .simulate import resolve_device
+
+            require("torch", f"--backend torch{' --device ' + args.device if args.device != 'cpu' else ''}")
 
             resolve_device(args.device)
         expected = expected_convergence(module, args.alpha, args.init, parameters) if args.replicon else {}
@@ -1018,7 +1022,8 @@ def _run(args: argparse.Namespace, prog: str) -> int:
             print(f"{prog}: note: the theory's {expected['theory_branch']} fixed point is RS-unstable (replicon "
                   f"{expected['replicon']:.3g}, prox switching: {expected.get('replicon_switching')}): GAMP with "
                   "the global-minimum prox is expected not to converge (docs/replicon.md)", file=sys.stderr)
-        res = run_gamp(module, args.alpha, args.d, args.init, args.seeds, seed_start=args.seed_start,
+        # by its name or path: a declaration file gives its regularizer and data law to model_spec
+        res = run_gamp(args.model, args.alpha, args.d, args.init, args.seeds, seed_start=args.seed_start,
                        parameters=parameters, verbose=not args.quiet, damping=args.damping,
                        max_iter=args.max_iter, tol=args.tol, backend=backend, device=args.device,
                        n_test=args.n_test, normalize_teacher=args.normalize_teacher, trace=args.trace,

@@ -439,7 +439,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     params = dict(a.param)
     try:
         check_inputs(a.model, a.alpha, a.d, params, a.seeds, a.n_test)
+        if a.model != "ridge":   # the other solvers are scikit-learn's (ridge: scipy's Cholesky)
+            from .deps import require
+
+            require("sklearn", f"the {a.model} solver of python -m numerics.glm")
     except ValueError as e:
+        parser.exit(2, f"{parser.prog}: error: {e}\n")
+    except ReplicaError as e:   # a missing optional dependency: one line saying what to install
         parser.exit(2, f"{parser.prog}: error: {e}\n")
     try:
         with terminate_raises():  # SIGTERM ends like Ctrl-C: one line, no traceback

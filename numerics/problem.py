@@ -327,6 +327,16 @@ class Problem:
         u = np.stack([_broadcast(f, n) for f in self._forms(*cols)])
         return [self.channel.sample(u, rng, self.values)]
 
+    def requirements(self, branch: str | None = None) -> list[tuple[str, str]]:
+        """``(module, what needs it)`` of the optional packages a fit on ``branch`` imports: the exact
+        solvers of :mod:`numerics.glm` (scikit-learn but for the square loss with an l2 penalty), or
+        torch for the generic minimiser."""
+        if self.glm is not None and "theta" not in self.pinned(branch):
+            if self.glm["loss"] == "square" and self.glm["penalty"][0] == "l2":
+                return []
+            return [("sklearn", f"the exact {self.glm['loss']} solver of the simulator")]
+        return [("torch", "the generic simulator (gradient-based minimisation of the declared risk)")]
+
     # ------------------------------------------------------------------ branches
     def pinned(self, branch: str | None) -> tuple[str, ...]:
         """Families pinned to zero on ``branch`` (``None``/``"free"``: none)."""

@@ -232,3 +232,51 @@ def test_a_loss_without_an_exact_solver_goes_through_lbfgs_and_agrees(tmp_path):
     assert out["solver"] == ["torch L-BFGS (strong Wolfe)"]
     assert {"q", "theta", "eps_g", "train_loss"} <= set(out["quantities"])
     assert all(e["agrees"] for e in out["quantities"].values()), out["quantities"]
+
+
+# --------------------------------------------------------------------------- optional dependencies
+def run_without(package: str, *argv: str, timeout=600):
+    """``python -m <argv>`` with ``package`` made unimportable (as if not installed)."""
+    code = (f"import runpy, sys; sys.modules[{package!r}] = None; sys.argv = {list(argv)!r}; "
+            f"runpy.run_module(sys.argv[0], run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def test_glm_without_scikit_learn_says_what_to_install():
+    res = run_without("sklearn", "numerics.glm", "logistic", "--alpha", "2", "--d", "50")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "needs scikit-learn" in res.stderr and "pip install scikit-learn" in res.stderr
+    # ridge needs only scipy: it runs
+    res = run_without("sklearn", "numerics.glm", "ridge", "--alpha", "2", "--d", "50", "--seeds", "2", "--json",
+                      "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["converged"] is True
+
+
+def test_gamp_numpy_backend_runs_without_torch():
+    res = run_without("torch", "numerics.gamp", "ridge", "--alpha", "2", "--d", "100", "--init", "random", "--json",
+                      "--quiet")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads(res.stdout)["converged"] is True
+    res = run_without("torch", "numerics.gamp", "ridge", "--alpha", "2", "--d", "100", "--backend", "torch")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "needs torch" in res.stderr, res.stderr
+
+
+def test_check_without_torch_says_what_to_install():
+    res = run_without("torch", "replica", "check", "linear_attention", "--alpha", "2", "--branch", "semantic",
+                      "--d", "50,100")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "needs torch" in res.stderr and "pip install torch" in res.stderr
+
+
+@pytest.mark.slow
+def test_gamp_runs_a_model_file_without_torch(tmp_path):
+    """GAMP accepts a declaration file (its regularizer and data law come from the file) and its
+    numpy backend needs no torch."""
+    path = tmp_path / "logcosh.py"
+    path.write_text(LOGCOSH)
+    res = run_without("torch", "numerics.gamp", str(path), "--alpha", "1.5", "--d", "200", "--init", "random",
+                      "--json", "--quiet")
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout)
+    assert out["model"] == "logcosh" and out["converged"] is True and out["grad_norm"] < 1e-6
