@@ -291,21 +291,27 @@ class OutputChannel:
         return V
 
     def __call__(self, omega: np.ndarray, V: np.ndarray, hstar: np.ndarray, noise: np.ndarray,
-                 warm: np.ndarray | None = None, local: bool = False, n_starts: int | None = None):
+                 warm: np.ndarray | None = None, local: bool = False, n_starts: int | None = None,
+                 convention: Any = None):
         """``(g, ∂g/∂ω, h, n_failed)``: ``g`` (n, L, R), ``∂g/∂ω`` (n, D, D), minimisers ``h`` (D, n).
 
         The lowest minimum over the module's starts and ``warm``; ``n_starts`` (with a
         ``warm`` start) keeps only the first module starts (1: ``h = ω``); with ``local`` the
         minimum reached from ``warm`` alone, which follows each sample's basin continuously
-        (no switching between minima)."""
-        from replica.prox import prox
+        (no switching between minima). ``convention``: a local :class:`replica.prox.ProxConvention`
+        takes the minimum reached by descent from its start instead, at every iteration (the
+        theory's local convention; ``warm`` and ``local`` are then not used)."""
+        from replica.prox import local_prox, prox
 
         n = omega.shape[0]
         z = self.nodes(omega, hstar, noise)
         x = self.state(V)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-            res = prox(self.module, z, x, self.p, warm=warm, tol=self.prox_tol,
-                       n_starts=0 if (local and warm is not None) else n_starts)
+            if convention is not None and convention.local:
+                res = local_prox(self.module, z, x, self.p, convention, tol=self.prox_tol)
+            else:
+                res = prox(self.module, z, x, self.p, warm=warm, tol=self.prox_tol,
+                           n_starts=0 if (local and warm is not None) else n_starts)
             _, _, H = self.module.bracket_newton(res.h, z, x, self.p)
         Vinv = _block_diag(np.linalg.inv(V))
         Hm = H.T.reshape(n, self.D, self.D)
@@ -624,7 +630,10 @@ class GAMP:
 
     def __init__(self, spec: GampSpec, problem: GampProblem, damping: float = 0.0,
                  backend: str = "numpy", device: str = "cpu", prox_tol: float = 1e-12,
-                 local_prox: bool = False, multistart_every: int = 10):
+                 local_prox: bool = False, multistart_every: int = 10, prox: Any = None):
+        from replica.prox import prox_convention
+
+        self.convention = prox_convention(prox)
         if not 0.0 <= damping < 1.0:
             raise ValueError(f"damping must be in [0, 1) (got {damping})")
         if backend not in ("numpy", "torch"):
@@ -688,7 +697,7 @@ class GAMP:
             omega = self.fields(W) - np.einsum("lrs,nls->nlr", V, g_prev)
             try:
                 g, dg, warm, nf = self.out(omega, V, pr.hstar, pr.noise, warm=warm, local=self.local_prox,
-                                           n_starts=None if full else 1)
+                                           n_starts=None if full else 1, convention=self.convention)
             except np.linalg.LinAlgError as exc:
                 message = f"output channel failed at iteration {it}: {exc}"
                 stopped = True
@@ -824,7 +833,7 @@ def run_gamp_seed(model: str | ModuleType | GampSpec, seed: int, *, alpha: float
                   damping: float = 0.8, max_iter: int = 1000, tol: float = 1e-10,
                   backend: str = "numpy", device: str = "cpu", n_test: int = 10_000,
                   normalize_teacher: bool = False, trace: bool = False, local_prox: bool = False,
-                  multistart_every: int = 10,
+                  multistart_every: int = 10, prox: Any = None,
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """One GAMP run: its fixed point's order parameters (token 1, signs fixed so that
     ``m, θ ≥ 0`` as in :mod:`numerics.metrics`), ``eps_g``, ``train_loss``, ``grad_norm``,
@@ -836,7 +845,7 @@ def run_gamp_seed(model: str | ModuleType | GampSpec, seed: int, *, alpha: float
     t0 = time.perf_counter()
     problem = make_problem(spec, alpha, d, seed, normalize_teacher=normalize_teacher)
     gamp = GAMP(spec, problem, damping=damping, backend=backend, device=device, local_prox=local_prox,
-                multistart_every=multistart_every)
+                multistart_every=multistart_every, prox=prox)
     res = gamp.run(init, max_iter=max_iter, tol=tol, trace=True, progress=progress)
     ops = order_parameters(res.W, problem.Qstar, problem.variances, problem.P, [list(range(spec.R))])
     grad = gamp.risk_gradient(res.W)
@@ -850,7 +859,7 @@ def run_gamp_seed(model: str | ModuleType | GampSpec, seed: int, *, alpha: float
                iterations=res.iterations, converged=bool(res.converged), residual=res.residual,
                prox_failed=res.prox_failed, message=res.message,
                switching=None if res.switching is None else res.switching.to_dict(),
-               seconds=time.perf_counter() - t0)
+               prox=gamp.convention.kind, seconds=time.perf_counter() - t0)
     if trace:
         out["trace"] = res.trace
     return out
@@ -972,6 +981,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--local-prox", action="store_true",
                    help="continue each sample's prox from its previous minimiser (no switching between "
                         "minima); fixed points are still critical points of the risk")
+    g.add_argument("--prox", default="global", metavar="global|local",
+                   help="the output channel's minimiser, as the theory's prox convention: global (default, the lowest "
+                        "minimum) or local (the minimum reached by descent from the origin at every iteration; "
+                        "docs/conventions.md)")
     g.add_argument("--max-iter", type=int, default=1000, help="maximum iterations")
     g.add_argument("--tol", type=float, default=1e-10, help="relative change of the estimate at convergence")
     g.add_argument("--backend", choices=["numpy", "torch"], default="numpy",
@@ -1007,6 +1020,9 @@ def _run(args: argparse.Namespace, prog: str) -> int:
     try:
         _check_run(alpha=args.alpha, d=args.d, init=args.init, damping=args.damping, max_iter=args.max_iter,
                    tol=args.tol, n_test=args.n_test, seeds=args.seeds)
+        from replica.prox import prox_convention
+
+        prox_convention(args.prox)  # a bad name is refused before any work
         module = load_module(args.model)
         parameters = parameters_from_args(module, args)
         backend = "torch" if (args.backend == "torch" or args.device != "cpu") else "numpy"
@@ -1027,7 +1043,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
                        parameters=parameters, verbose=not args.quiet, damping=args.damping,
                        max_iter=args.max_iter, tol=args.tol, backend=backend, device=args.device,
                        n_test=args.n_test, normalize_teacher=args.normalize_teacher, trace=args.trace,
-                       local_prox=args.local_prox)
+                       local_prox=args.local_prox, prox=args.prox)
     except (ReplicaError, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2

@@ -41,7 +41,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import ConvergenceError, InvalidStateError, ParameterError
-from . import rule_plan
+from . import rqmc, rule_plan
 from .solver import BRANCH_NOT_FOUND, FixedPoint, Solver
 
 #: relative accuracy a result is checked against when none is requested
@@ -169,10 +169,31 @@ def sizes(vals: dict[str, float]) -> dict[str, float]:
     return out
 
 
+#: an order parameter or conjugate below this fraction of the largest of its kind is zero by symmetry
+#: (``mhat``, ``m_1`` on a branch or model whose symmetry pins them): judged against that largest
+ZERO_BY_SYMMETRY = 1e-8
+
+
+def state_sizes(fp: FixedPoint, vals: dict[str, float] | None = None) -> dict[str, float]:
+    """:func:`sizes`, but an order parameter (or conjugate) that is zero by symmetry -- below
+    :data:`ZERO_BY_SYMMETRY` x the largest order parameter (conjugate) -- is judged against that
+    largest one: its own size is round-off (``mhat ~ 3e-16``), and a bar of 1e-11 on it is not a
+    "4.6e+289 relative" error but a normwise 1e-11 one."""
+    vals = values(fp) if vals is None else vals
+    out = sizes(vals)
+    for group in (fp.order, fp.conjugates):
+        big = max((abs(float(v)) for v in group.values() if math.isfinite(float(v))), default=0.0)
+        for k in group:
+            v = vals.get(k, math.nan)
+            if math.isfinite(v) and abs(v) <= ZERO_BY_SYMMETRY * big:
+                out[k] = max(out.get(k, 0.0), big)
+    return out
+
+
 def unresolved(fp: FixedPoint, errors: dict[str, float], accuracy: float) -> list[str]:
-    """Names whose bar exceeds ``accuracy`` relative to :func:`sizes` (or is not finite)."""
+    """Names whose bar exceeds ``accuracy`` relative to :func:`state_sizes` (or is not finite)."""
     vals = values(fp)
-    size = sizes(vals)
+    size = state_sizes(fp, vals)
     bad = []
     for k, e in errors.items():
         v = vals.get(k, float("nan"))
@@ -224,6 +245,9 @@ class JumpCheck:
     switch_lines: int
     solver: Solver
     jacobian: np.ndarray
+    #: whether a re-solve on the check's rule can resolve what it finds (False: the local
+    #: convention's randomised check, :func:`local_check`, whose shift only joins the bars)
+    resolvable: bool = True
 
 
 def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None:
@@ -239,6 +263,8 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
     error where it matters. None where the check does not apply (not a tensor rule, no
     pre-integration for the model) or where no line sees a jump or a repaired miss (the
     integrand is smooth along every line: the refinements are the bar)."""
+    if solver.convention.local:
+        return local_check(solver, fp, alpha)
     aware = solver.jump_aware(JUMP_CHECK_LEVEL)
     if aware is None:
         return None
@@ -275,6 +301,73 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
                      solver=aware, jacobian=J)
 
 
+#: the local convention's check (:func:`local_check`): scrambled Sobol sets of 2^LOCAL_CHECK_LOG2 points each
+LOCAL_CHECK_LOG2 = 13
+LOCAL_CHECK_SCRAMBLINGS = 8
+#: two-sided 99 % quantile of Student's t with LOCAL_CHECK_SCRAMBLINGS - 1 degrees of freedom: the check's
+#: statistical error enters the bars at this many standard errors
+LOCAL_CHECK_T = 3.5
+
+
+def local_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None:
+    """The local convention's counterpart of :func:`jump_check`: the working rule's fixed point
+    against randomised quasi-Monte-Carlo, to first order.
+
+    Under the local convention the minimiser jumps where the start sits on a basin boundary, a
+    set that pre-integration (built on the global minimiser's Maxwell set) does not locate. A
+    randomised rule has no such bias: ``LOCAL_CHECK_SCRAMBLINGS`` independent scrambled Sobol
+    sets each give an unbiased estimate of the map at ``fp``; through the Newton Jacobian, each
+    estimates the working rule's fixed-point error, and the bars get ``|mean| +
+    LOCAL_CHECK_T x standard error`` of those estimates (a 99 % bound, not a refinement
+    difference). None where the check does not apply (a rule with labels or a teacher channel)."""
+    from .integrators import QuadratureIntegrator
+    from .quadrature import QuadratureRule, sobol_rqmc
+
+    mod = solver.module
+    if not isinstance(solver.integrator, QuadratureIntegrator) or getattr(mod, "DISCRETE", ()) \
+            or getattr(mod, "WEIGHTED", False):
+        return None
+    x = np.asarray(fp.x, dtype=float)
+    free = solver.free
+    at_x = solver.map_and_numbers(x, alpha)
+    if at_x is None:
+        return None
+    J = solver.fixed_point_jacobian(x, alpha, mapped=at_x[0])
+    if J is None:
+        return None
+    dim = len(mod.GAUSSIANS)
+    full = sobol_rqmc(dim, LOCAL_CHECK_LOG2, scramblings=LOCAL_CHECK_SCRAMBLINGS)
+    n = 2 ** LOCAL_CHECK_LOG2
+    v0, vx = values(fp), values(at_x[1])
+    per: list[dict[str, float]] = []
+    shifts = []
+    for r in range(LOCAL_CHECK_SCRAMBLINGS):
+        rule = QuadratureRule(full.nodes[:, r * n:(r + 1) * n], np.full(n, 1.0 / n), "sobol", LOCAL_CHECK_LOG2)
+        check = solver._with_integrator(solver.integrator.with_rule(rule))
+        at_r = check.map_and_numbers(x, alpha)
+        if at_r is None:
+            return None
+        y = x.copy()
+        try:
+            y[free] -= np.linalg.solve(J, (at_r[0] - at_x[0])[free])
+        except np.linalg.LinAlgError:
+            return None
+        at_y = solver.numbers_at(y, alpha)
+        if at_y is None:
+            return None
+        va, vy = values(at_r[1]), values(at_y)
+        per.append({k: va.get(k, math.nan) + vy.get(k, math.nan) - vx.get(k, math.nan) - v for k, v in v0.items()})
+        shifts.append(np.linalg.norm((y - x)[free]) / max(np.linalg.norm(x[free]), 1e-300))
+    errors = {}
+    R = len(per)
+    for k in v0:
+        e = np.array([p[k] for p in per], dtype=float)
+        errors[k] = (abs(float(e.mean())) + LOCAL_CHECK_T * float(e.std(ddof=1)) / math.sqrt(R)
+                     if np.all(np.isfinite(e)) else 0.0)
+    return JumpCheck(errors=errors, shift=float(np.mean(shifts)), lines=R * n, switch_lines=0,
+                     solver=solver, jacobian=J, resolvable=False)
+
+
 def _finish(fp: FixedPoint, errors: dict[str, float], accuracy: float, why: str | None) -> FixedPoint:
     fp.errors = errors
     fp.accuracy = float(accuracy)
@@ -284,7 +377,7 @@ def _finish(fp: FixedPoint, errors: dict[str, float], accuracy: float, why: str 
     fp.observable_errors = {k: errors.get(k, float("nan")) for k in fp.observables}
     fp.eps_g_error = fp.observable_errors.get("eps_g", fp.eps_g_error)
     if bad:
-        size = sizes(values(fp))
+        size = state_sizes(fp)
         worst = sorted(bad, key=lambda k: -(errors[k] / max(size[k], 1e-300)
                                              if math.isfinite(errors[k]) else math.inf))
         shown = ", ".join(f"{k} (±{errors[k]:.1e}, {errors[k] / max(size[k], 1e-300):.1e} relative)"
@@ -322,6 +415,9 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
     # check touches the working solver only through map evaluations, and its Jacobian is the last
     # solve's: where it is not (a fixed point from elsewhere) the check runs first, alone.
     say = progress if progress is not None else (lambda line: None)
+    # a randomised working rule: its scramblings' spread, which its refinement (sharing its points) misses
+    spread = rqmc.scramble_errors(solver, fp, alpha)
+    working = solver
     held: list[str] = []
     concurrent = getattr(solver, "_last_x", None) is not None and solver.last_jacobian is not None \
         and np.array_equal(solver._last_x, np.asarray(fp.x, dtype=float))
@@ -373,9 +469,15 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
     if ladder is None:  # not run yet, stopped for the jump-aware rule whose re-solve failed, or discarded
         ladder = _ladder(solver, fp, alpha, accuracy, max_levels, say, lambda: False)
     best, errors, why, erratic = ladder
+    if spread is not None and solver is working:
+        errors = _add(errors, spread)
     if check is not None:
         # the tensor rule's error across the jumps (first order), on top of its refinements
         errors = _add(errors, check.errors)
+        if not check.resolvable and unresolved(best, check.errors, accuracy):
+            best.notes.append(f"under the local prox convention the randomised check ({check.lines} scrambled Sobol "
+                              f"points) puts the working rule {check.shift:.1e} (relative) off: its estimate and "
+                              "statistical error are in the bars; a finer rule (--quadrature gh:N) lowers the first")
     best.notes.extend(jump_notes)
     if erratic:
         best.notes.append("the rules are not in their asymptotic regime on " + ", ".join(erratic[:6])
@@ -386,7 +488,7 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
 
 def _needs_jump_aware(check: JumpCheck | None, fp: FixedPoint, accuracy: float) -> bool:
     """Whether the jump check's shift alone exceeds the accuracy (the solve moves to the jump-aware rule)."""
-    return check is not None and bool(unresolved(fp, check.errors, accuracy))
+    return check is not None and check.resolvable and bool(unresolved(fp, check.errors, accuracy))
 
 
 def _ladder(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float, max_levels: int,
@@ -479,13 +581,14 @@ def _convergence_guard(errors: dict[str, float], finest: FixedPoint, work: Fixed
     refinements converge geometrically (Gauss-Hermite across the prox's jumps scatters instead,
     docs/quadrature.md). Returns the bars and the names that mattered at ``accuracy``."""
     vf, vw, vp = values(finest), values(work), values(prev)
+    size = state_sizes(finest, vf)  # (a number zero by symmetry is judged against its kind)
     out, erratic = dict(errors), []
     for k, e in errors.items():
         d2, d1 = abs(vf[k] - vw.get(k, math.nan)), abs(vw.get(k, math.nan) - vp.get(k, math.nan))
         if not (math.isfinite(d1) and math.isfinite(d2)) or d2 <= 0.5 * d1:
             continue
         out[k] = e - d2 + max(d1, d2)
-        if max(d1, d2) > 0.1 * accuracy * abs(vf[k]):
+        if max(d1, d2) > 0.1 * accuracy * size.get(k, abs(vf[k])):
             erratic.append(k)
     return out, erratic
 

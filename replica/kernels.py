@@ -25,9 +25,9 @@ import math
 import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
-KERNEL_NAMES = ("newton_scratch", "node_direction", "node_newton", "node_prox_average", "node_start_minima",
-                "node_bracket_slopes", "node_line_sweeps", "node_test_average", "node_min_eigen",
-                "node_local_descent", "node_local_average")
+KERNEL_NAMES = ("newton_scratch", "node_direction", "node_newton", "node_min_eigen", "node_off_saddle",
+                "node_prox_average", "node_start_minima", "node_bracket_slopes", "node_line_sweeps",
+                "node_test_average", "node_local_descent", "node_local_average")
 
 # --------------------------------------------------------------------------- the model's leaves
 # Bound per model in the compiled unit (replica.compiled); stubs here.
@@ -229,6 +229,66 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
     return F, False, -1
 
 
+def node_min_eigen(H, work, u):
+    """Smallest eigenvalue of the symmetrised ``H`` (row-major, PROX_DIM**2), its unit eigenvector
+    into ``u``; returns ``(lambda_min, max |lambda|)`` (as :func:`replica.prox._min_eigen`)."""
+    D = u.shape[0]
+    if D == 1:
+        u[0] = 1.0
+        return H[0], abs(H[0])
+    if D == 2:
+        a = H[0]
+        b = 0.5 * (H[1] + H[2])
+        c = H[3]
+        half_tr = 0.5 * (a + c)
+        half_diff = 0.5 * (a - c)
+        rad = math.sqrt(half_diff * half_diff + b * b)
+        t = 0.5 * math.atan2(b, half_diff)
+        # eigenvector of the smaller eigenvalue: orthogonal to (cos t, sin t)
+        u[0] = -math.sin(t)
+        u[1] = math.cos(t)
+        return half_tr - rad, max(abs(half_tr + rad), abs(half_tr - rad))
+    for i in range(D):
+        for j in range(D):
+            work[i, j] = 0.5 * (H[i * D + j] + H[j * D + i])
+    lam, U = np.linalg.eigh(work)
+    big = 0.0
+    for i in range(D):
+        u[i] = U[i, 0]
+        big = max(big, abs(lam[i]))
+    return lam[0], big
+
+
+def node_off_saddle(h, c, F, tol, max_iter, g, H, d, trial, g2, H2, work, sols, solok, u, hk, hb):
+    """A converged Newton endpoint h that is a saddle (negative Hessian eigenvalue; H as node_newton
+    left it) moved to the lower of the minima reached from h +- 1e-4 (1 + |h|_inf) u, u the most
+    negative direction (replica.prox.off_saddles): a saddle is never a minimiser. Returns (F, ok);
+    ok False where neither side converged. h unchanged at a minimum."""
+    D = h.shape[0]
+    lam, big = node_min_eigen(H, work, u)
+    if not lam < -1e-8 * max(big, 1e-300):
+        return F, True
+    hmax = 0.0
+    for i in range(D):
+        hmax = max(hmax, abs(h[i]))
+    eps = 1e-4 * (1.0 + hmax)
+    best = np.inf
+    for side in range(2):
+        sgn = 1.0 if side == 0 else -1.0
+        for i in range(D):
+            hk[i] = h[i] + sgn * eps * u[i]
+        Fk, okk, _m = node_newton(hk, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work, sols, solok, 0, 1e-3)
+        if okk and math.isfinite(Fk) and Fk < best:
+            best = Fk
+            for i in range(D):
+                hb[i] = hk[i]
+    if best == np.inf:
+        return F, False
+    for i in range(D):
+        h[i] = hb[i]
+    return best, True
+
+
 def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_iter, agree_tol,
                       h_out, failed, grad):
     """Fused energetic average: for every node, the global minimum of the bracket over
@@ -251,6 +311,9 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
     sols = np.empty((S + 1, D))
     solF = np.empty(S + 1)
     solok = np.zeros(S + 1, dtype=np.bool_)
+    u = np.empty(D)
+    hk = np.empty(D)
+    hb = np.empty(D)
     G = np.empty(nx)
     for k in range(nx):
         grad[k] = 0.0
@@ -283,6 +346,9 @@ def node_prox_average(nodes, weights, warm, use_warm, n_starts, x, p, tol, max_i
                 F = solF[match]
                 for i in range(D):
                     h[i] = sols[match, i]
+            elif ok:
+                F, ok = node_off_saddle(h, c, F, tol, max_iter, g, H, d, trial, g2, H2, work, sols, solok, u, hk,
+                                        hb)
             ok = ok and math.isfinite(F)
             solok[s] = ok
             solF[s] = F
@@ -347,6 +413,9 @@ def node_start_minima(nodes, starts, x, p, tol, max_iter, h_out, F_out, ok_out):
                 F = solF[match]
                 for i in range(D):
                     h[i] = sols[match, i]
+            elif ok:
+                F, ok = node_off_saddle(h, c, F, tol, max_iter, g, H, d, trial, g2, H2, work, sols, solok, u, hk,
+                                        hb)
             ok = ok and math.isfinite(F)
             solok[s] = ok
             solF[s] = F
@@ -527,36 +596,6 @@ def node_test_average(nodes, weights, x, p, out):
 
 
 # --------------------------------------------------------------------------- the local convention
-def node_min_eigen(H, work, u):
-    """Smallest eigenvalue of the symmetrised ``H`` (row-major, PROX_DIM**2), its unit eigenvector
-    into ``u``; returns ``(lambda_min, max |lambda|)`` (as :func:`replica.prox._min_eigen`)."""
-    D = u.shape[0]
-    if D == 1:
-        u[0] = 1.0
-        return H[0], abs(H[0])
-    if D == 2:
-        a = H[0]
-        b = 0.5 * (H[1] + H[2])
-        c = H[3]
-        half_tr = 0.5 * (a + c)
-        half_diff = 0.5 * (a - c)
-        rad = math.sqrt(half_diff * half_diff + b * b)
-        t = 0.5 * math.atan2(b, half_diff)
-        # eigenvector of the smaller eigenvalue: orthogonal to (cos t, sin t)
-        u[0] = -math.sin(t)
-        u[1] = math.cos(t)
-        return half_tr - rad, max(abs(half_tr + rad), abs(half_tr - rad))
-    for i in range(D):
-        for j in range(D):
-            work[i, j] = 0.5 * (H[i * D + j] + H[j * D + i])
-    lam, U = np.linalg.eigh(work)
-    big = 0.0
-    for i in range(D):
-        u[i] = U[i, 0]
-        big = max(big, abs(lam[i]))
-    return lam[0], big
-
-
 def node_local_descent(h, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2, H2, work):
     """Descent from h (overwritten) at one node that stays in the start's basin: the algorithm of
     replica.prox.local_minimize (modified-Newton direction capped at step (1 + |h|_inf); a capped

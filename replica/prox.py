@@ -161,6 +161,7 @@ def prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
     h0 = starts.transpose(1, 0, 2).reshape(D, S * N)
     zz = np.tile(z, (1, S))
     h, F, conv, iters = newton_minimize(module, h0, zz, x, p, tol=tol, max_iter=max_iter)
+    h, F = off_saddles(module, h, F, conv, zz, x, p, tol=tol, max_iter=max_iter)
     h = h.reshape(D, S, N)
     F = F.reshape(S, N)
     conv = conv.reshape(S, N)
@@ -316,6 +317,37 @@ def _min_eigen(H: np.ndarray, D: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
     Hm = 0.5 * (Hm + Hm.transpose(0, 2, 1))
     lam, U = np.linalg.eigh(Hm)
     return lam[:, 0], U[:, :, 0].T, np.max(np.abs(lam), axis=1)
+
+
+def off_saddles(module: ModuleType, h: np.ndarray, F: np.ndarray, conv: np.ndarray, z: np.ndarray, x: np.ndarray,
+                p: np.ndarray, tol: float = 1e-12, max_iter: int = NEWTON_MAX_ITER) -> tuple[np.ndarray, np.ndarray]:
+    """Newton endpoints ``h`` ``(D, M)`` that are saddles (a start on a stationary point that is no
+    minimum, e.g. the origin of an even loss at ``omega = 0``) moved to the lower of the minima
+    reached from ``h +- SADDLE_PROBE (1 + |h|) u`` (``u``: the most negative direction): a saddle
+    is never a minimiser. ``(h, F)`` unchanged elsewhere (new arrays where any moved)."""
+    D = h.shape[0]
+    idx = np.flatnonzero(conv)
+    if D == 0 or idx.size == 0:
+        return h, F
+    with np.errstate(all="ignore"):
+        _, _, H = module.bracket_newton(h[:, idx], z[:, idx], x, p)
+        lam, u, big = _min_eigen(H, D)
+    bad = lam < -SADDLE_TOL * np.maximum(big, 1e-300)
+    if not bad.any():
+        return h, F
+    idx, u = idx[bad], u[:, bad]
+    h, F = h.copy(), F.copy()
+    eps = SADDLE_PROBE * (1.0 + np.max(np.abs(h[:, idx]), axis=0))
+    best_h, best_F = h[:, idx].copy(), np.full(idx.size, np.inf)
+    for sign in (1.0, -1.0):
+        hs, Fs, cs, _ = newton_minimize(module, h[:, idx] + sign * eps * u, z[:, idx], x, p, tol=tol,
+                                        max_iter=max_iter)
+        lower = cs & np.isfinite(Fs) & (Fs < best_F)
+        best_h[:, lower], best_F[lower] = hs[:, lower], Fs[lower]
+    found = np.isfinite(best_F)
+    h[:, idx[found]], F[idx[found]] = best_h[:, found], best_F[found]
+    F[idx[~found]] = np.inf  # a saddle left where neither side converged: never the minimum
+    return h, F
 
 
 def local_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.ndarray, p: np.ndarray,

@@ -13,7 +13,7 @@ from ..errors import ParameterError
 from ..progress import Progress
 from ..registry import load_module
 from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
-                     parameters_from_args, rule_from_args)
+                     parameters_from_args, prox_from_args, rule_from_args)
 
 
 def add_cache_flags(p: argparse.ArgumentParser, jobs_help: str | None = None) -> None:
@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     jobs = check_jobs(args)
     scheduler = scheduler_from_args(args)
     settings = SolverSettings(rule=rule_from_args(module, args), tol=args.tol, max_iter=args.max_iter,
-                              entropic_rule=entropic_rule_from_args(module, args))
+                              entropic_rule=entropic_rule_from_args(module, args), prox=prox_from_args(args))
     progress = Progress(label=f"replica phase {module.MODEL}", enabled=not args.quiet)
     label = " ".join(f"{k}={v:g}" for k, v in params.items())
 
@@ -233,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     if args.json:
         out = res.to_dict()
+        out["prox"] = settings.prox.kind
         if errors is not None:
             out.update(errors=errors, accuracy=args.accuracy, accuracy_met=met)
             if note:
@@ -241,6 +242,7 @@ def run(args: argparse.Namespace) -> int:
         print()
         return 0
     print(f"{res.model}  " + "  ".join(f"{k}={v:g}" for k, v in res.parameters.items()))
+    print(f"prox convention: {settings.prox.describe()}")
     print(f"alpha in [{res.alpha_min:g}, {res.alpha_max:g}], {res.quadrature}, {res.solves} solves "
           f"({res.cached} cached), {res.seconds:.1f} s\n")
     print(f"  pair: {res.pair[0]} (wins at large alpha) vs {res.pair[1]}; baseline: {res.baseline or 'none'}")

@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 from ..errors import ParameterError
 from ..integrators import from_spec
+from ..prox import GLOBAL, ProxConvention
 from ..quadrature import QuadratureRule
 from ..solver import ENTROPIC_REFINEMENT, Solver
 
@@ -24,6 +25,7 @@ class SolverSettings:
     moderate: a warm-started point converges in tens of iterations, and a point that does not is
     the end of a branch. ``error_estimate``: the solver's companion-rule residual per point
     (off: ~10% faster, ``quadrature_residual`` is then nan; ``eps_g_error`` is always there).
+    ``prox``: the prox convention of every point (:class:`replica.prox.ProxConvention`).
     """
 
     rule: Any = None
@@ -32,6 +34,7 @@ class SolverSettings:
     max_iter: int = 200
     error_estimate: bool = False
     entropic_rule: QuadratureRule | None = None
+    prox: ProxConvention = GLOBAL
 
     def refined(self, module: ModuleType, branches) -> "SolverSettings":
         """These settings with every rule refined once (the energetic integrator of each of
@@ -40,7 +43,7 @@ class SolverSettings:
 
         rules = {}
         for b in branches:
-            r = Solver(module, None, b, rule=self.rule_for(module, b), error_estimate=False)
+            r = Solver(module, None, b, rule=self.rule_for(module, b), error_estimate=False, prox=self.prox)
             rules[b] = r.integrator.refined()
             test = r.test_rule.refined(factor=1.1)
             ent = r.entropic_rule
@@ -52,14 +55,14 @@ class SolverSettings:
         rule = self.rule
         if isinstance(rule, Mapping):
             rule = rule.get(branch, rule.get("default"))
-        return from_spec(rule, module, branch)
+        return from_spec(rule, module, branch, self.prox)
 
     def make_solver(self, module: ModuleType, parameters: Mapping[str, float] | None,
                     branch: str) -> Solver:
         """A :class:`~replica.solver.Solver` of ``branch`` with these settings."""
         return Solver(module, parameters, branch, rule=self.rule_for(module, branch), test_rule=self.test_rule,
                       tol=self.tol, max_iter=self.max_iter, error_estimate=self.error_estimate,
-                      entropic_rule=self.entropic_rule)
+                      entropic_rule=self.entropic_rule, prox=self.prox)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from .. import validation
 from ..cache import PointCache
 from ..errors import ConvergenceError, InvalidStateError, ParameterError, ReplicaError
 from ..integrators import from_spec
+from ..prox import prox_convention
 from ..phase.parallel import module_from_ref
 from .spec import SweepSpec
 
@@ -222,12 +223,13 @@ def _solve_check(spec: SweepSpec, module: ModuleType) -> dict:
             raise ParameterError("compute.branches", f"{module.MODEL} has no branch {b!r} (it has "
                                                      f"{declared + ['free']})")
     quadrature = s.text("quadrature", "auto")
+    prox = _prox_setting(s)
     try:
         for b in branches:
-            from_spec(quadrature, module, None if b == "free" else b)
+            from_spec(quadrature, module, None if b == "free" else b, prox_convention(prox))
     except ParameterError as exc:
         raise ParameterError("compute.quadrature", str(exc).split(": ", 1)[-1]) from None
-    out = dict(branches=branches, quadrature=quadrature,
+    out = dict(branches=branches, quadrature=quadrature, prox=prox,
                tol=validation.tolerance(s.number("tol", 1e-8), "compute.tol"),
                max_iter=s.integer("max_iter", 500, high=100_000),
                error_estimate=s.flag("error_estimate", True), baseline=s.flag("baseline", False))
@@ -249,8 +251,9 @@ def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
     rows, seed = [], {}
     for b in st["branches"]:
         branch = None if b == "free" else b
-        solver = Solver(module, params, branch, rule=from_spec(st["quadrature"], module, branch), tol=st["tol"],
-                        max_iter=st["max_iter"], error_estimate=st["error_estimate"])
+        conv = prox_convention(st.get("prox", "global"))
+        solver = Solver(module, params, branch, rule=from_spec(st["quadrature"], module, branch, conv), tol=st["tol"],
+                        max_iter=st["max_iter"], error_estimate=st["error_estimate"], prox=conv)
         x0 = (hint or {}).get(b)
         notes: list[str] = []
         try:
@@ -318,7 +321,7 @@ def _phase_check(spec: SweepSpec, module: ModuleType, continuation: bool) -> dic
     between = s.names("between", None)
     pair = list(resolve_pair(module, between))
     out = dict(pair=pair, alpha_min=s.number("alpha_min", 0.1), alpha_max=s.number("alpha_max", 4.0),
-               quadrature=s.text("quadrature", None),
+               quadrature=s.text("quadrature", None), prox=_prox_setting(s),
                tol=validation.tolerance(s.number("tol", 1e-8), "compute.tol"),
                max_iter=s.integer("max_iter", 200, high=100_000), xtol=s.number("xtol", 1e-4))
     try:
@@ -337,7 +340,7 @@ def _phase_check(spec: SweepSpec, module: ModuleType, continuation: bool) -> dic
     if out["quadrature"] is not None:
         try:
             for b in pair:
-                from_spec(out["quadrature"], module, b)
+                from_spec(out["quadrature"], module, b, prox_convention(out["prox"]))
         except ParameterError as exc:
             raise ParameterError("compute.quadrature", str(exc).split(": ", 1)[-1]) from None
     _check_names(spec, module, "none")
@@ -353,7 +356,17 @@ def _phase_values(r) -> dict[str, Any]:
 def _settings_of(st: Mapping[str, Any]):
     from ..phase import SolverSettings
 
-    return SolverSettings(rule=st["quadrature"], tol=st["tol"], max_iter=st["max_iter"])
+    return SolverSettings(rule=st["quadrature"], tol=st["tol"], max_iter=st["max_iter"],
+                          prox=prox_convention(st.get("prox", "global")))
+
+
+def _prox_setting(s) -> str:
+    """``compute.prox``: the prox convention's name (``global``, the default, or ``local``)."""
+    name = s.text("prox", "global")
+    try:
+        return prox_convention(name).kind
+    except ParameterError as exc:
+        raise ParameterError("compute.prox", str(exc).split(": ", 1)[-1]) from None
 
 
 def _label(point: Mapping[str, Any]) -> str:
