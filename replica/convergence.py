@@ -77,15 +77,38 @@ def advice(solver: Any, alpha: float, iterations: int, residuals: Sequence[float
     tips = boundary_parameters(solver)
     res = [r for r in residuals if math.isfinite(r)]
     if iterations >= solver.max_iter:
-        falling = bool(res) and res[-1] < 1e-2 * max(res)
-        tips.append(f"raise --max-iter (now {solver.max_iter})" + (": the residual was still falling" if falling
-                                                                  else ""))
+        trend = residual_trend(res)
+        if trend == "stalled":
+            k = _recent(len(res))
+            tips.append(f"the residual stalled near {min(res[-k:]):.1e} over the last {k} iterations: more iterations "
+                        f"(--max-iter, now {solver.max_iter}) will not help; try another quadrature, a nearby start "
+                        "or another branch")
+        else:
+            tips.append(f"raise --max-iter (now {solver.max_iter})" + (": the residual was still falling"
+                                                                      if trend == "falling" else ""))
     if solver.branch != "free":
         tips.append(f"the {solver.branch} branch may not exist at this point ('replica phase "
                     f"{solver.module.MODEL}' shows where each branch ends)")
     if not tips:
         tips.append("start from a converged neighbouring point (x0), or try another branch or quadrature")
     return "; ".join(tips)
+
+
+def _recent(n: int) -> int:
+    """How many of ``n`` residuals count as the recent part of a run: a fifth, at least 5."""
+    return max(5, n // 5)
+
+
+def residual_trend(residuals: Sequence[float]) -> str:
+    """``"falling"`` where the best residual of the last fifth of the run (at least 5 iterations) is
+    under half the best before it, ``"stalled"`` where it is not (a plateau: 5e-5 from iteration 500
+    to 3000 is no reason to raise --max-iter), ``"unknown"`` for runs too short to say."""
+    res = [float(r) for r in residuals if math.isfinite(r)]
+    k = _recent(len(res))
+    if len(res) < 2 * k:
+        return "unknown"
+    recent, before = min(res[-k:]), min(res[:-k])
+    return "falling" if recent < 0.5 * before else "stalled"
 
 
 def _trace(solver: Any, exc: Exception) -> tuple[int, list[float]]:

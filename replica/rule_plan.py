@@ -69,7 +69,7 @@ def ladder_plan(solver, max_levels: int) -> list[tuple[str, int]]:
     integ, cap = solver.integrator, budget()
     rule = getattr(integ, "rule", None)
     out: list[tuple[str, int]] = []
-    if rule is not None and rule.kind == "gauss-hermite":
+    if getattr(rule, "kind", None) == "gauss-hermite" and isinstance(getattr(integ, "size", None), int):
         fold = rule.size / max(int(integ.size), 1)
         order = rule.order
         for _ in range(max_levels):
@@ -112,7 +112,7 @@ def plan_line(solver, fp, accuracy: float, max_levels: int) -> str:
     line = (head + f"up to {len(plan)} level{'s' if len(plan) > 1 else ''} within the node budget (finest {rule}, "
             f"{n:,} points, {n / work:.0f}x the working rule's), roughly {duration(secs)} if every level is needed "
             "(estimated from one timed map evaluation)")
-    if getattr(solver.integrator, "rule", None) is not None and solver.jump_aware(JUMP_AWARE_LEVEL) is not None:
+    if getattr(getattr(solver.integrator, "rule", None), "kind", None) and solver.jump_aware(JUMP_AWARE_LEVEL) is not None:
         more = ladder_plan(solver.jump_aware(JUMP_AWARE_LEVEL), max_levels)
         line += (f"; should the jump check move the solve to pre-integration, up to {len(more) + 1} levels of it "
                  "instead (each several times a tensor level's cost)")

@@ -43,14 +43,16 @@ def error_dict(module, fp) -> dict:
     """``errors``: the absolute error bar of every number of :func:`result_dict`, under the same
     keys and in the same shape (token-1 families, observables, potentials, the full
     ``order_parameters`` / ``conjugate_parameters``)."""
-    err = fp.errors
-    order = {k: err.get(k) for k in fp.order}
-    conj = {k: err.get(k) for k in fp.conjugates}
+    # a number without a bar is nan here, so that the JSON says why (null + <key>_reason), never a bare null
+    err = {k: v if v is not None else math.nan for k, v in fp.errors.items()}
+    err = {**{k: math.nan for k in (*fp.order, *fp.conjugates, *fp.observables)}, **err}
+    order = {k: err.get(k, math.nan) for k in fp.order}
+    conj = {k: err.get(k, math.nan) for k in fp.conjugates}
     out: dict = {}
     out.update(token_one(module, order))
     out.update(token_one(module, conj))
-    out.update({k: err.get(k) for k in fp.observables})
-    out.update({k: err.get(k) for k in ("train_loss", "phi", "psi_t", "psi_w", "psi_y")})
+    out.update({k: err.get(k, math.nan) for k in fp.observables})
+    out.update({k: err.get(k, math.nan) for k in ("train_loss", "phi", "psi_t", "psi_w", "psi_y")})
     out.update(order_parameters=order, conjugate_parameters=conj)
     return out
 

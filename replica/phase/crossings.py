@@ -96,6 +96,10 @@ def find_crossing(high: BranchFollower, high_curve: BranchCurve, low: BranchFoll
         if np.all(diff >= 0):
             end = next((e for e in high_curve.ends if abs(e.alpha - s0) < 1e-12
                         and e.reason is not EndReason.NO_SOLUTION), None)
+            if end is not None and end.reason is EndReason.ITERATION_BUDGET:
+                return Crossing(None, f"the {hb} branch stops at alpha = {s0:.6g} only because the solve below it ran "
+                                      "out of its iteration budget: a threshold built on an unconverged solve is not a "
+                                      "number (raise --max-iter)")
             if end is not None and abs(lo - s0) < 1e-12:
                 kind = (f"continuous transition: the {hb} branch bifurcates from the "
                         f"{comp.name(s0)} one" if end.reason is EndReason.MERGED else

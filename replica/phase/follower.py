@@ -162,7 +162,8 @@ class BranchFollower:
     def _attempt(self, alpha: float, pred: np.ndarray, last: BranchPoint
                  ) -> tuple[BranchPoint | None, EndReason | None, str]:
         pt, reason, detail = self._attempt_raw(alpha, pred, last)
-        if pt is None and reason is not EndReason.MERGED and self.defining_size(last.x) < self.steps.weak:
+        if pt is None and reason not in (EndReason.MERGED, EndReason.ITERATION_BUDGET) \
+                and self.defining_size(last.x) < self.steps.weak:
             # a barely-distinguished branch (|m|/sqrt(q) or |theta|/sqrt(q rho) below `weak`)
             # failing to continue: it is at the merged state within the numerical accuracy
             fams = "/".join(self.defining)
@@ -177,7 +178,9 @@ class BranchFollower:
         try:
             pt = self.solve(alpha, x0, reference=pred)
         except ConvergenceError as exc:
-            return None, EndReason.NO_CONVERGENCE, str(exc)
+            # out of --max-iter: the solve was cut short, which says nothing about the branch
+            budget = exc.iterations >= self.solver.max_iter and "within" in str(exc)
+            return None, EndReason.ITERATION_BUDGET if budget else EndReason.NO_CONVERGENCE, str(exc)
         except InvalidStateError as exc:
             return None, EndReason.INADMISSIBLE, str(exc)
         if self.merged(pt.x):

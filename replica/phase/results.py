@@ -87,6 +87,13 @@ class EndReason(str, enum.Enum):
     MERGED = "merged"                   # the branch merged into the one it merges into
     JUMP = "jump"                       # the iteration converged to another solution
     NO_SOLUTION = "no-solution"         # not even the start point was found
+    ITERATION_BUDGET = "iteration-budget"  # the solve ran out of --max-iter: unresolved, not a branch end
+
+    @property
+    def resolved(self) -> bool:
+        """Whether an end of this kind is a property of the equations (a spinodal, a merge): not one
+        where the solver gave up on its iteration budget, nor a start never found."""
+        return self not in (EndReason.NO_SOLUTION, EndReason.ITERATION_BUDGET)
 
     def __str__(self) -> str:
         return self.value
@@ -199,7 +206,13 @@ class BranchCurve:
     @property
     def spinodals(self) -> list[float]:
         """Last solved ``alpha`` before each end of the branch."""
-        return [e.alpha for e in self.ends if e.reason is not EndReason.NO_SOLUTION]
+        return [e.alpha for e in self.ends if e.reason.resolved]
+
+    @property
+    def unresolved_ends(self) -> list["BranchEnd"]:
+        """Ends where the continuation stopped only because a solve ran out of its iteration budget:
+        not spinodals (a derived quantity built on an unconverged solve is not a number)."""
+        return [e for e in self.ends if e.reason is EndReason.ITERATION_BUDGET]
 
     def arrays(self) -> dict[str, list[float]]:
         """JSON-ready columns: ``alpha``, the token-1 entry of each family, every observable and
@@ -335,15 +348,32 @@ class PhaseResult:
         return (f"{head}alpha_c={f(self.alpha_c.value)} alpha_l={f(self.alpha_l.value)} "
                 f"({self.solves} solves, {self.cached} cached, {self.seconds:.0f} s)")
 
+    def unresolved(self) -> str | None:
+        """Where a branch stopped only on the solver's iteration budget (``EndReason.ITERATION_BUDGET``),
+        in words, or None: those places are not spinodals, and a "no transition" or "below the range"
+        that rests on them is not a finding."""
+        parts = [f"{b} at alpha = {e.alpha_next:.6g}" for b, c in self.curves.items() for e in c.unresolved_ends
+                 if self.alpha_min <= e.alpha_next <= self.alpha_max]
+        if not parts:
+            return None
+        return ("the continuation stopped on the iteration budget (--max-iter), not at a branch end, on "
+                + ", ".join(parts) + ": raise --max-iter")
+
     def to_dict(self) -> dict:
         """The JSON contract of ``replica phase --json``."""
+        cut = self.unresolved()
+
+        def why(crossing) -> str:
+            return crossing.reason if crossing.value is not None or cut is None else f"{crossing.reason}; but {cut}"
+
+        extra = {} if cut is None else {"spinodals_reason": f"listed only where resolved; {cut}"}
         return dict(
             model=self.model, parameters=dict(self.parameters), alpha_min=self.alpha_min,
             alpha_max=self.alpha_max, pair=list(self.pair), baseline=self.baseline,
-            alpha_c=self.alpha_c.value, alpha_c_reason=self.alpha_c.reason,
-            alpha_l=self.alpha_l.value, alpha_l_reason=self.alpha_l.reason,
+            alpha_c=self.alpha_c.value, alpha_c_reason=why(self.alpha_c),
+            alpha_l=self.alpha_l.value, alpha_l_reason=why(self.alpha_l),
             eps_lin=self.eps_lin, eps_lin_error=self.eps_lin_error,
-            spinodals=self.spinodals,
+            spinodals=self.spinodals, **extra,
             branch_ends={b: [e.to_dict() for e in c.ends] for b, c in self.curves.items()},
             global_minimum=[dict(alpha_from=a0, alpha_to=a1, branch=b) for a0, a1, b in self.segments],
             crossings=dict(alpha_c=self.alpha_c.to_dict(), alpha_l=self.alpha_l.to_dict()),

@@ -1,0 +1,91 @@
+"""Error bars of a randomised rule: the spread of its independent scramblings.
+
+A scrambled Sobol rule (``--quadrature sobol:M``, :func:`replica.quadrature.sobol_rqmc`) is ``R``
+independent randomised sets of ``2^M`` points. Its refinement (twice the points, the same
+scramblings) contains the working points: the difference of the two fixed points is correlated
+with the working rule's own error and under-covered it (the paper point at ``sobol:2``: ``phi`` ±
+8.6e-6 where it is 6e-5 off; ridge at ``sobol:2``: ``V``, ``phi``, ``eps_g`` about 2x outside their
+bars). Each scrambling alone is an unbiased estimate of the average, so their spread measures the
+rule's statistical error: :func:`scramble_errors` evaluates the map at the fixed point on each
+scrambling, carries each difference through the Newton Jacobian to a first-order fixed point
+(as the jump check does), and returns, per number, ``T x`` the standard error of the mean of those
+``R`` estimates, ``T`` Student's two-sided 99.9 % quantile with ``R - 1`` degrees of freedom. The
+bars of :func:`replica.accuracy.solve_to_accuracy` add it to the refinement difference.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: two-sided 99.9 % quantiles of Student's t, by degrees of freedom (scipy.stats.t.ppf(0.9995, dof))
+_T999 = {1: 636.6, 2: 31.60, 3: 12.92, 4: 8.610, 5: 6.869, 6: 5.959, 7: 5.408, 8: 5.041, 9: 4.781,
+         10: 4.587, 11: 4.437, 12: 4.318, 13: 4.221, 14: 4.140, 15: 4.073}
+
+
+def coverage_factor(scramblings: int) -> float:
+    """Standard errors per bar for ``scramblings`` independent estimates (99.9 %, Student's t)."""
+    dof = max(1, int(scramblings) - 1)
+    return _T999.get(dof, 3.92 if dof > 30 else 4.0)
+
+
+def scramblings_of(rule) -> int:
+    """The independent scramblings of a Sobol rule (nodes / points per scrambling)."""
+    return max(1, rule.size // (2 ** rule.order))
+
+
+def scramble_errors(solver, fp, alpha: float) -> dict[str, float] | None:
+    """Per number, the statistical part of the bar of a fixed point ``fp`` of ``solver`` on a
+    scrambled Sobol rule (see the module docstring); None where the working rule is not one (or has
+    a single scrambling); nan for every number where a scrambling alone cannot be evaluated at ``fp``
+    (too few points: the state it maps to is not admissible) or the Jacobian is singular."""
+    from .accuracy import values
+    from .integrators import QuadratureIntegrator
+    from .quadrature import QuadratureRule
+
+    integ = solver.integrator
+    rule = getattr(integ, "rule", None)
+    if not isinstance(integ, QuadratureIntegrator) or rule is None or rule.kind != "sobol":
+        return None
+    R = scramblings_of(rule)
+    if R < 2:
+        return None
+    n = rule.size // R
+    x = np.asarray(fp.x, dtype=float)
+    free = solver.free
+    at_x = solver.map_and_numbers(x, alpha)
+    if at_x is None:
+        return None
+    J = solver.fixed_point_jacobian(x, alpha, mapped=at_x[0])
+    if J is None:
+        return {k: math.nan for k in values(at_x[1])}
+    vx = values(at_x[1])
+    unknown = {k: math.nan for k in vx}  # a scrambling too small to evaluate: the bar is unknown, not small
+    per: list[dict[str, float]] = []
+    scale = max(float(np.linalg.norm(x[free])), 1e-300)
+    for r in range(R):
+        sub = QuadratureRule(rule.nodes[:, r * n:(r + 1) * n], np.full(n, 1.0 / n), "sobol", rule.order)
+        at_r = solver._with_integrator(integ.with_rule(sub)).map_and_numbers(x, alpha)
+        if at_r is None:
+            return unknown
+        try:
+            step = -np.linalg.solve(J, (at_r[0] - at_x[0])[free])
+        except np.linalg.LinAlgError:
+            return unknown
+        # The map is linear in the rule's weights, the numbers are not linear in the state: their
+        # response to this scrambling's shift is taken on a short step along it (1e-4 relative) and
+        # scaled back, so that a noisy scrambling's large shift is not evaluated far from x.
+        eps = min(1.0, 1e-4 * scale / max(float(np.linalg.norm(step)), 1e-300))
+        y = x.copy()
+        y[free] += eps * step
+        at_y = solver.numbers_at(y, alpha)
+        if at_y is None:
+            return unknown
+        va, vy = values(at_r[1]), values(at_y)
+        per.append({k: va.get(k, math.nan) - vx[k] + (vy.get(k, math.nan) - vx[k]) / eps for k in vx})
+    t = coverage_factor(R)
+    out = {}
+    for k in vx:
+        e = np.array([p[k] for p in per], dtype=float)
+        out[k] = t * float(e.std(ddof=1)) / math.sqrt(R) if np.all(np.isfinite(e)) else math.nan
+    return out
