@@ -10,7 +10,11 @@ Models (teacher ``w* ~ N(0, I_d)`` rescaled to ``|w*|² = d`` so that ``ρ = 1``
     perceptron_probit  y = sign(h* + √Δ z)   log(1 + e^{−y h})   + (λ/2) |w|²
 
 with the loss SUMMED over samples, ``R(w) = Σ_μ ℓ(y_μ, h_μ) + Σ_i r(w_i)`` (the literature's
-convention; ``train_loss = R(ŵ)/d``). Solvers, each to a tight, *checked* optimality:
+convention; ``train_loss = R(ŵ)/d``). Each model is its declaration ``derivations/MODEL.py`` at finite
+size (:class:`numerics.problem.Problem`, the generic simulator of ``replica check``: data, teacher,
+labels, loss and penalty come from the sympy declaration, nothing here is written per model name);
+this module holds the exact solvers that problem sends convex GLMs to -- chosen by the declared loss
+and penalty -- and the canon's command line. Solvers, each to a tight, *checked* optimality:
 
 * ridge: the normal equations ``(X'ᵀX' + λ) w = X'ᵀ y`` (``X' = X/√d``), Cholesky;
 * logistic / perceptron_probit: scikit-learn ``LogisticRegression(C = 1/λ, fit_intercept=False,
@@ -30,7 +34,8 @@ convention; ``train_loss = R(ŵ)/d``). Solvers, each to a tight, *checked* optim
 Reported per seed: ``q = |ŵ|²/d``, ``theta = ŵ·w*/d``, ``train_loss``, ``kkt_norm`` (max violation of
 the optimality conditions of ``R``: gradient ∞-norm for smooth problems, sub-gradient/complementarity
 residual for LASSO and hinge), ``converged`` (``kkt_norm ≤ 1e-8``), ``solver``; test errors on a fresh
-test set (``classification_error``, ``test_loss``, ``test_mse``) and their population values given ŵ
+test set (``classification_error``, ``test_loss``, ``test_mse``; the test samples' fields drawn from
+their exact Gaussian law given ŵ) and their population values given ŵ
 (exact by Gaussianity: ``classification_error_population = arccos(θ/√(q(ρ + Δ)))/π``,
 ``test_mse_population = ½(q − 2θ + ρ + Δ)``); ``zero_fraction`` for LASSO.
 
@@ -45,11 +50,14 @@ import argparse
 import math
 import sys
 import time
-from typing import Any, Sequence
+from functools import lru_cache
+from typing import Any, Mapping, Sequence
 
 import numpy as np
+import sympy as sp
 
-__all__ = ["MODELS", "PARAMETERS", "THEORY_KEYS", "run_glm", "run_seed", "summarize", "theory", "compare", "main"]
+__all__ = ["MODELS", "PARAMETERS", "THEORY_KEYS", "problem", "run_glm", "run_seed", "summarize", "theory", "compare",
+           "main"]
 
 #: Parameters of each model (the toolkit's names) with their defaults.
 PARAMETERS: dict[str, dict[str, float]] = {
@@ -60,7 +68,6 @@ PARAMETERS: dict[str, dict[str, float]] = {
     "perceptron_probit": {"lam": 0.1, "Delta": 0.25},
 }
 MODELS = tuple(PARAMETERS)
-CLASSIFIERS = ("logistic", "hinge", "perceptron_probit")
 KKT_TOL = 1e-8
 
 
@@ -95,42 +102,27 @@ def check_inputs(model: str, alpha: float, d: int, params: dict[str, float], see
     return p
 
 
-# --- data --------------------------------------------------------------------------------------------------
+# --- the declared models at finite size --------------------------------------------------------------------
 
-def teacher(rng: np.random.Generator, d: int) -> np.ndarray:
-    """``w* ~ N(0, I_d)`` rescaled to ``|w*|² = d`` (ρ = 1 exactly, as in the theory)."""
-    w = rng.standard_normal(d)
-    return w * math.sqrt(d) / np.linalg.norm(w)
-
-
-def labels(model: str, hstar: np.ndarray, delta: float, rng: np.random.Generator) -> np.ndarray:
-    """``y`` from the teacher field (noise drawn from ``rng`` where the model has any)."""
-    if model in ("ridge", "lasso"):
-        return hstar + math.sqrt(delta) * rng.standard_normal(hstar.size)
-    field = hstar + math.sqrt(delta) * rng.standard_normal(hstar.size) if model == "perceptron_probit" else hstar
-    return np.where(field >= 0, 1.0, -1.0)
+def problem(model: str, params: Mapping[str, float]):
+    """The declared model ``derivations/MODEL.py`` at finite size (:class:`numerics.problem.Problem`,
+    parameters by name): its data law, teacher, channel or label noise, loss and penalty come from the
+    declaration, and :meth:`~numerics.problem.Problem.fit` sends it to the exact solver below that fits
+    the declared loss and penalty. Cached per model and parameters."""
+    return _problem(model, tuple(sorted((k, float(v)) for k, v in params.items())))
 
 
-# --- losses ------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=32)
+def _problem(model: str, items: tuple):
+    from replica.registry import load_model
+
+    from .problem import Problem
+
+    return Problem(load_model(model), None, dict(items))
+
 
 def _softplus(x: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, x)
-
-
-def loss_values(model: str, y: np.ndarray, h: np.ndarray) -> np.ndarray:
-    if model in ("ridge", "lasso"):
-        return 0.5 * (y - h) ** 2
-    if model == "hinge":
-        return np.maximum(0.0, 1.0 - y * h)
-    return _softplus(-y * h)
-
-
-def risk(model: str, X: np.ndarray, y: np.ndarray, w: np.ndarray, p: dict[str, float]) -> float:
-    """``R(w)/d`` (loss summed over samples plus the penalty)."""
-    d = X.shape[1]
-    h = X @ w / math.sqrt(d)
-    pen = p["lam1"] * np.abs(w).sum() if model == "lasso" else 0.5 * p["lam"] * w @ w
-    return float((loss_values(model, y, h).sum() + pen) / d)
 
 
 # --- solvers -----------------------------------------------------------------------------------------------
@@ -273,49 +265,35 @@ def _solve_lasso(Xs: np.ndarray, y: np.ndarray, lam1: float) -> tuple[np.ndarray
 
 def run_seed(model: str, alpha: float, d: int, params: dict[str, float], seed: int, n_test: int = 20000
              ) -> dict[str, Any]:
-    """Draw one instance (seed), minimise ``R`` and measure. See the module docstring for the keys."""
+    """Draw one instance (seed) of the declared model, minimise ``R`` exactly and measure. See the module
+    docstring for the keys."""
     p = check_inputs(model, alpha, d, params, 1, n_test)
     t0 = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    wstar = teacher(rng, d)
-    n = int(round(alpha * d))
-    X = rng.standard_normal((n, d))
-    sd = math.sqrt(d)
-    delta = p.get("Delta", 0.0)
-    y = labels(model, X @ wstar / sd, delta, rng)
-    Xs = X / sd
-    if model == "ridge":
-        w, kkt, solver = _solve_ridge(Xs, y, p["lam"])
-    elif model == "lasso":
-        w, kkt, solver = _solve_lasso(Xs, y, p["lam1"])
-    elif model == "hinge":
-        w, kkt, solver = _solve_hinge(Xs, y, p["lam"])
-    else:
-        w, kkt, solver = _solve_logistic(Xs, y, p["lam"])
+    pb = problem(model, p)
+    inst = pb.instance(alpha, d, seed)
+    fit = pb.fit(inst)
+    w, wstar = fit.W[:, 0], inst.Qstar[:, 0]
     q, theta = float(w @ w / d), float(w @ wstar / d)
-    out: dict[str, Any] = {"seed": seed, "n": n, "q": q, "theta": theta,
-                           "train_loss": risk(model, X, y, w, p), "kkt_norm": kkt,
-                           "converged": bool(kkt <= KKT_TOL), "solver": solver}
-    # fresh test set, in chunks (memory n_test × d)
-    err = loss = sq = 0.0
-    for start in range(0, n_test, 5000):
-        m = min(5000, n_test - start)
-        Xt = rng.standard_normal((m, d))
-        yt = labels(model, Xt @ wstar / sd, delta, rng)
-        ht = Xt @ w / sd
-        loss += float(loss_values(model, yt, ht).sum())
-        sq += float((0.5 * (yt - ht) ** 2).sum())
-        if model in CLASSIFIERS:
-            err += float(np.sum(np.where(ht >= 0, 1.0, -1.0) != yt))
-    out["test_loss"] = loss / n_test
-    if model in CLASSIFIERS:
-        out["classification_error"] = err / n_test
+    out: dict[str, Any] = {"seed": seed, "n": inst.n, "q": q, "theta": theta,
+                           "train_loss": pb.train_loss(inst, fit.W), "kkt_norm": fit.grad_norm,
+                           "converged": bool(fit.grad_norm <= KKT_TOL), "solver": fit.solver}
+    # fresh test samples: their fields (h, h*) drawn from their exact law given w (jointly Gaussian)
+    rng = inst.rng["test"]
+    H, HS = pb.test_fields(pb.overlaps(inst, fit.W), n_test, rng)
+    ht = H[:, 0, 0]
+    teach = pb._teacher_args(HS, rng)
+    noise = [rng.standard_normal(n_test) for _ in pb.noise_syms]
+    out["test_loss"] = float(np.mean(np.broadcast_to(pb._loss_np(ht, *teach, *noise), (n_test,))))
+    if pb.channel is not None:      # a +-1 label: the 0-1 error, and its value given w (Gaussianity)
+        delta = float(sp.sympify(pb.channel.noise_variance()).subs(pb.subs))
+        out["classification_error"] = float(np.mean(np.where(ht >= 0, 1.0, -1.0) != teach[0]))
         c = theta / math.sqrt(q * (1.0 + delta)) if q > 0 else 0.0
         out["classification_error_population"] = math.acos(max(-1.0, min(1.0, c))) / math.pi
-    else:
-        out["test_mse"] = sq / n_test
-        out["test_mse_population"] = 0.5 * (q - 2 * theta + 1.0 + delta)
-    if model == "lasso":
+    else:                           # a continuous label y = h* + sqrt(Delta) z: the test MSE
+        yt = np.broadcast_to(pb.glm["target"](*teach, *noise), (n_test,))
+        out["test_mse"] = float(np.mean(0.5 * (yt - ht) ** 2))
+        out["test_mse_population"] = 0.5 * (q - 2 * theta + 1.0 + p.get("Delta", 0.0))
+    if pb.glm["penalty"][0] == "l1":
         out["zero_fraction"] = float(np.mean(w == 0))
     out["seconds"] = time.perf_counter() - t0
     return out

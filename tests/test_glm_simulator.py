@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from numerics.glm import MODELS, PARAMETERS, labels, risk, run_glm, run_seed, teacher
+from numerics.glm import MODELS, PARAMETERS, problem, run_glm, run_seed
 
 pytest.importorskip("sklearn", reason="the GLM simulator's solvers need scikit-learn (the sim extra)")
 
@@ -72,12 +72,11 @@ def test_every_model_solves_to_a_certified_optimum(model):
 
 
 def _instance(model, alpha, d, params, seed):
-    rng = np.random.default_rng(seed)
-    ws = teacher(rng, d)
-    n = int(round(alpha * d))
-    X = rng.standard_normal((n, d))
-    y = labels(model, X @ ws / math.sqrt(d), params.get("Delta", 0.0), rng)
-    return X, y, ws
+    """The declared model's instance (numerics.problem): inputs X/sqrt(d), labels y and the risk R(w)/d."""
+    pb = problem(model, params)
+    inst = pb.instance(alpha, d, seed)
+    y = inst.teacher[0] if pb.channel is not None else pb.glm["target"](*inst.teacher, *inst.noise)
+    return inst.X[:, 0, :] / math.sqrt(d), y, (lambda w: pb.train_loss(inst, np.asarray(w, float).reshape(-1, 1)))
 
 
 @pytest.mark.parametrize("model", ["hinge", "lasso", "logistic"])
@@ -87,20 +86,19 @@ def test_solution_beats_random_perturbations(model):
 
     d, alpha = 50, 2.0
     p = {**PARAMETERS[model], **({"lam": 1e-2} if "lam" in PARAMETERS[model] else {})}
-    X, y, _ = _instance(model, alpha, d, p, 3)
-    Xs = X / math.sqrt(d)
+    Xs, y, risk = _instance(model, alpha, d, p, 3)
     solve = {"hinge": lambda: _solve_hinge(Xs, y, p["lam"]), "lasso": lambda: _solve_lasso(Xs, y, p["lam1"]),
              "logistic": lambda: _solve_logistic(Xs, y, p["lam"])}[model]
     w, kkt, _ = solve()
-    r0 = risk(model, X, y, w, p)
+    r0 = risk(w)
     rng = np.random.default_rng(0)
     for _ in range(30):
         delta = 1e-4 * rng.standard_normal(d)
-        assert risk(model, X, y, w + delta, p) >= r0 - 1e-13
+        assert risk(w + delta) >= r0 - 1e-13
     for i in range(d):
         e = np.zeros(d)
         e[i] = 1e-5
-        assert risk(model, X, y, w + e, p) >= r0 - 1e-13 and risk(model, X, y, w - e, p) >= r0 - 1e-13
+        assert risk(w + e) >= r0 - 1e-13 and risk(w - e) >= r0 - 1e-13
 
 
 def test_population_errors_match_the_test_set():
