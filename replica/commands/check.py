@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
 from .. import jsonio, validation
 from ..errors import ParameterError
@@ -23,7 +24,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """Register ``replica check``."""
     p = sub.add_parser(
         "check", help="hold the theory against a simulation of the declared model",
-        description="Solve the replica-symmetric theory of MODEL at ALPHA (as `replica solve` does: values, error "
+        description=textwrap.fill(
+                    "Solve the replica-symmetric theory of MODEL at ALPHA (as `replica solve` does: values, error "
                     "bars, replicon), simulate the model from its own declaration at each dimension d and seed "
                     "(data law, teacher and channel or target, loss and penalty lambdified from the sympy "
                     "declaration; the empirical risk minimised exactly for convex GLMs, by L-BFGS or proximal "
@@ -31,7 +33,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                     "and give a verdict per quantity: 'agrees' when the extrapolation is within 3 combined "
                     "standard errors of the theory. Compared: the order parameters q, m, theta (not V), eps_g and "
                     "every declared observable, the training loss. Exit status 0 when every quantity agrees and "
-                    "every run converged, 1 otherwise, 2 for bad input.",
+                    "every run converged, 1 otherwise, 2 for bad input.", 100),
         epilog="Examples:\n"
                "  replica check logistic --alpha 2 --d 200,400,800 --seeds 4\n"
                "  replica check my_model.py --alpha 1.5 --param lam=0.05 --json --plot check.png\n"
