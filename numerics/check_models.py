@@ -3,7 +3,7 @@
     python -m numerics.check_models [--models ridge,logistic] [--out docs/check.md] [--json FILE]
     python -m numerics.check_models --from-json FILE [--out docs/check.md]   # re-render only
 
-Each model of ``derivations/`` is checked at one point (:data:`POINTS`: a sample complexity, a branch)
+Each model of ``derivations/`` is checked at the points of :data:`POINTS` (a sample complexity, a branch)
 with the same simulation settings (``d = 200, 400, 800``, 4 seeds, 100 000 test samples per run).
 The Markdown table (one row per model: theory against the 1/d-extrapolated simulation for eps_g,
 q, the teacher overlap and the training loss, the number of quantities that agree, the largest
@@ -22,36 +22,45 @@ from typing import Any, Sequence
 
 __all__ = ["POINTS", "check_all", "markdown_table", "main"]
 
-#: where each declared model is checked: sample complexity and branch (the model's defaults otherwise)
-POINTS: dict[str, dict[str, Any]] = {
-    "ridge": {"alpha": 2.0},
-    "lasso": {"alpha": 2.0},
-    "logistic": {"alpha": 2.0},
-    "hinge": {"alpha": 2.0},
-    "perceptron_probit": {"alpha": 2.0},
-    "softmax_argmax3": {"alpha": 2.0},
-    "linear_attention": {"alpha": 2.0, "branch": "semantic"},
-    "attention_tied": {"alpha": 2.0, "branch": "semantic"},
-    "attention_elastic_net": {"alpha": 2.0, "branch": "semantic"},
-    "attention_L3": {"alpha": 2.0, "branch": "semantic"},
-    "attention_rank2": {"alpha": 2.0, "branch": "semantic"},
-    "attention_untied": {"alpha": 2.0, "branch": "semantic"},
-    "attention_clusters": {"alpha": 2.0, "branch": "semantic"},
-}
+#: where each declared model is checked (sample complexity, branch; the model's defaults otherwise),
+#: cheap checks first; a model may have more than one row (the attention model also where its RS
+#: fixed point is unstable: docs/replicon.md)
+POINTS: list[dict[str, Any]] = [
+    {"model": "ridge", "alpha": 2.0},
+    {"model": "lasso", "alpha": 2.0},
+    {"model": "logistic", "alpha": 2.0},
+    {"model": "hinge", "alpha": 2.0},
+    {"model": "perceptron_probit", "alpha": 2.0},
+    {"model": "softmax_argmax3", "alpha": 2.0},
+    {"model": "linear_attention", "alpha": 2.0, "branch": "semantic"},
+    {"model": "attention_tied", "alpha": 2.0, "branch": "semantic"},
+    {"model": "attention_elastic_net", "alpha": 2.0, "branch": "semantic"},
+    {"model": "attention_clusters", "alpha": 2.0, "branch": "semantic"},
+    {"model": "attention_tied", "alpha": 1.0, "branch": "semantic"},
+    {"model": "attention_tied", "alpha": 0.5, "branch": "positional"},
+    {"model": "attention_L3", "alpha": 2.0, "branch": "semantic"},
+    {"model": "attention_rank2", "alpha": 2.0, "branch": "semantic"},
+    {"model": "attention_untied", "alpha": 2.0, "branch": "semantic"},
+]
 BEGIN, END = "<!-- check-models:begin -->", "<!-- check-models:end -->"
 
 
-def check_all(models: Sequence[str], ds: Sequence[int] = (200, 400, 800), seeds: int = 4, n_test: int = 100_000,
-              progress=None, on_result=None) -> list[dict[str, Any]]:
-    """One :func:`numerics.check.run_check` per model (at :data:`POINTS`); a model the check refuses
-    gets ``{"model", "error"}`` instead of a result. ``on_result(results so far)`` after each model."""
+def _key(point: dict[str, Any]) -> tuple:
+    return (point["model"], float(point["alpha"]), point.get("branch") or "free")
+
+
+def check_all(points: Sequence[dict[str, Any]], ds: Sequence[int] = (200, 400, 800), seeds: int = 4,
+              n_test: int = 100_000, progress=None, on_result=None) -> list[dict[str, Any]]:
+    """One :func:`numerics.check.run_check` per point (``{"model", "alpha", "branch"}``); a model the
+    check refuses gets ``{"model", "alpha", "branch", "error"}`` instead of a result.
+    ``on_result(results so far)`` after each point."""
     from replica.errors import ReplicaError
 
     from .check import run_check
 
     out = []
-    for name in models:
-        point = POINTS.get(name, {"alpha": 2.0})
+    for point in points:
+        name = point["model"]
         say = (lambda line, n=name: progress(f"{n}: {line}")) if progress else None
         t0 = time.perf_counter()
         try:
@@ -115,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--d", default="200,400,800", help="dimensions (default 200,400,800)")
     p.add_argument("--seeds", type=int, default=4, help="seeds per dimension (default 4)")
     p.add_argument("--resume", action="store_true",
-                   help="keep the results already in --json and check only the models missing there")
+                   help="keep the results already in --json and check only the points missing there")
     p.add_argument("--from-json", default=None, metavar="FILE",
                    help="render the table from the results a previous run wrote with --json (no new runs)")
     a = p.parse_args(argv)
@@ -129,25 +138,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         from .check import REASONS
 
-        declared = declared_models()   # POINTS' order (cheap checks first), then any model it lacks
-        models = a.models.split(",") if a.models else [m for m in POINTS if m in declared] + \
-            [m for m in declared if m not in POINTS]
+        declared = declared_models()   # POINTS (cheap checks first), then any model it lacks at alpha = 2
+        points = [p for p in POINTS if p["model"] in declared] + \
+            [{"model": m, "alpha": 2.0} for m in declared if m not in {p["model"] for p in POINTS}]
+        if a.models:
+            chosen = a.models.split(",")
+            points = [p for p in points if p["model"] in chosen] + \
+                [{"model": m, "alpha": 2.0} for m in chosen if m not in {p["model"] for p in points}]
         ds = [int(x) for x in a.d.split(",")]
         kept: list[dict[str, Any]] = []
         if a.resume and a.json and Path(a.json).exists():
             import json
 
             with open(a.json, encoding="utf-8") as fh:
-                kept = [r for r in json.load(fh) if r["model"] in models]
-        todo = [m for m in models if m not in {r["model"] for r in kept}]
+                wanted = {_key(p) for p in points}
+                kept = [r for r in json.load(fh) if _key(r) in wanted]
+        todo = [p for p in points if _key(p) not in {_key(r) for r in kept}]
 
-        def save(done: list[dict[str, Any]]) -> None:   # after every model: an interrupted run keeps them
+        def save(done: list[dict[str, Any]]) -> None:   # after every point: an interrupted run keeps them
             if a.json:
                 jsonio.write(a.json, kept + done, REASONS, indent=1)
 
         results = kept + check_all(todo, ds, a.seeds, on_result=save,
                                    progress=lambda line: print(f"[check_models] {line}", file=sys.stderr, flush=True))
-        results.sort(key=lambda r: models.index(r["model"]))
+        order = [_key(p) for p in points]
+        results.sort(key=lambda r: order.index(_key(r)))
     table = markdown_table(results)
     from replica.outputs import atomic_write_text
 
