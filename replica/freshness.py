@@ -42,8 +42,8 @@ SYMBOLIC_SOURCES = ("channels.py", "constraints.py", "data.py", "derivation.py",
                     "observables.py", "order_parameters.py", "potentials.py", "regularizers.py", "symbolic.py",
                     "symmetries.py")
 #: what else decides a generated module / an export
-MODULE_SOURCES = SYMBOLIC_SOURCES + ("codegen/__init__.py", "codegen/backends.py", "codegen/generator.py",
-                                     "codegen/printers.py")
+MODULE_SOURCES = SYMBOLIC_SOURCES + ("codegen/__init__.py", "codegen/backends.py", "codegen/dag.py",
+                                     "codegen/generator.py", "codegen/printers.py")
 EXPORT_SOURCES = SYMBOLIC_SOURCES + ("latex.py",)
 
 STAMP = re.compile(r"replica-artifact: version=(\S+) declaration=(\S+) generator=(\S+)")

@@ -24,6 +24,7 @@ from typing import Sequence
 
 import sympy as sp
 
+from .dag import cse, free_symbols
 from .printers import ArrayPrinter, ScalarPrinter, hoist, share_exponentials, share_reciprocals
 
 
@@ -115,10 +116,9 @@ class NumpyBackend(Backend):
                     + f"\n    return {other}({names})[{k}]\n")
         blocks = fn.blocks
         flat = [sp.sympify(e) for exprs, _ in blocks for e in exprs]
-        replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_t"), optimizations="basic")
+        replacements, reduced = cse(flat, sp.numbered_symbols("_t"))
         lines = [f"def {fn.name}({', '.join(a for a, _ in fn.args)}):", textwrap.indent(f'"""{fn.doc}"""', "    ")]
-        used = set().union(*[e.free_symbols for e in flat]) if flat else set()
-        used |= set().union(*[e.free_symbols for _, e in replacements]) if replacements else set()
+        used = free_symbols(flat) | free_symbols([e for _, e in replacements])
         for arg, syms in fn.args:
             syms = list(syms)
             if not syms or not any(s in used for s in syms):
@@ -213,8 +213,8 @@ def _sexp(u):
         """``outputs``: list of ``(target, exprs)``; ``target`` None returns the single
         expression, otherwise the expressions are written into the array argument ``target``."""
         flat = [share_reciprocals(share_exponentials(sp.sympify(e))) for _, block in outputs for e in block]
-        reps, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_t"), optimizations="basic")
-        used = set().union(*[e.free_symbols for e in flat]) if flat else set()
+        reps, reduced = cse(flat, sp.numbered_symbols("_t"))
+        used = free_symbols(flat)
         targets = [t for t, _ in outputs if t is not None]
         lines = [f"def {name}({', '.join([a for a, _ in args] + targets)}):", f'    """{doc}"""']
         lines += self._loads(args, used)
@@ -245,14 +245,13 @@ def _sexp(u):
         flat = [share_reciprocals(hoist(e, hset, table)) for e in flat]
         consts = list(table.items())
         # Constants: the hoisted expressions (one CSE over them, from z, x, p).
-        creps, creduced = sp.cse([share_reciprocals(e) for e, _ in consts],
-                                 symbols=sp.numbered_symbols("_u"), optimizations="basic")
+        creps, creduced = cse([share_reciprocals(e) for e, _ in consts], sp.numbered_symbols("_u"))
         # h-dependent part: one CSE over the outputs (in h and the constant symbols).
-        reps, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_t"), optimizations="basic")
-        used_var = set().union(*[e.free_symbols for e in flat]) if flat else set()
+        reps, reduced = cse(flat, sp.numbered_symbols("_t"))
+        used_var = free_symbols(flat)
         const_args_used = [s for _, syms in const_args for s in syms if s in used_var]
         stored = const_args_used + [k for _, k in consts if k in used_var]
-        used_c = set().union(*[e.free_symbols for e, _ in consts]) if consts else set()
+        used_c = free_symbols([e for e, _ in consts])
         lc = [f"def {const_name}({', '.join(a for a, _ in const_args)}, _c):", f'    """{doc_const}"""']
         lc += self._loads(const_args, used_c | set(const_args_used))
         lc += [f"    {s.name} = {self._p(e)}" for s, e in creps]

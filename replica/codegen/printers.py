@@ -14,6 +14,8 @@ import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
+from .dag import own_free_symbols, replace
+
 
 class ArrayPrinter(NumPyPrinter):
     """numpy printer writing ``np.`` instead of ``numpy.`` for readability."""
@@ -72,7 +74,7 @@ def share_exponentials(expr: sp.Expr) -> sp.Expr:
             return _E(rest) ** int(k)
         return _E(e.args[0])
 
-    return expr.replace(lambda e: isinstance(e, sp.exp), repl)
+    return replace(expr, lambda e: isinstance(e, sp.exp), repl)
 
 
 _R = sp.Function("_R")  # reciprocal in per-node code (printed as 1.0/(...))
@@ -87,7 +89,7 @@ def share_reciprocals(expr: sp.Expr) -> sp.Expr:
     def repl(e):
         return _R(e.base) ** int(-e.exp)
 
-    return expr.replace(lambda e: isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp < 0, repl)
+    return replace(expr, lambda e: isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp < 0, repl)
 
 
 def hoist(expr: sp.Expr, variables: set, table: dict) -> sp.Expr:
@@ -96,20 +98,40 @@ def hoist(expr: sp.Expr, variables: set, table: dict) -> sp.Expr:
     ``table`` maps each hoisted subexpression to its symbol. The terms of a sum or
     product that do not involve ``variables`` are grouped first, so that e.g. the target
     ``T(h*)`` inside ``(T(h*) - S(h))^2`` is computed once per node, not at every step.
+    Each distinct subexpression is visited once (a repeated one gets the same result).
     """
-    if expr.is_Atom:
-        return expr
-    if not (expr.free_symbols & variables):
-        if expr not in table:
-            table[expr] = sp.Symbol(f"_k{len(table)}")
-        return table[expr]
-    if expr.is_Add or expr.is_Mul:
-        const = [a for a in expr.args if not (a.free_symbols & variables)]
-        var = [hoist(a, variables, table) for a in expr.args if a.free_symbols & variables]
-        if len(const) > 1 or (const and not const[0].is_Atom):
-            const = [hoist(expr.func(*const), variables, table)]
-        return expr.func(*const, *var, evaluate=False)
-    return expr.func(*[hoist(a, variables, table) for a in expr.args])
+    involves: dict = {}  # subexpression -> whether it involves ``variables``
+    done: dict = {}
+
+    def inv(e) -> bool:
+        hit = involves.get(e)
+        if hit is None:
+            own = e.is_Atom or not e.args or own_free_symbols(type(e))
+            hit = involves[e] = bool(e.free_symbols & variables) if own else any(inv(a) for a in e.args)
+        return hit
+
+    def do(e):
+        if e.is_Atom:
+            return e
+        hit = done.get(e)
+        if hit is not None:
+            return hit
+        if not inv(e):
+            if e not in table:
+                table[e] = sp.Symbol(f"_k{len(table)}")
+            rv = table[e]
+        elif e.is_Add or e.is_Mul:
+            const = [a for a in e.args if not inv(a)]
+            var = [do(a) for a in e.args if inv(a)]
+            if len(const) > 1 or (const and not const[0].is_Atom):
+                const = [do(e.func(*const))]
+            rv = e.func(*const, *var, evaluate=False)
+        else:
+            rv = e.func(*[do(a) for a in e.args])
+        done[e] = rv
+        return rv
+
+    return do(expr)
 
 
 class ScalarPrinter(PythonCodePrinter):
