@@ -413,9 +413,6 @@ def node_start_minima(nodes, starts, x, p, tol, max_iter, h_out, F_out, ok_out):
                 F = solF[match]
                 for i in range(D):
                     h[i] = sols[match, i]
-            elif ok:
-                F, ok = node_off_saddle(h, c, F, tol, max_iter, g, H, d, trial, g2, H2, work, sols, solok, u, hk,
-                                        hb)
             ok = ok and math.isfinite(F)
             solok[s] = ok
             solF[s] = F
