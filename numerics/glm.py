@@ -279,7 +279,7 @@ def run_seed(model: str, alpha: float, d: int, params: dict[str, float], seed: i
                            "converged": bool(fit.grad_norm <= KKT_TOL), "solver": fit.solver}
     # fresh test samples: their fields (h, h*) drawn from their exact law given w (jointly Gaussian)
     rng = inst.rng["test"]
-    H, HS = pb.test_fields(pb.overlaps(inst, fit.W), n_test, rng)
+    H, HS, _ = pb.test_fields(pb.overlaps(inst, fit.W), n_test, rng)
     ht = H[:, 0, 0]
     teach = pb._teacher_args(HS, rng)
     noise = [rng.standard_normal(n_test) for _ in pb.noise_syms]

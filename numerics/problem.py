@@ -7,7 +7,10 @@ written into the loss, the student fields, the per-sample loss, the penalty and 
 At dimension ``d`` and sample complexity ``alpha`` one *instance* (:meth:`Problem.instance`) is
 
 * coordinates ``i = 1..d`` split between the atoms in proportion to their weights; token ``l``
-  is ``x_l ~ N(0, diag(gamma_l))``, its encoding ``p_l`` has entries ``pi_l / sqrt(d)``;
+  is ``x_l ~ N(0, diag(gamma_l))``, its encoding ``p_l`` has entries ``pi_l / sqrt(d)``; with token
+  clusters every sample first draws its label configuration from the declared label law, and token
+  ``l`` in cluster ``c`` takes the eigenvalues and projections (encoding plus cluster mean) of its
+  slot ``(l, c)``; the label indicators ``e_{lc}`` enter the loss as the declaration writes them;
 * a teacher ``Q* in R^{d x r_t}`` with orthogonal columns of norm ``sqrt(d)`` (``tau ~ N(0, I)``
   with its empirical covariance made exact), teacher fields ``h*_l = Q*^T x_l / sqrt(d)``; labels
   drawn from the channel's law (``Channel.sample``) where the model has one, standard Gaussian
@@ -33,7 +36,8 @@ is constrained orthogonal to the encodings where ``m`` is pinned and to ``Sigma_
 is not the global minimum (``constrain=False``: the branch sets the start only).
 
 :meth:`Problem.measure` reports the order parameters ``q_l = W^T Sigma_l W / d``,
-``m_l = W^T p_l / sqrt(d)``, ``theta_l = W^T Sigma_l Q* / d`` under the generated module's names,
+``m_l = W^T p_l / sqrt(d)``, ``theta_l = W^T Sigma_l Q* / d`` (per slot with clusters) under the
+generated module's names,
 the training loss ``R(W)/d``, and every declared observable: test-point observables on ``n_test``
 fresh test samples (their fields drawn from their exact law given ``W``: jointly Gaussian with
 means ``m_l`` and covariances ``q_l, theta_l, rho_l``), state observables at the measured order
@@ -143,8 +147,14 @@ class Instance:
     Qstar: np.ndarray   # (d, r_t)
     X: np.ndarray       # (n, L, d) training tokens
     teacher: list[np.ndarray]   # the loss's teacher arguments, (n,) each: the label, or the h* entries
-    noise: list[np.ndarray]     # one (n,) column per noise symbol
+    noise: list[np.ndarray]     # one (n,) column per noise symbol, then the label indicators
     rng: dict[str, np.random.Generator] = field(repr=False)
+    slot: np.ndarray | None = field(default=None, repr=False)   # (n, L): the slot of every token
+
+    @property
+    def inputs(self) -> np.ndarray:
+        """What the student sees, ``x + p`` (with the cluster means), (n, L, d)."""
+        return self.X + self.P[self.slot]
 
 
 @dataclass
@@ -175,20 +185,26 @@ class Problem:
         self.values = values
         self.subs = {s: values[s.name] for s in model.defaults}
         data = model.data
-        if data.has_clusters:
-            raise ParameterError("model", f"{model.name}: token clusters (Gaussian-mixture tokens) are not simulated "
-                                          "by the generic problem; numerics.clusters simulates attention_clusters")
         self.L, self.r, self.r_t = model.L, model.r, model.r_t
         num = lambda e: float(sp.sympify(e).subs(self.subs))  # noqa: E731
         self.atom_weights = np.array([num(a.weight) for a in data.atoms])
-        self.atom_gamma = np.array([[num(g) for g in a.gamma] for a in data.atoms])   # (atoms, L)
-        self.atom_pi = np.array([[num(p) for p in a.pi] for a in data.atoms])         # (atoms, L)
+        self.atom_gamma = np.array([[num(g) for g in a.gamma] for a in data.atoms])   # (atoms, slots)
+        self.atom_pi = np.array([[num(p) for p in a.pi] for a in data.atoms])         # (atoms, slots)
+        # slots: (token, cluster) pairs (the tokens themselves without clusters); the label law
+        self.slots = list(data.slots)
+        self.slot_labels = tuple(data.slot_labels)
+        confs = data.configurations()
+        self.configs = np.array([[data.slots.index((l, c)) for l, c in enumerate(cfg)] for cfg, _, _ in confs])
+        self.config_probs = np.array([num(pr) for _, pr, _ in confs])
+        self.config_probs /= self.config_probs.sum()
+        self.label_syms = list(data.label_symbols)
+        self._label_slot = [s for s in range(len(self.slots)) if data._indicator(s) != 1]
         self.h_syms = list(model.h)            # row-major: h[l, j] at l * r + j
         self.hs_syms = list(model.hstar)
         self.channel = model.channel
         self.teacher_syms = [self.channel.label] if self.channel is not None else self.hs_syms
         self.noise_syms = list(model.noise)
-        self.args = self.h_syms + self.teacher_syms + self.noise_syms
+        self.args = self.h_syms + self.teacher_syms + self.noise_syms + self.label_syms
         self.loss_expr = _stable(sp.sympify(model.loss).subs(self.subs))
         self._loss_np = sp.lambdify(self.args, self.loss_expr, [NUMPY_FUNCTIONS, "numpy", "scipy"])
         self._loss_torch: Callable | None = None
@@ -230,7 +246,7 @@ class Problem:
 
     def _glm_kind(self) -> dict[str, Any] | None:
         """The exact solver that fits this declaration, if any (module docstring)."""
-        if self.L != 1 or self.r != 1 or self.has_encodings:
+        if self.L != 1 or self.r != 1 or self.has_encodings or self.label_syms:
             return None
         pen = self._penalty_kind()
         if pen is None:
@@ -263,6 +279,7 @@ class Problem:
         else:
             T = [1.1 * rng.standard_normal(k) for _ in self.teacher_syms]
         Z = [rng.standard_normal(k) for _ in self.noise_syms]
+        Z += self.label_columns(self.configs[rng.choice(len(self.configs), k, p=self.config_probs)])
 
         def loss(Hm, Tm):
             return _broadcast(self._loss_np(*[Hm[:, l, j] for l in range(self.L) for j in range(self.r)], *Tm, *Z), k)
@@ -292,9 +309,14 @@ class Problem:
         return groups, tflips
 
     # ------------------------------------------------------------------ data
+    def label_columns(self, slot: np.ndarray) -> list[np.ndarray]:
+        """The one-hot label indicators ``e_{lc}`` (the model's ``label_symbols``) of samples whose tokens
+        sit in the slots ``slot`` (n, L)."""
+        return [(slot[:, self.slots[s][0]] == s).astype(float) for s in self._label_slot]
+
     def coordinates(self, d: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(gamma, P)``, each ``(L, d)``: the atoms' eigenvalues and encodings spread over the ``d``
-        coordinates in proportion to the atoms' weights (largest remainders)."""
+        """``(gamma, P)``, each ``(slots, d)``: the atoms' eigenvalues and encodings (plus cluster means)
+        spread over the ``d`` coordinates in proportion to the atoms' weights (largest remainders)."""
         w = self.atom_weights / self.atom_weights.sum()
         raw = w * d
         counts = np.floor(raw).astype(int)
@@ -311,11 +333,14 @@ class Problem:
         G = rng["teacher"].standard_normal((d, self.r_t))
         Qs, _ = np.linalg.qr(G)
         Qstar = Qs * math.sqrt(d)
-        X = rng["train"].standard_normal((n, self.L, d)) * np.sqrt(gamma)[None]
+        slot = self.configs[rng["train"].choice(len(self.configs), n, p=self.config_probs)] if self.label_syms \
+            else np.broadcast_to(np.arange(self.L), (n, self.L))
+        X = rng["train"].standard_normal((n, self.L, d)) * np.sqrt(gamma)[slot]
         HS = np.einsum("nld,dt->nlt", X, Qstar) / math.sqrt(d)
         teacher = self._teacher_args(HS, rng["train"])
-        noise = [rng["train"].standard_normal(n) for _ in self.noise_syms]
-        return Instance(d=d, n=n, gamma=gamma, P=P, Qstar=Qstar, X=X, teacher=teacher, noise=noise, rng=rng)
+        noise = [rng["train"].standard_normal(n) for _ in self.noise_syms] + self.label_columns(slot)
+        return Instance(d=d, n=n, gamma=gamma, P=P, Qstar=Qstar, X=X, teacher=teacher, noise=noise, rng=rng,
+                        slot=np.ascontiguousarray(slot))
 
     def _teacher_args(self, HS: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
         """The loss's teacher arguments at teacher fields ``HS`` (n, L, r_t): the channel's label drawn
@@ -348,7 +373,7 @@ class Problem:
         if "m" in pinned:
             vecs += [p for p in inst.P if np.any(p != 0)]
         if "theta" in pinned:
-            vecs += [inst.gamma[l] * inst.Qstar[:, t] for l in range(self.L) for t in range(self.r_t)]
+            vecs += [g * inst.Qstar[:, t] for g in inst.gamma for t in range(self.r_t)]
         if not vecs:
             return None
         U, S, _ = np.linalg.svd(np.stack(vecs, axis=1), full_matrices=False)   # rank-revealing
@@ -376,7 +401,7 @@ class Problem:
     # ------------------------------------------------------------------ risk
     def train_loss(self, inst: Instance, W: np.ndarray) -> float:
         """``R(W) / d``: the declared loss summed over the training set plus the penalty summed over rows."""
-        H = np.einsum("nld,dr->nlr", inst.X + inst.P[None], W) / math.sqrt(inst.d)
+        H = np.einsum("nld,dr->nlr", inst.inputs, W) / math.sqrt(inst.d)
         data = _broadcast(self._loss_np(*self._h_columns(H), *inst.teacher, *inst.noise), inst.n).sum()
         pen = _broadcast(self._penalty_np(*[W[:, j] for j in range(self.r)]), inst.d).sum()
         return float((data + pen) / inst.d)
@@ -441,7 +466,7 @@ class Problem:
         t0 = time.perf_counter()
         dev, dt = torch.device(device), torch.float64
         sd = math.sqrt(inst.d)
-        Xp = torch.as_tensor(inst.X + inst.P[None], dtype=dt, device=dev)
+        Xp = torch.as_tensor(inst.inputs, dtype=dt, device=dev)
         teach = [torch.as_tensor(np.ascontiguousarray(c), dtype=dt, device=dev) for c in inst.teacher]
         noise = [torch.as_tensor(c, dtype=dt, device=dev) for c in inst.noise]
         B = torch.as_tensor(basis, dtype=dt, device=dev) if basis is not None else None
@@ -591,25 +616,30 @@ class Problem:
             fam, token, i, j, _, _ = self.module.LAYOUT[name]
             if fam == "V":
                 continue
-            t = 0 if token is None else int(token) - 1
+            t = 0 if token is None else (self.slot_labels.index(token) if isinstance(token, str) else int(token) - 1)
             out[name] = float(ov[fam][t][i] if fam == "m" else ov[fam][t][i, j])
         return out
 
     def test_fields(self, ov: Mapping[str, np.ndarray], n_test: int, rng: np.random.Generator) -> tuple:
-        """``n_test`` fresh test samples' student and teacher fields (n, L, r), (n, L, r_t), drawn from
-        their exact law given ``W``: per token jointly Gaussian, means ``(m_l, 0)``, covariance
-        ``[[q_l, theta_l], [theta_l^T, rho_l]]``; tokens independent."""
+        """``n_test`` fresh test samples' student and teacher fields (n, L, r), (n, L, r_t) and their
+        tokens' slots (n, L), drawn from their exact law given ``W``: the label configuration from the
+        label law, then per token jointly Gaussian with means ``(m_s, 0)`` and covariance
+        ``[[q_s, theta_s], [theta_s^T, rho_s]]`` of its slot ``s``; tokens independent given the labels."""
         r, rt = self.r, self.r_t
+        slot = self.configs[rng.choice(len(self.configs), n_test, p=self.config_probs)] if self.label_syms \
+            else np.broadcast_to(np.arange(self.L), (n_test, self.L))
         H = np.empty((n_test, self.L, r))
         HS = np.empty((n_test, self.L, rt))
         for l in range(self.L):
-            C = np.block([[ov["q"][l], ov["theta"][l]], [ov["theta"][l].T, ov["rho"][l]]])
-            e, V = np.linalg.eigh(C)
-            F = V * np.sqrt(np.clip(e, 0.0, None))
-            Z = rng.standard_normal((n_test, r + rt)) @ F.T
-            H[:, l] = Z[:, :r] + ov["m"][l][None, :]
-            HS[:, l] = Z[:, r:]
-        return H, HS
+            for s in np.unique(slot[:, l]):
+                rows = slot[:, l] == s
+                C = np.block([[ov["q"][s], ov["theta"][s]], [ov["theta"][s].T, ov["rho"][s]]])
+                e, V = np.linalg.eigh(C)
+                F = V * np.sqrt(np.clip(e, 0.0, None))
+                Z = rng.standard_normal((int(rows.sum()), r + rt)) @ F.T
+                H[rows, l] = Z[:, :r] + ov["m"][s][None, :]
+                HS[rows, l] = Z[:, r:]
+        return H, HS, slot
 
     def measure(self, inst: Instance, fit: Fit, n_test: int = 100_000) -> dict[str, Any]:
         """Order parameters, the training loss and every observable at ``fit.W`` (module docstring)."""
@@ -619,9 +649,9 @@ class Problem:
         for reported, name in self.order_names():
             out[reported] = orders[name]
         rng = inst.rng["test"]
-        H, HS = self.test_fields(ov, n_test, rng)
+        H, HS, slot = self.test_fields(ov, n_test, rng)
         teacher = self._teacher_args(HS, rng)
-        noise = [rng.standard_normal(n_test) for _ in self.noise_syms]
+        noise = [rng.standard_normal(n_test) for _ in self.noise_syms] + self.label_columns(slot)
         hcols = self._h_columns(H)
         state = self._state_observables(orders)
         for o in self.observables:
