@@ -199,8 +199,13 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
             notes.append(f"{name}: finite-size drift (slope {q['slope']:+.3g} per unit 1/d, "
                          f"{abs(q['slope']) / q['slope_error']:.1f} standard errors from 0)")
     if th.get("rs_stable") is False:
-        notes.append(f"the theory is replica-symmetry UNSTABLE here (replicon {th['replicon']:.3g} >= 1): its "
-                     "values are not expected to describe the minimiser")
+        why = (f"replicon {th['replicon']:.3g} >= 1" if th.get("replicon") is not None and th["replicon"] >= 1
+               else "the prox switches between minima" if th.get("replicon_switching") else "see replica solve")
+        notes.append(f"the theory is replica-symmetry UNSTABLE here ({why}): its values need not describe the "
+                     "minimiser, whatever the verdicts")
+    if th.get("accuracy_met") is False:
+        notes.append("the theory's error bars are above 1e-3 relative on some numbers (replica solve's notes: "
+                     + "; ".join(n for n in th.get("notes", []) if "NOT met" in n)[:200] + ")")
     if th.get("branch_found") is False:
         notes.append(f"the theory did not find branch {branch}: the solve landed on another branch's solution")
     bad = [r for r in runs if not r["converged"]]
@@ -217,7 +222,7 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
             "device": str(device), "agrees": bool(agrees), "converged": not bad,
             "quantities": quantities,
             "theory": {k: th.get(k) for k in ("converged", "branch_found", "accuracy_met", "replicon", "rs_stable",
-                                              "seconds", "notes") if k in th},
+                                              "replicon_switching", "seconds", "notes") if k in th},
             "solver": sorted({r["solver"].split(":")[0] for r in runs}),
             "runs": [{k: r[k] for k in ("d", "seed", "n", "converged", "grad_norm", "iterations", "seconds", "values")}
                      for r in runs],

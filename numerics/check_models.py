@@ -101,7 +101,7 @@ def markdown_table(results: Sequence[dict[str, Any]]) -> str:
         n_ok = sum(1 for v in qs.values() if v["agrees"])
         zs = [abs(v["z"]) for v in qs.values() if v["z"] is not None]
         rs = {True: "stable", False: "**unstable**", None: "–"}[r["theory"].get("rs_stable")]
-        notes = [n for n in r["notes"] if not n.startswith("not compared")]
+        notes = [n for n in r["notes"] if not n.startswith(("not compared", "the theory's error bars"))]
         bad = [k for k, v in qs.items() if v["agrees"] is False]
         if bad:
             notes.insert(0, "**disagrees**: " + ", ".join(bad))
