@@ -42,6 +42,7 @@ import numpy as np
 
 from .errors import ConvergenceError, InvalidStateError, ParameterError
 from . import rqmc, rule_plan
+from .energetic import EnergeticAverage
 from .solver import BRANCH_NOT_FOUND, FixedPoint, Solver
 
 #: relative accuracy a result is checked against when none is requested
@@ -263,8 +264,10 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
     error where it matters. None where the check does not apply (not a tensor rule, no
     pre-integration for the model) or where no line sees a jump or a repaired miss (the
     integrand is smooth along every line: the refinements are the bar)."""
+    if solver.convention.local and not hasattr(solver.integrator, "correction_replicates"):
+        return local_check(solver, fp, alpha)  # a plain local rule: against randomised QMC
     if solver.convention.local:
-        return local_check(solver, fp, alpha)
+        return None  # a locally corrected rule: its base is jump-aware, its correction's bar is correction_check
     aware = solver.jump_aware(JUMP_CHECK_LEVEL)
     if aware is None:
         return None
@@ -302,7 +305,7 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
 
 
 #: the local convention's check (:func:`local_check`): scrambled Sobol sets of 2^LOCAL_CHECK_LOG2 points each
-LOCAL_CHECK_LOG2 = 13
+LOCAL_CHECK_LOG2 = 12
 LOCAL_CHECK_SCRAMBLINGS = 8
 #: two-sided 99 % quantile of Student's t with LOCAL_CHECK_SCRAMBLINGS - 1 degrees of freedom: the check's
 #: statistical error enters the bars at this many standard errors
@@ -364,8 +367,79 @@ def local_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | Non
         e = np.array([p[k] for p in per], dtype=float)
         errors[k] = (abs(float(e.mean())) + LOCAL_CHECK_T * float(e.std(ddof=1)) / math.sqrt(R)
                      if np.all(np.isfinite(e)) else 0.0)
+    aware = solver.jump_aware(JUMP_AWARE_LEVEL)
     return JumpCheck(errors=errors, shift=float(np.mean(shifts)), lines=R * n, switch_lines=0,
-                     solver=solver, jacobian=J, resolvable=False)
+                     solver=solver if aware is None else aware, jacobian=J, resolvable=aware is not None)
+
+
+class _GivenAverage:
+    """An energetic integrator that returns one given average (a replicate of a local correction)."""
+
+    def __init__(self, avg: EnergeticAverage, dim: int):
+        self.avg, self.dim = avg, dim
+
+    def average(self, module, x, p, warm=None, multistart=True, prox_tol=1e-12) -> EnergeticAverage:
+        return self.avg
+
+    def companion(self) -> "_GivenAverage":
+        return self
+
+    def describe(self) -> str:
+        return "a given energetic average"
+
+
+def correction_check(solver: Solver, fp: FixedPoint, alpha: float) -> dict[str, float] | None:
+    """The statistical error of a locally corrected rule's correction
+    (:class:`replica.integrators.LocallyCorrectedIntegrator`), per number: the fixed point moved,
+    to first order through the Newton Jacobian, by each scrambled set's correction in place of their
+    mean; the bar is ``LOCAL_CHECK_T`` standard errors of the mean over the sets (a 99 % bound).
+    None where the working integrator has no such correction."""
+    integ = solver.integrator
+    if not hasattr(integ, "correction_replicates"):
+        return None
+    x = np.asarray(fp.x, dtype=float)
+    free, mod = solver.free, solver.module
+    at_x = solver.map_and_numbers(x, alpha)
+    if at_x is None:
+        return None
+    J = solver.fixed_point_jacobian(x, alpha, mapped=at_x[0])
+    if J is None:
+        return None
+    base = integ.base.average(mod, x, solver.p, prox_tol=solver.prox_tol)
+    reps = integ.correction_replicates(mod, x, solver.p, prox_tol=solver.prox_tol)
+    vx = values(at_x[1])
+    # the numbers' first-order response to the small replicate shifts of the state: from the local
+    # convention on the default tensor rule (a smooth map; the correction's own spread is the point)
+    cheap = Solver(mod, solver.parameter_dict, None if solver.branch == "free" else solver.branch,
+                   prox=solver.convention, backend=solver.backend, error_estimate=False,
+                   entropic_rule=solver.entropic_rule)
+    at_cx = cheap.numbers_at(x, alpha)
+    if at_cx is None:
+        return None
+    vcx = values(at_cx)
+    per = []
+    for dg, dpsi in reps:
+        avg = EnergeticAverage(base.grad + dg, base.psi_y + dpsi, base.state, 0, 0)
+        one = solver._with_integrator(_GivenAverage(avg, integ.dim))
+        at_r = one.map_and_numbers(x, alpha)
+        if at_r is None:
+            return None
+        y = x.copy()
+        try:
+            y[free] -= np.linalg.solve(J, (at_r[0] - at_x[0])[free])
+        except np.linalg.LinAlgError:
+            return None
+        at_y = cheap.numbers_at(y, alpha)
+        if at_y is None:
+            return None
+        vr, vy = values(at_r[1]), values(at_y)
+        per.append({k: vr.get(k, math.nan) - v + vy.get(k, math.nan) - vcx.get(k, math.nan) for k, v in vx.items()})
+    R = len(per)
+    out = {}
+    for k in vx:
+        e = np.array([p[k] for p in per], dtype=float)
+        out[k] = LOCAL_CHECK_T * float(e.std(ddof=1)) / math.sqrt(R) if np.all(np.isfinite(e)) else math.inf
+    return out
 
 
 def _finish(fp: FixedPoint, errors: dict[str, float], accuracy: float, why: str | None) -> FixedPoint:
@@ -448,17 +522,24 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
         # The tensor rule's error across the jumps of the argmin alone exceeds the accuracy:
         # re-solve on the jump-aware rule (along the check's direction), whose refinements
         # converge, and refine that instead.
-        direction = check.solver.integrator.direction
+        direction = getattr(check.solver.integrator, "direction", None)
         aware = solver.jump_aware(JUMP_AWARE_LEVEL, direction="auto" if direction is None else direction)
         try:
             moved = aware.solve(alpha, x0=fp.x, jacobian=check.jacobian)
         except (ConvergenceError, InvalidStateError) as exc:
             jump_notes.append(f"the jump-aware re-solve failed ({exc}); the bars include the jump check's shift")
         else:
-            jump_notes.append(
-                f"the global minimiser of the bracket jumps on {check.switch_lines} of {check.lines} lines at this "
-                f"state and the tensor rule's fixed point is {check.shift:.1e} (relative) off the jump-aware one: "
-                f"re-solved with the jump-aware pre-integration, whose refinements give the bars")
+            if solver.convention.local:
+                jump_notes.append(
+                    f"under the local prox convention the randomised check ({check.lines} scrambled Sobol points) put "
+                    f"the tensor rule's fixed point {check.shift:.1e} (relative) off: re-solved as the jump-aware "
+                    "pre-integration's global average plus the local correction on randomised points, whose "
+                    "refinements and spread give the bars")
+            else:
+                jump_notes.append(
+                    f"the global minimiser of the bracket jumps on {check.switch_lines} of {check.lines} lines at "
+                    f"this state and the tensor rule's fixed point is {check.shift:.1e} (relative) off the jump-aware "
+                    f"one: re-solved with the jump-aware pre-integration, whose refinements give the bars")
             moved.notes = [n for n in fp.notes if n not in moved.notes] + moved.notes
             solver, fp, check, ladder = aware, moved, None, None
             held.clear()
@@ -478,6 +559,10 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
             best.notes.append(f"under the local prox convention the randomised check ({check.lines} scrambled Sobol "
                               f"points) puts the working rule {check.shift:.1e} (relative) off: its estimate and "
                               "statistical error are in the bars; a finer rule (--quadrature gh:N) lowers the first")
+    corr = correction_check(solver, best, alpha)
+    if corr is not None:
+        # the local correction's statistical error (its points are the same at every level)
+        errors = _add(errors, corr)
     best.notes.extend(jump_notes)
     if erratic:
         best.notes.append("the rules are not in their asymptotic regime on " + ", ".join(erratic[:6])

@@ -35,11 +35,11 @@ from . import validation
 from .convergence import explained_failures, is_converged, runaway
 from .errors import ConvergenceError, InvalidStateError, ParameterError
 from .integrators import (TENSOR_ENTROPIC_ORDERS, AlignedEntropicRule, EnergeticAverage, EnergeticIntegrator,
-                          QuadratureIntegrator, fold_nodes, preintegration_refusal)
+                          LocallyCorrectedIntegrator, QuadratureIntegrator, fold_nodes, preintegration_refusal)
 from .kinks import EntropicKinkRule, KinkIntegrator
 from .labels import labelled
 from .parameters import parameter_vector
-from .preintegration import make_integrator
+from .preintegration import PreintegrationIntegrator, make_integrator
 from .prox import ProxConvention, prox, prox_convention
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
 
@@ -202,6 +202,12 @@ class _MapResult:
     n_saddle: int = 0
 
 
+def _correctable(module: ModuleType) -> bool:
+    """Whether the local convention's default rule can be a locally corrected one (plain Gaussian
+    nodes: no token-cluster labels, no teacher channel's label law)."""
+    return not getattr(module, "DISCRETE", ()) and not getattr(module, "WEIGHTED", False)
+
+
 class Solver:
     """Solve the saddle-point equations of one generated module.
 
@@ -287,7 +293,7 @@ class Solver:
                            if isinstance(rule, QuadratureRule) else rule)
         if hasattr(self.integrator, "with_convention"):
             self.integrator = self.integrator.with_convention(self.convention)
-        elif self.convention.local:
+        elif self.convention.local and isinstance(self.integrator, (PreintegrationIntegrator, KinkIntegrator)):
             raise ParameterError("prox", f"the local convention runs on quadrature rules, not on "
                                          f"{self.integrator.describe()}; give a rule such as gh:14")
         self.test_rule = labelled(test_rule or _cached_rule("test", dim), module, self.p)
@@ -395,7 +401,13 @@ class Solver:
         kw.update(error_estimate=False, verbose=False)
         kw.update(overrides)
         try:
-            integ = self.integrator.companion()
+            integ = self.integrator
+            if isinstance(integ, LocallyCorrectedIntegrator):
+                # cold starts only have to find the basins: the local convention on the base's rule
+                # (plain, no correction), coarsened as a tensor rule is below
+                integ = integ.base.with_convention(self.convention) if hasattr(integ.base, "with_convention") \
+                    else integ
+            integ = integ.companion()
             if isinstance(integ, QuadratureIntegrator) and integ.rule.kind == "gauss-hermite":
                 coarser = integ.companion()
                 if coarser.rule.order >= SCOUT_MIN_ORDER:
@@ -425,10 +437,20 @@ class Solver:
         rules unchanged; None where the working integrator is not a tensor rule (it already is
         jump-aware, or is the kink-aware rule) or the model has no pre-integration
         (:func:`replica.integrators.preintegration_refusal`)."""
-        if not isinstance(self.integrator, QuadratureIntegrator) or preintegration_refusal(self.module) is not None:
-            return None
+        integ = self.integrator
         if self.convention.local:
-            return None  # pre-integration locates the global minimiser's jumps (the local check: replica.accuracy)
+            # pre-integration follows the global minimiser: under the local convention it is the
+            # base of a locally corrected rule, the global average plus the local correction on
+            # randomised points (replica.integrators.LocallyCorrectedIntegrator)
+            if isinstance(integ, LocallyCorrectedIntegrator):
+                integ = integ.base
+            if (not isinstance(integ, QuadratureIntegrator) or preintegration_refusal(self.module) is not None
+                    or not _correctable(self.module)):
+                return None
+            aware = make_integrator(self.module, level, direction=direction, backend=self.backend)
+            return self._with_integrator(LocallyCorrectedIntegrator.around(aware, self.convention, self.backend))
+        if not isinstance(integ, QuadratureIntegrator) or preintegration_refusal(self.module) is not None:
+            return None
         return self._with_integrator(make_integrator(self.module, level, direction=direction, backend=self.backend))
 
     @property
