@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["AGREE_Z", "theory", "extrapolate", "verdict", "quantity_names", "run_check", "format_table", "plot",
+__all__ = ["AGREE_Z", "theory", "check_theory_result", "extrapolate", "verdict", "quantity_names", "run_check", "format_table", "plot",
            "REASONS"]
 
 #: a quantity agrees when |z| is at most this many combined standard errors
@@ -60,6 +60,28 @@ def theory(module, parameters: Mapping[str, float], alpha: float, branch: str | 
     if replicon:
         out.update(replicon_summary(module, fp))
     return out
+
+
+def check_theory_result(th: Mapping[str, Any], model: str, alpha: float, branch: str | None,
+                        params: Mapping[str, float]) -> None:
+    """Refuse (:class:`replica.errors.ParameterError` naming ``theory``) a ``replica solve --json`` result
+    that is not of this point: another alpha, branch or parameter value, or not converged."""
+    from replica.errors import ParameterError
+
+    if not isinstance(th, Mapping) or "order_parameters" not in th or "alpha" not in th:
+        raise ParameterError("theory", "not a replica solve --json result (no alpha / order_parameters)")
+    if not th.get("converged"):
+        raise ParameterError("theory", "the given result is not converged")
+    if not math.isclose(float(th["alpha"]), float(alpha), rel_tol=1e-12, abs_tol=1e-15):
+        raise ParameterError("theory", f"the given result is at alpha = {th['alpha']:g}, the check at {alpha:g}")
+    if (th.get("branch") or "free") != (branch or "free"):
+        raise ParameterError("theory", f"the given result is on branch {th.get('branch')}, the check on "
+                                       f"{branch or 'free'}")
+    given = th.get("parameters") or {}
+    for k, v in params.items():
+        if k not in given or not math.isclose(float(given[k]), float(v), rel_tol=1e-12, abs_tol=1e-15):
+            raise ParameterError("theory", f"the given result has {k} = {given.get(k)}, the check {v:g} "
+                                           f"(model {model})")
 
 
 def extrapolate(ds: Sequence[int], means: Sequence[float], ses: Sequence[float]) -> dict[str, float | None]:
@@ -142,12 +164,14 @@ def _theory_value(th: Mapping[str, Any], name: str, order_name: str | None) -> t
 def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | None = None, branch: str | None = None,
               ds: Sequence[int] = (200, 400, 800), seeds: int = 4, seed0: int = 0, n_test: int = 100_000,
               tol: float | None = None, max_iter: int = 20000, device: str = "cpu", constrain: bool = True,
-              replicon: bool = True, threads: int = 1, progress: Callable[[str], None] | None = None
-              ) -> dict[str, Any]:
+              replicon: bool = True, threads: int = 1, theory_result: Mapping[str, Any] | None = None,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Theory against simulation for ``model`` (a declared name or a path to a ``.py`` file) at
     ``alpha``: the ``replica check`` result (module docstring; keys listed in docs/check.md).
     ``threads``: BLAS and torch threads of the simulation (default 1: its linear algebra is small,
-    and on a shared machine more threads spin-wait; 800 x 800 Cholesky solves ran 10x slower on 2)."""
+    and on a shared machine more threads spin-wait; 800 x 800 Cholesky solves ran 10x slower on 2).
+    ``theory_result``: a ``replica solve --json`` result of this very point to use instead of solving
+    (:func:`check_theory_result` checks that it is)."""
     from replica.registry import load_model, load_module
 
     from .problem import DEFAULT_TOL, Problem
@@ -170,8 +194,13 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
     for package, what in problem.requirements(branch):   # before any work: one line if missing
         require(package, what)
     params = {k: problem.values[k] for k in module.PARAMETERS}
-    say(f"theory: {module.MODEL} alpha={alpha:g} branch={branch or 'free'} (replica solve)")
-    th = theory(module, params, alpha, branch, replicon=replicon)
+    if theory_result is not None:
+        check_theory_result(theory_result, module.MODEL, alpha, branch, params)
+        th = dict(theory_result)
+        say("theory: from the given replica solve result")
+    else:
+        say(f"theory: {module.MODEL} alpha={alpha:g} branch={branch or 'free'} (replica solve)")
+        th = theory(module, params, alpha, branch, replicon=replicon)
     say(f"theory: converged, {th.get('seconds', 0.0):.1f} s"
         + (f"; replicon {th['replicon']:.3g} (RS {'stable' if th['rs_stable'] else 'UNSTABLE'})"
            if th.get("replicon") is not None else ""))

@@ -280,3 +280,24 @@ def test_gamp_runs_a_model_file_without_torch(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads(res.stdout)
     assert out["model"] == "logcosh" and out["converged"] is True and out["grad_norm"] < 1e-6
+
+
+def test_a_given_theory_is_used_when_it_is_of_this_point(tmp_path, capsys):
+    """``--theory SOLVE.json`` (a replica solve result) replaces the solve; one of another point is refused."""
+    from numerics.check import theory
+    from replica import jsonio
+    from replica.cli import main
+    from replica.registry import load_module
+
+    th = theory(load_module("ridge"), {"lam": 0.1, "Delta": 0.25}, 2.0, None, replicon=False)
+    path = tmp_path / "ridge.json"
+    jsonio.write(path, th)
+    args = ["check", "ridge", "--d", "50,100", "--seeds", "3", "--n-test", "2000", "--theory", str(path), "--json",
+            "--quiet"]
+    assert main([*args, "--alpha", "2"]) in (0, 1)
+    out = json.loads(capsys.readouterr().out)
+    assert out["quantities"]["q"]["theory"] == th["q"] and out["quantities"]["eps_g"]["theory"] == th["eps_g"]
+    assert main([*args, "--alpha", "2.5"]) == 2
+    assert capsys.readouterr().err.startswith("replica check: error: theory: the given result is at alpha = 2")
+    assert main([*args, "--alpha", "2", "--param", "lam=0.2"]) == 2
+    assert "theory: the given result has lam = 0.1" in capsys.readouterr().err

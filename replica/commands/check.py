@@ -62,6 +62,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="the branch sets the initial weights only; the minimiser may leave it")
     g.add_argument("--no-replicon", dest="replicon", action="store_false",
                    help="skip the theory's replicon (RS stability)")
+    g.add_argument("--theory", default=None, metavar="SOLVE.json",
+                   help="use this `replica solve MODEL --alpha A [--branch B] --json` output of the same point "
+                        "instead of solving (for models whose solve takes minutes)")
     p.add_argument("--json", action="store_true", help="print one JSON object (strict: null + <key>_reason)")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="also draw value against 1/d for every quantity")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -126,6 +129,15 @@ def run(args: argparse.Namespace) -> int:
 
         check_output_file(args.plot, "plot")
     device = check_device(args.device)
+    theory_result = None
+    if args.theory is not None:
+        import json
+
+        try:
+            with open(args.theory, encoding="utf-8") as fh:
+                theory_result = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise ParameterError("theory", f"cannot read {args.theory}: {exc}") from None
     module = load_module(args.model)
     params = parameters_from_args(module, args)
     if args.branch not in (None, "free") and args.branch not in getattr(module, "BRANCHES", {}):
@@ -140,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     res = check.run_check(args.model, alpha, parameters=params, branch=args.branch, ds=ds, seeds=seeds,
                           seed0=args.seed0, n_test=n_test, tol=tol, max_iter=args.max_iter, device=device,
                           constrain=not args.unconstrained, replicon=args.replicon, threads=threads,
+                          theory_result=theory_result,
                           progress=progress)
     if args.plot is not None:
         check.plot(res, args.plot)
