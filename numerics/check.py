@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["AGREE_Z", "theory", "check_theory_result", "extrapolate", "verdict", "quantity_names", "run_check", "format_table", "plot",
-           "REASONS"]
+__all__ = ["AGREE_Z", "theory", "check_theory_result", "extrapolate", "verdict", "quantity_names", "run_check",
+           "format_table", "plot", "limited_threads", "REASONS"]
 
 #: a quantity agrees when |z| is at most this many combined standard errors
 AGREE_Z = 3.0

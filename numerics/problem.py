@@ -171,11 +171,14 @@ class Fit:
 
 
 class Problem:
-    """The declared model ``model`` at finite size (module docstring); ``module`` is its generated
-    module (names of the order parameters, state observables), ``parameters`` overrides defaults
-    by name."""
+    """The declared model ``model`` (a :class:`replica.model.Model`) at finite size (module docstring).
 
-    def __init__(self, model, module: ModuleType, parameters: Mapping[str, float] | None = None):
+    ``module`` is its generated module, which :meth:`measure` needs (the order parameters' names, the
+    state observables); ``None`` suffices to draw instances, fit them and evaluate the risk.
+    ``parameters`` overrides the declared defaults by name.
+    """
+
+    def __init__(self, model, module: ModuleType | None, parameters: Mapping[str, float] | None = None):
         self.model, self.module = model, module
         values = {s.name: float(v) for s, v in model.defaults.items()}
         for k, v in dict(parameters or {}).items():
