@@ -1087,7 +1087,7 @@ class Solver:
             ent = self._entropic(xh_rep)[2]
         for name, v in zip(getattr(mod, "ENTROPIC_OBSERVABLES", ()), () if ent is None else ent):
             values[name], errors[name] = float(v), float("nan")
-        return FixedPoint(
+        fp = FixedPoint(
             model=mod.MODEL, branch=self.branch, alpha=float(alpha), parameters=self.parameter_dict,
             order=dict(zip(self.names, x_rep.tolist())), conjugates=dict(zip(self.conj_names, xh_rep.tolist())),
             phi=phi, psi_t=psi_t, psi_w=psi_w, psi_y=res.psi_y, eps_g=values["eps_g"],
@@ -1096,6 +1096,11 @@ class Solver:
             prox_disagree=res.n_disagree, prox_failed=res.n_failed, prox=self.convention.kind,
             prox_saddle=res.n_saddle, observables=values, observable_errors=errors,
             admissible=self._admissible(x) and bool(np.all(np.isfinite(xhat))))
+        if res.n_saddle:
+            fp.notes.append(f"the descent from the local convention's start stopped on a saddle at {res.n_saddle} "
+                            "nodes (the start lies on a boundary between basins there): each counts half for the "
+                            "minimum on either side, never the saddle itself")
+        return fp
 
     def _fix_signs(self, x: np.ndarray, xhat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Flip ``m`` / ``theta`` (and conjugates) to the sign convention ``m, theta >= 0``."""

@@ -201,3 +201,39 @@ def test_fixed_point_and_its_error_bars_against_the_oracle(toy, exact, conventio
         assert bar < 1e-3 * value  # and the bar says something
     other = exact["global" if convention == "local" else "local"]
     assert abs(other[0] - q) > 3 * fp.errors["q_1"]
+
+
+# --------------------------------------------------------------------------- command line
+def _cli(*args, timeout=600):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, "-m", "replica", *args], cwd=root, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("args, name", [(["--prox", "nearest"], "prox"),
+                                        (["--prox-start", "0.5"], "prox-start"),
+                                        (["--prox", "local", "--prox-start", "a,b"], "prox-start"),
+                                        (["--prox", "local", "--quadrature", "preint"], "quadrature")])
+def test_bad_convention_flags_are_one_line_errors(args, name):
+    res = _cli("solve", "ridge", "--alpha", "1", *args, "--json")
+    assert res.returncode == 2 and res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"error: {name}:" in lines[0]
+
+
+def test_a_convex_model_has_one_minimiser_under_both_conventions():
+    import json
+
+    out = {}
+    for prox in ("global", "local"):
+        res = _cli("solve", "ridge", "--alpha", "1.5", "--prox", prox, "--json", "--no-replicon")
+        assert res.returncode == 0, res.stderr
+        out[prox] = json.loads(res.stdout)
+        assert out[prox]["prox"] == prox and out[prox]["prox_saddle"] == 0
+    for k in ("q", "V", "theta", "eps_g", "phi"):
+        g, loc = out["global"], out["local"]
+        assert abs(g[k] - loc[k]) <= g["errors"][k] + loc["errors"][k]

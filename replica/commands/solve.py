@@ -74,7 +74,7 @@ def result_dict(module, fp) -> dict:
                conjugate_parameters=fp.conjugates, seconds=fp.seconds, notes=fp.notes)
     if fp.errors:
         out.update(errors=error_dict(module, fp), accuracy=fp.accuracy, accuracy_met=fp.accuracy_met)
-    out.update(branch_found=fp.branch_found, rules=fp.rules, prox=fp.prox)
+    out.update(branch_found=fp.branch_found, rules=fp.rules, prox=fp.prox, prox_saddle=fp.prox_saddle)
     return out
 
 
