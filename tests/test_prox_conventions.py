@@ -237,3 +237,24 @@ def test_a_convex_model_has_one_minimiser_under_both_conventions():
     for k in ("q", "V", "theta", "eps_g", "phi"):
         g, loc = out["global"], out["local"]
         assert abs(g[k] - loc[k]) <= g["errors"][k] + loc["errors"][k]
+
+
+def test_compiled_local_descent_matches_the_numpy_one(attention):
+    """The compiled kernel (replica.kernels.node_local_average) and the numpy path
+    (replica.prox.local_prox) run the same descent: same minimisers, same sums."""
+    from replica.compiled import numba_available
+    from replica.energetic import local_average_on_nodes
+
+    if not numba_available():
+        pytest.skip("numba is not importable (or REPLICA_BACKEND=numpy): no compiled kernel to compare")
+    x = np.array([0.0566, 26.4, 0.0, 0.0593])           # the semantic state at alpha = 0.8
+    p = np.array([0.3, 0.5, 0.01, 0.6, 0.4, 0.4, 0.6])
+    z = np.random.default_rng(3).standard_normal((4, 3000))
+    z[:, :3] = 0.0                                        # omega = 0 nodes: the start is stationary there
+    w = np.full(z.shape[1], 1.0 / z.shape[1])
+    conv = prox_convention("local")
+    a = local_average_on_nodes(attention, z, w, x, p, conv, backend="numba")
+    b = local_average_on_nodes(attention, z, w, x, p, conv, backend="numpy")
+    assert a.n_failed == b.n_failed == 0 and a.n_saddle == b.n_saddle
+    assert np.max(np.abs(a.state - b.state)) < 1e-7  # both stop at a Newton step below 1e-8 (1 + |h|)
+    assert np.allclose(a.grad, b.grad, rtol=1e-9, atol=1e-14) and abs(a.psi_y - b.psi_y) < 1e-12
