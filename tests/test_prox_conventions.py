@@ -257,4 +257,5 @@ def test_compiled_local_descent_matches_the_numpy_one(attention):
     b = local_average_on_nodes(attention, z, w, x, p, conv, backend="numpy")
     assert a.n_failed == b.n_failed == 0 and a.n_saddle == b.n_saddle
     assert np.max(np.abs(a.state - b.state)) < 1e-7  # both stop at a Newton step below 1e-8 (1 + |h|)
-    assert np.allclose(a.grad, b.grad, rtol=1e-9, atol=1e-14) and abs(a.psi_y - b.psi_y) < 1e-12
+    # a node stopping 1e-8 short moves the envelope gradient there by ~1e-8, its average by ~1e-11
+    assert np.allclose(a.grad, b.grad, rtol=1e-9, atol=1e-10) and abs(a.psi_y - b.psi_y) < 1e-12
