@@ -148,6 +148,27 @@ def test_branch_constraint_keeps_the_pinned_family_at_zero():
         assert fit.converged, fit
 
 
+def test_token_clusters_follow_the_declared_label_law():
+    """Gaussian-mixture tokens: every sample's label configuration is drawn from the declared law
+    (P(c_1 = c_2) = p_same), the indicators handed to the loss are its one-hot code, the tokens have
+    their slot's variance, and on the branch that pins m every slot's m is 0."""
+    pytest.importorskip("torch")
+    from numerics.problem import Problem
+    from replica.registry import load_model
+
+    problem = Problem(load_model("attention_clusters"), module=None, parameters={"p_same": 0.8})
+    inst = problem.instance(25.0, 80, seed=1)            # n = 2000 samples
+    same = np.mean(inst.slot[:, 0] % 2 == inst.slot[:, 1] % 2)
+    assert abs(same - 0.8) < 4 * math.sqrt(0.8 * 0.2 / inst.n)
+    labels = np.stack(inst.noise, axis=1)                 # e_1a, e_1b, e_2a, e_2b
+    assert np.all(labels[:, 0] + labels[:, 1] == 1) and np.all(labels[:, 0] == (inst.slot[:, 0] == 0))
+    var = inst.X[inst.slot[:, 0] == 1, 0].var()
+    assert var == pytest.approx(0.35 ** 2, rel=0.05)      # sigma_1b = 0.35, ~10^5 entries
+    fit = problem.fit(problem.instance(2.0, 60, seed=0), "semantic")
+    ov = problem.overlaps(problem.instance(2.0, 60, seed=0), fit.W)
+    assert fit.converged and np.max(np.abs(ov["m"])) < 1e-12 and ov["q"].shape[0] == 4
+
+
 # --------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("args, name", [
     (["--alpha", "-1"], "alpha"), (["--alpha", "2", "--d", "5"], "d"), (["--alpha", "2", "--d", "100,x"], "d"),
@@ -242,15 +263,18 @@ def run_without(package: str, *argv: str, timeout=600):
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
-def test_glm_without_scikit_learn_says_what_to_install():
-    res = run_without("sklearn", "numerics.glm", "logistic", "--alpha", "2", "--d", "50")
-    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-    assert "needs scikit-learn" in res.stderr and "pip install scikit-learn" in res.stderr
+def test_glm_without_scikit_learn_says_what_to_install(monkeypatch, capsys):
+    from numerics.glm import main
+
+    monkeypatch.setitem(sys.modules, "sklearn", None)     # as if not installed
+    with pytest.raises(SystemExit) as exc:
+        main(["logistic", "--alpha", "2", "--d", "50"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1, err
+    assert "needs scikit-learn" in err and "pip install scikit-learn" in err
     # ridge needs only scipy: it runs
-    res = run_without("sklearn", "numerics.glm", "ridge", "--alpha", "2", "--d", "50", "--seeds", "2", "--json",
-                      "--quiet")
-    assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout)["converged"] is True
+    assert main(["ridge", "--alpha", "2", "--d", "50", "--seeds", "2", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["converged"] is True
 
 
 def test_gamp_numpy_backend_runs_without_torch():
@@ -262,11 +286,13 @@ def test_gamp_numpy_backend_runs_without_torch():
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "needs torch" in res.stderr, res.stderr
 
 
-def test_check_without_torch_says_what_to_install():
-    res = run_without("torch", "replica", "check", "linear_attention", "--alpha", "2", "--branch", "semantic",
-                      "--d", "50,100")
-    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-    assert "needs torch" in res.stderr and "pip install torch" in res.stderr
+def test_check_without_torch_says_what_to_install(monkeypatch, capsys):
+    from replica.cli import main
+
+    monkeypatch.setitem(sys.modules, "torch", None)       # as if not installed
+    assert main(["check", "linear_attention", "--alpha", "2", "--branch", "semantic", "--d", "50,100"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs torch" in err and "pip install torch" in err, err
 
 
 @pytest.mark.slow
