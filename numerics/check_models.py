@@ -65,7 +65,7 @@ def check_all(points: Sequence[dict[str, Any]], ds: Sequence[int] = (200, 400, 8
         t0 = time.perf_counter()
         try:
             res = run_check(name, point["alpha"], branch=point.get("branch"), ds=ds, seeds=seeds, n_test=n_test,
-                            progress=say)
+                            quadrature=point.get("quadrature"), progress=say)
         except ReplicaError as exc:
             res = {"model": name, "alpha": point["alpha"], "branch": point.get("branch") or "free", "error": str(exc),
                    "seconds": time.perf_counter() - t0}

@@ -62,6 +62,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="the branch sets the initial weights only; the minimiser may leave it")
     g.add_argument("--no-replicon", dest="replicon", action="store_false",
                    help="skip the theory's replicon (RS stability)")
+    g.add_argument("--quadrature", default=None, metavar="RULE",
+                   help="the theory's energetic rule, as in `replica solve --quadrature` (default auto); a coarser "
+                        "rule solves faster and reports wider error bars")
     g.add_argument("--theory", default=None, metavar="SOLVE.json",
                    help="use this `replica solve MODEL --alpha A [--branch B] --json` output of the same point "
                         "instead of solving (for models whose solve takes minutes)")
@@ -143,16 +146,19 @@ def run(args: argparse.Namespace) -> int:
     if args.branch not in (None, "free") and args.branch not in getattr(module, "BRANCHES", {}):
         raise ParameterError("branch", f"unknown branch {args.branch!r} for model {module.MODEL}; known: "
                                        f"{['free', *getattr(module, 'BRANCHES', {})]}")
+    from ..integrators import from_spec
     from ..solver import Solver
 
     Solver(module, params, branch=args.branch)   # parameter domains and constraints, before any work
+    if args.quadrature is not None:
+        from_spec(args.quadrature, module, args.branch)   # a bad rule: one line naming quadrature
     from numerics import check
 
     progress = None if args.quiet else check._stderr
     res = check.run_check(args.model, alpha, parameters=params, branch=args.branch, ds=ds, seeds=seeds,
                           seed0=args.seed0, n_test=n_test, tol=tol, max_iter=args.max_iter, device=device,
                           constrain=not args.unconstrained, replicon=args.replicon, threads=threads,
-                          theory_result=theory_result,
+                          theory_result=theory_result, quadrature=args.quadrature,
                           progress=progress)
     if args.plot is not None:
         check.plot(res, args.plot)
