@@ -316,7 +316,8 @@ def format_table(res: Mapping[str, Any]) -> str:
                      f"{_fmt(q['simulation'], 7):>13} {_fmt(q['simulation_error'], 2):>8} {z:>6}  {v:<9}" + cells)
     th = res["theory"]
     if th.get("replicon") is not None:
-        lines.append(f"\nreplicon {th['replicon']:.4g}: RS {'stable' if th['rs_stable'] else 'UNSTABLE'}")
+        why = " (the prox switches between minima)" if th.get("replicon_switching") and th["replicon"] < 1 else ""
+        lines.append(f"\nreplicon {th['replicon']:.4g}: RS {'stable' if th['rs_stable'] else 'UNSTABLE' + why}")
     lines.append(f"\nverdict: {'every quantity agrees' if res['agrees'] else 'some quantity DISAGREES'}"
                  f"{'' if res['converged'] else ' (and some runs did not converge)'}")
     for n in res["notes"]:
