@@ -15,7 +15,17 @@ Modules:
 * :mod:`numerics.histogram` — the paper's histogram task (App. A): a one-layer transformer,
   its positional and semantic minima, ``python -m numerics.histogram``;
 * :mod:`numerics.experiments` — ``python -m numerics.experiments --out docs/figures``: the
-  figures of those two experiments.
+  figures of those two experiments;
+* :mod:`numerics.problem` — any declared model at finite size, built from its own declaration
+  (data law, teacher or channel, loss, penalty, observables), minimised exactly (convex GLMs) or in
+  torch, and measured; :mod:`numerics.check` — ``replica check``: that simulation extrapolated in
+  ``1/d`` and held against the theory; :mod:`numerics.check_models` — the table of every declared
+  model in docs/check.md;
+* :mod:`numerics.glm` — the GLM canon's exact solvers and CLI (its models are their declarations
+  at finite size); :mod:`numerics.gamp` — GAMP for a declared model or a declaration file (numpy,
+  or torch with ``--backend torch``);
+* :mod:`numerics.deps` — a missing optional package (torch, scikit-learn) is one line saying what
+  to install.
 
 Importing this package does not import torch; the submodules (except ``simulate``'s
 argument checking) need it.
