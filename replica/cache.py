@@ -98,6 +98,21 @@ class PointCache:
         self.enabled = enabled
         self.hits = self.misses = self.writes = 0
 
+    def writable(self) -> bool:
+        """Whether entries can be stored under :attr:`root` (created if missing; a file written and
+        removed again to find out: permissions, read-only mounts and full disks all answer)."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".probe-", dir=self.root)
+        except OSError:
+            return False
+        os.close(fd)
+        try:
+            os.unlink(probe)
+        except OSError:
+            pass
+        return True
+
     def path(self, model: str, key: str) -> Path:
         """The file holding the entry of ``key`` (content-addressed by its hash)."""
         safe = "".join(c if (c.isalnum() or c in "-_.") else "_" for c in model) or "model"
@@ -147,3 +162,28 @@ class PointCache:
                     os.unlink(tmp)
                 except OSError:
                     pass
+
+
+def cache_from_flags(root: str | os.PathLike | None, disabled: bool = False, name: str = "cache") -> PointCache:
+    """The cache of a command's ``--cache DIR`` / ``--no-cache``, checked before any work.
+
+    A ``--cache`` that is a file, a directory nothing can be written in, or a path whose parent
+    does not exist is refused (a one-line error naming ``name``): before, such a run went on
+    uncached while its interrupt message said "rerun to resume". Where the default directory
+    cannot be written, the cache is turned off (``enabled`` False), so that nothing claims
+    points are kept.
+    """
+    from .outputs import check_output_dir
+
+    if disabled:
+        return PointCache(root, enabled=False)
+    if root is not None:
+        check_output_dir(root, name)
+    cache = PointCache(root)
+    if not cache.writable():
+        from .errors import ParameterError
+
+        if root is not None:
+            raise ParameterError(name, f"cannot write in {cache.root}")
+        cache.enabled = False
+    return cache

@@ -13,6 +13,7 @@ import warnings
 from typing import Sequence
 
 from .errors import ReplicaError
+from .validation import given_strings
 from .workers import exit_status, interrupt_message, terminate_raises
 
 #: subcommand modules, in the order ``--help`` lists them
@@ -31,6 +32,16 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        """Every (sub)parser refuses its own flags given as empty strings
+        (:func:`replica.validation.given_strings`): ``--out ""`` is not the default."""
+        ns, extras = super().parse_known_args(args, namespace)
+        try:
+            given_strings(self._actions, ns)
+        except ReplicaError as exc:
+            self.error(str(exc))
+        return ns, extras
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,8 +91,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "no_cache", True) is False:
             from .cache import PointCache
 
-            cache = PointCache(args.cache).root
-        print(interrupt_message(prog, exc, cache), file=sys.stderr)
+            kept = PointCache(args.cache)
+            cache = kept.root if kept.writable() else None
+        message = interrupt_message(prog, exc, cache)
+        if cache is None and hasattr(args, "no_cache"):  # say so rather than "rerun to resume"
+            message = message.replace("rerun to resume", "nothing was cached: a rerun starts again")
+        print(message, file=sys.stderr)
+        _RAN.append("interrupted")
         return exit_status(exc)
     except OSError as exc:  # writing an output failed after the checks (disk full, removed directory)
         print(f"{prog}: error: {exc}", file=sys.stderr)
@@ -91,8 +107,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> None:
     """The console entry point: :func:`main`, then the exit. After a :data:`QUICK_EXIT` command
     the streams are flushed and the ``atexit`` handlers run, then the process ends at once
-    (``os._exit``) instead of tearing the interpreter down."""
+    (``os._exit``) instead of tearing the interpreter down. An interrupted command (its workers
+    stopped, its one line printed) ends at once too, without the teardown: a second signal
+    during ``threading._shutdown`` (joining the worker pool's threads) printed a traceback."""
     code = main()
+    if _RAN and _RAN[-1] == "interrupted":
+        import os
+        import signal
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
     if _RAN and _RAN[-1] in QUICK_EXIT:
         import atexit
         import os

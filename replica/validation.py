@@ -292,3 +292,26 @@ def convex_penalty(module, p: np.ndarray) -> None:
             raise ParameterError("regularizer", "the penalty r(w) is not convex" +
                                  (f" at {', '.join(changed)}" if changed else "") +
                                  " (its entropic Moreau envelope needs a convex penalty)")
+
+
+# --------------------------------------------------------------------------- command-line strings
+def given_strings(actions, args: object) -> None:
+    """Refuse a flag or argument given as an empty (or blank) string.
+
+    ``--out ""`` is falsy, and code written as ``args.out or DEFAULT`` took it for the default:
+    ``replica generate ridge --out ""`` overwrote the committed module, ``--branch ""`` solved the
+    free branch. Every parser of the command line calls this on its parsed arguments (the
+    ``replica`` parser and the simulators'), so an empty value is an error naming the flag, whatever
+    the command does with it later. ``actions``: the parser's argparse actions; values equal to
+    the flag's default (given or not) pass, as do flags whose default is itself empty.
+    """
+    for action in actions:
+        dest = getattr(action, "dest", None)
+        if not dest or dest == "help" or not hasattr(args, dest):
+            continue
+        value = getattr(args, dest)
+        items = value if isinstance(value, list) else [value]
+        if value == action.default or not any(isinstance(v, str) and not v.strip() for v in items):
+            continue
+        flag = max(action.option_strings, key=len).lstrip("-") if action.option_strings else dest
+        raise ParameterError(flag, "is empty: give a value, or leave the flag out for its default")

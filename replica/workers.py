@@ -96,6 +96,34 @@ def _die_with_parent() -> None:
         pass
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
+    if hasattr(signal, "pthread_sigmask"):  # born with them blocked (worker_pool): now they act as set above
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD)
+
+
+#: the signals a worker is born with blocked, until :func:`_die_with_parent` has set their actions
+_HELD = {signal.SIGINT, signal.SIGTERM}
+
+
+def _started() -> int:
+    return os.getpid()
+
+
+def _start_masked(pool: cf.ProcessPoolExecutor) -> None:
+    """Start the pool's workers now, with ``SIGINT``/``SIGTERM`` blocked while they are forked.
+
+    A forked worker inherits the parent's Python handler of ``SIGTERM`` (it raises
+    :class:`Interrupted`) until its initializer resets it; the parent's clean-up terminating a
+    worker in that window printed the worker's traceback beside the one-line message. Born with
+    both signals blocked, a worker acts on them only once :func:`_die_with_parent` has set them
+    (then unblocks them: a pending ``SIGTERM`` ends it at once, silently). A signal to the parent
+    meanwhile is delivered when the mask is restored, just after."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    try:
+        pool.submit(_started)  # the first task launches every (forked) worker, in this thread
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _stop(pool: cf.ProcessPoolExecutor, grace: float = 1.0) -> None:
@@ -122,6 +150,7 @@ def worker_pool(jobs: int) -> Iterator[cf.ProcessPoolExecutor]:
     with terminate_raises():
         pool = cf.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_die_with_parent)
         try:
+            _start_masked(pool)
             yield pool
         except BaseException:
             _stop(pool)

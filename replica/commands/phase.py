@@ -34,9 +34,11 @@ def add_cache_flags(p: argparse.ArgumentParser, jobs_help: str | None = None) ->
 
 
 def cache_from_args(args: argparse.Namespace):
-    from ..cache import PointCache
+    """The point cache of ``--cache`` / ``--no-cache`` (a ``--cache`` that cannot hold entries is
+    refused naming ``cache``: :func:`replica.cache.cache_from_flags`)."""
+    from ..cache import cache_from_flags
 
-    return PointCache(args.cache, enabled=not args.no_cache)
+    return cache_from_flags(args.cache, args.no_cache)
 
 
 def check_jobs(args: argparse.Namespace) -> int:
@@ -207,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
                 raise ParameterError("branches", f"unknown branch {b!r}; {module.MODEL} has {list(module.BRANCHES)}")
     jobs = check_jobs(args)
     scheduler = scheduler_from_args(args)
+    cache = cache_from_args(args)  # a --cache that cannot hold points is refused here, before any solve
     settings = SolverSettings(rule=rule_from_args(module, args), tol=args.tol, max_iter=args.max_iter,
                               entropic_rule=entropic_rule_from_args(module, args), prox=prox_from_args(args))
     progress = Progress(label=f"replica phase {module.MODEL}", enabled=not args.quiet)
@@ -214,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
 
     def run_at(settings, executor):
         return phase_point(module, params, pair=pair, alpha_min=args.alpha_min, alpha_max=args.alpha_max,
-                           branches=branches, settings=settings, cache=cache_from_args(args), progress=progress,
+                           branches=branches, settings=settings, cache=cache, progress=progress,
                            jobs=jobs, thresholds_only=args.thresholds_only, label=label, executor=executor)
 
     errors, met, note = None, None, None
