@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import signal
 import tempfile
+import threading
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -121,3 +124,55 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
     with atomic_write(path, "w", encoding=encoding) as fh:
         fh.write(text)
     return Path(path)
+
+
+@contextlib.contextmanager
+def staged_dir(out: str | os.PathLike, last: str | None = None, name: str = "out") -> Iterator[Path]:
+    """``with staged_dir(out, last="summary.json") as stage: <write files into stage>``: the files
+    replace those of ``out`` together, or none does.
+
+    A set of files written one after another into ``out`` left, when interrupted, a mix of old and
+    new files beside an old summary describing the old run. Here they go into a staging directory
+    inside ``out`` (same file system); when the block ends normally they are moved into ``out``
+    with :func:`os.replace`, ``SIGINT``/``SIGTERM`` held back meanwhile (delivered once the move is
+    done), and ``last`` (the file describing the set) removed before the first move and moved in
+    after all others: even a ``kill -9`` during the move leaves no ``last`` describing a mix. If
+    the block raises (an interrupt, an error), ``out`` is untouched and the staging directory is
+    removed. Files of ``out`` the block did not write (other tools' outputs) are left alone.
+    """
+    final = make_output_dir(out, name)
+    stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=final))
+    try:
+        yield stage
+        names = sorted(p.name for p in stage.iterdir() if p.name != last)
+        if last is not None and (stage / last).exists():
+            names.append(last)
+        held = _hold_signals()
+        try:
+            if last is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(final / last)
+            for n in names:
+                target = final / n
+                if (stage / n).is_dir():
+                    if target.is_dir():
+                        shutil.rmtree(target)
+                    os.replace(stage / n, target)
+                else:
+                    os.replace(stage / n, target)
+        finally:
+            _release_signals(held)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _hold_signals():
+    """Block SIGINT and SIGTERM in this thread (the main one: where Python handles them)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _release_signals(previous) -> None:
+    if previous is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -35,7 +35,7 @@ import numpy as np
 from ... import jsonio
 from ...cache import PointCache
 from ...errors import ParameterError
-from ...outputs import check_output_dir, make_output_dir
+from ...outputs import check_output_dir, make_output_dir, staged_dir
 from ...phase import PhaseResult, SolverSettings, StepControl
 from ...progress import Progress
 from . import paper
@@ -587,9 +587,20 @@ def _A_label(A: Sequence[float]) -> str:
 
 
 def write_figures(data: FigureData, out: str | os.PathLike, sim_rows: Sequence[Mapping] = ()) -> list[Path]:
-    """Draw every figure into ``out`` (PNG + CSV each) and write ``summary.json``; returns the PNGs."""
+    """Draw every figure into ``out`` (PNG + CSV each) and write ``summary.json``; returns the PNGs.
+
+    The files are drawn into a staging directory and replace those of ``out`` together, summary
+    last (:func:`replica.outputs.staged_dir`): an interrupted run leaves ``out`` as it was, never a
+    mix of old and new figures beside a summary of the old run."""
+    final = make_output_dir(out, "out")  # the parent must exist: a typo creates no directory tree
+    with staged_dir(final, last="summary.json") as stage:
+        pngs = _draw_figures(data, stage, sim_rows)
+    return [final / p.name for p in pngs]
+
+
+def _draw_figures(data: FigureData, out: Path, sim_rows: Sequence[Mapping] = ()) -> list[Path]:
+    """Every figure, its CSV and ``summary.json``, drawn into the directory ``out``."""
     cfg = data.config
-    out = make_output_dir(out, "out")  # the parent must exist: a typo creates no directory tree
     r2 = data.fig2
     sim2 = [s for s in _sim_at(sim_rows, cfg.omega_fig2) if s.get("converged", True)]
     lin2 = _sim_at(sim_rows, cfg.omega_fig2, model="linear")
