@@ -29,10 +29,12 @@ REASONS = {
 }
 #: reason for a key without an entry in REASONS
 DEFAULT_REASON = "not a finite number (not computed, or undefined at this point)"
+#: reason for a key whose value was ``None`` already (not a number that became null)
+NULL_REASON = "not available (not computed, or not applicable here)"
 
 
 def _missing(v: Any) -> bool:
-    return isinstance(v, (float, np.floating)) and not math.isfinite(float(v))
+    return v is None or (isinstance(v, (float, np.floating)) and not math.isfinite(float(v)))
 
 
 def _has_missing(v: Any) -> bool:
@@ -50,8 +52,9 @@ def strict(obj: Any, reasons: Mapping[str, str] | None = None) -> Any:
 
     Non-finite floats become ``None``; numpy scalars and arrays become Python numbers and
     lists; tuples become lists; mapping keys become strings. In a mapping, a key whose
-    value is (or contains) a missing number gets a ``<key>_reason`` sibling (from
-    ``reasons``, then :data:`REASONS`, then :data:`DEFAULT_REASON`) unless one is there.
+    value is (or contains) a missing number or a ``None`` gets a ``<key>_reason`` sibling (from
+    ``reasons``, then :data:`REASONS`, then :data:`DEFAULT_REASON`, or :data:`NULL_REASON` for a
+    value that was ``None``) unless one is there: no ``null`` is ever written without a reason.
     """
     why = dict(REASONS, **(reasons or {}))
     return _strict(obj, why)
@@ -73,8 +76,8 @@ def _strict(obj: Any, why: Mapping[str, str]) -> Any:
             out[str(k)] = _strict(v, why)
         for k, v in obj.items():
             key = f"{k}_reason"
-            if _has_missing(v) and key not in obj:
-                out[key] = why.get(str(k), DEFAULT_REASON)
+            if _has_missing(v) and key not in obj and not str(k).endswith("_reason"):
+                out[key] = why.get(str(k), NULL_REASON if v is None else DEFAULT_REASON)
         return out
     if isinstance(obj, np.ndarray):
         return _strict(obj.tolist(), why)
