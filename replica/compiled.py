@@ -12,8 +12,8 @@ The unit is a file in the user cache directory (``<cache>/compiled/``, see
 :func:`replica.cache.default_cache_dir`: ``$REPLICA_CACHE``, else the platform's cache directory,
 ``$XDG_CACHE_HOME/replica`` on Linux) named by the model and two hashes, of the leaves (the
 generated module's numeric content) and of the kernels, so that a change to either compiles a
-new unit and never reuses a stale one. numba caches the machine code next to it
-(``cache=True``): the first use of a model compiles for ~15-25 s, later processes load it in a
+new unit and never reuses a stale one. numba caches the machine code in ``<cache>/numba``
+(``cache=True``, :func:`numba_cache_dir`; ``$NUMBA_CACHE_DIR`` where set): the first use of a model compiles for ~15-25 s, later processes load it in a
 fraction of a second. If the cache directory cannot be written the unit goes to a temporary
 directory (compiled afresh in every process).
 
@@ -47,10 +47,42 @@ BACKENDS = ("auto", "numba", "numpy")
 _UNITS: dict[int, tuple[ModuleType, SimpleNamespace]] = {}
 
 
+def numba_cache_dir() -> Path:
+    """Where numba keeps machine code: ``$NUMBA_CACHE_DIR`` if set, else ``<cache>/numba`` (a
+    temporary directory if that cannot be written).
+
+    Without it numba writes the machine code of a library function compiled with ``cache=True``
+    (pre-integration's kernels) beside its source: into the source tree's ``replica/__pycache__``,
+    even with ``REPLICA_CACHE`` set, and nowhere at all in a read-only installation.
+    :func:`use_numba_cache_dir` points numba here before it is imported."""
+    env = os.environ.get("NUMBA_CACHE_DIR")
+    if env:
+        return Path(env)
+    d = default_cache_dir() / "numba"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        if os.access(d, os.W_OK):
+            return d
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix="replica-numba-"))
+
+
+def use_numba_cache_dir() -> None:
+    """Set ``NUMBA_CACHE_DIR`` to :func:`numba_cache_dir` (numba reads it when imported; where it
+    was imported already, its configuration is updated too). A value the user set is kept."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_dir())
+    if "numba.core.config" in sys.modules:
+        sys.modules["numba.core.config"].CACHE_DIR = os.environ["NUMBA_CACHE_DIR"]
+
+
 def numba_available() -> bool:
     """True when numba can be imported and ``REPLICA_BACKEND`` does not ask for numpy."""
     if os.environ.get("REPLICA_BACKEND", "").lower() == "numpy":
         return False
+    use_numba_cache_dir()
     try:
         import numba  # noqa: F401
     except Exception:  # ImportError, or a broken install
@@ -175,6 +207,7 @@ def compiled(module: ModuleType, jit: bool = True) -> SimpleNamespace:
     unit = load_unit(module)
     names = helper_names(module) + LEAF_NAMES + kernels.KERNEL_NAMES
     if jit:
+        use_numba_cache_dir()
         import numba
 
         opts = dict(cache=True, nogil=True, error_model="numpy")
