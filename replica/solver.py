@@ -18,6 +18,8 @@ history; an inadmissible state raises :class:`~replica.errors.InvalidStateError`
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import sys
 import time
@@ -206,6 +208,41 @@ def _correctable(module: ModuleType) -> bool:
     """Whether the local convention's default rule can be a locally corrected one (plain Gaussian
     nodes: no token-cluster labels, no teacher channel's label law)."""
     return not getattr(module, "DISCRETE", ()) and not getattr(module, "WEIGHTED", False)
+
+
+#: open tallies of fixed-point iterations (:func:`iteration_tally`)
+_TALLIES: list[list[int]] = []
+
+
+@contextlib.contextmanager
+def iteration_tally():
+    """``with iteration_tally() as t: ...``: ``t[0]`` counts the fixed-point iterations of every
+    :meth:`Solver.solve` run in the block, converged or not (scout, starts, refined rules): what a
+    command's ``iterations`` reports, not only those of the last solve."""
+    t = [0]
+    _TALLIES.append(t)
+    try:
+        yield t
+    finally:
+        _TALLIES.remove(t)
+
+
+def _tallied(solve):
+    """Add a solve's iterations to the open :func:`iteration_tally` counters."""
+    @functools.wraps(solve)
+    def wrapper(self, *args, **kwargs):
+        n = None
+        try:
+            fp = solve(self, *args, **kwargs)
+            n = fp.iterations
+            return fp
+        finally:
+            if n is None:  # failed: the iterations it ran (solve's residual history)
+                n = len(getattr(self, "_residuals", None) or ())
+            for t in _TALLIES:
+                t[0] += int(n)
+
+    return wrapper
 
 
 class Solver:
@@ -609,6 +646,7 @@ class Solver:
         return x, -float(value @ weights), obs
 
     # ------------------------------------------------------------ iteration
+    @_tallied
     @explained_failures
     def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None,
               jacobian: np.ndarray | None = None, cold: bool = False, need_jacobian: bool = False) -> FixedPoint:

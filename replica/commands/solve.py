@@ -4,11 +4,12 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import jsonio, validation
 from ..registry import load_module
-from ..solver import Solver, observable_dict
+from ..solver import Solver, iteration_tally, observable_dict
 from ..accuracy import DEFAULT_ACCURACY, solve_to_accuracy
 from ..rule_plan import plan_line
 from ..stability import perturbed_replicons, replicon_summary, state_error
@@ -90,7 +91,14 @@ def run(args: argparse.Namespace) -> int:
                     prox=prox_from_args(args))
     # Cold CLI solves try a few generic starts (a branch can have several solutions at one alpha),
     # on a cheaper rule (Solver.scout); each distinct one is then re-solved on the working rule.
-    fp = solver.solve_best(args.alpha, scout=solver.scout())
+    t0 = time.perf_counter()
+    tally = iteration_tally()
+    iterations = tally.__enter__()  # every solve of the command (scout, starts, refined rules) counts
+    try:
+        fp = solver.solve_best(args.alpha, scout=solver.scout())
+    except BaseException:
+        tally.__exit__(None, None, None)
+        raise
     qres = companion_residual(solver, fp)
     accuracy = DEFAULT_ACCURACY if args.accuracy is None else args.accuracy
     # --accuracy can take minutes: its plan and every level go to stderr, under --json too
@@ -107,8 +115,13 @@ def run(args: argparse.Namespace) -> int:
             if args.replicon:
                 early.append((best, pool.submit(replicon_summary, module, best)))
 
-        fp = solve_to_accuracy(solver, fp, args.alpha, accuracy, max_levels=1 if args.accuracy is None else 8,
-                               progress=progress if args.accuracy is not None else None, beside=beside)
+        try:
+            fp = solve_to_accuracy(solver, fp, args.alpha, accuracy, max_levels=1 if args.accuracy is None else 8,
+                                   progress=progress if args.accuracy is not None else None, beside=beside)
+        finally:
+            tally.__exit__(None, None, None)
+        # the whole solve's work, not the last rule's (its re-solve from the ladder took 1 iteration)
+        fp.iterations, fp.seconds = iterations[0], time.perf_counter() - t0
         fp.quadrature_residual = qres  # of the working rule (a diagnostic; the bars are in errors)
         res = result_dict(module, fp)
         if args.replicon:
