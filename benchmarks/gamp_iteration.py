@@ -30,7 +30,7 @@ def measure(d: int = 4000, alpha: float = 2.0, iterations: int = 10, warmup: int
 
     spec = model_spec("attention", {"omega": 0.3})
     t0 = time.perf_counter()
-    pr = make_problem(spec, alpha, d, 0)
+    pr = make_problem(spec, alpha, d, 0, normalize_teacher=False)
     setup = time.perf_counter() - t0
     g = GAMP(spec, pr, damping=0.8, backend=backend, device=device, multistart_every=multistart_every)
     channel_times: list[float] = []

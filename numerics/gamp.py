@@ -392,7 +392,7 @@ class GampProblem:
     data: Any
 
 
-def make_problem(spec: GampSpec, alpha: float, d: int, seed: int, normalize_teacher: bool = False,
+def make_problem(spec: GampSpec, alpha: float, d: int, seed: int, normalize_teacher: bool = True,
                  chunk: int = 1024) -> GampProblem:
     """The data of seed ``seed`` -- the same teacher and training sentences as
     :func:`numerics.simulate.run_attention_seed` with that seed (same streams and draws)."""
@@ -832,7 +832,7 @@ def run_gamp_seed(model: str | ModuleType | GampSpec, seed: int, *, alpha: float
                   init: str = "semantic", parameters: Mapping[str, float] | None = None,
                   damping: float = 0.8, max_iter: int = 1000, tol: float = 1e-10,
                   backend: str = "numpy", device: str = "cpu", n_test: int = 10_000,
-                  normalize_teacher: bool = False, trace: bool = False, local_prox: bool = False,
+                  normalize_teacher: bool = True, trace: bool = False, local_prox: bool = False,
                   multistart_every: int = 10, prox: Any = None,
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """One GAMP run: its fixed point's order parameters (token 1, signs fixed so that
@@ -920,7 +920,8 @@ def run_gamp(model: str | ModuleType = "attention", alpha: float = 2.0, d: int =
                                                               parameters=spec.parameters,
                                                               **{k: v for k, v in kwargs.items()
                                                                  if k not in ("progress",)})}
-    keys = ["q", "m", "theta", "V", "eps_g", "eps_g_mc_se", "train_loss", "grad_norm", "iterations"]
+    keys = ["q", "m", "theta", "rho", "V", "eps_g", "eps_g_mc_se", "train_loss", "grad_norm", "iterations"]
+    out["teacher"] = "normalized" if kwargs.get("normalize_teacher", True) else "iid"  # rho exact, or per seed
     out.update(aggregate(runs, keys))
     out["converged"] = all(r["converged"] for r in runs)
     out["n_converged"] = sum(bool(r["converged"]) for r in runs)
@@ -992,7 +993,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:K (implies --backend torch "
                                                     "unless cpu)")
     g.add_argument("--n-test", type=int, default=10_000, help="fresh sentences for eps_g")
-    g.add_argument("--normalize-teacher", action="store_true", help="teacher columns of norm sqrt(d) (rho exact)")
+    g.add_argument("--iid-teacher", action="store_true",
+                   help="teacher with iid N(0,1) entries as the paper (rho = sigma^2 only up to O(d^-1/2)); default: "
+                        "columns of norm sqrt(d), rho exact as the theory assumes")
+    g.add_argument("--normalize-teacher", action="store_true",
+                   help="the default teacher (columns of norm sqrt(d)); accepted so that older command lines run")
     p.add_argument("--replicon", action="store_true",
                    help="first solve the theory on the branch named by --init and report its replicon: "
                         "'expected_to_converge' is false where the RS fixed point is unstable")
@@ -1023,6 +1028,9 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         from replica.prox import prox_convention
 
         prox_convention(args.prox)  # a bad name is refused before any work
+        if args.iid_teacher and args.normalize_teacher:
+            raise ValueError("--iid-teacher and --normalize-teacher contradict each other; give one (the "
+                             "normalized teacher is the default)")
         module = load_module(args.model)
         parameters = parameters_from_args(module, args)
         backend = "torch" if (args.backend == "torch" or args.device != "cpu") else "numpy"
@@ -1042,7 +1050,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         res = run_gamp(args.model, args.alpha, args.d, args.init, args.seeds, seed_start=args.seed_start,
                        parameters=parameters, verbose=not args.quiet, damping=args.damping,
                        max_iter=args.max_iter, tol=args.tol, backend=backend, device=args.device,
-                       n_test=args.n_test, normalize_teacher=args.normalize_teacher, trace=args.trace,
+                       n_test=args.n_test, normalize_teacher=not args.iid_teacher, trace=args.trace,
                        local_prox=args.local_prox, prox=args.prox)
     except (ReplicaError, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
@@ -1058,7 +1066,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         p = res["params"]
         print(f"gamp {res['model']}  alpha={p['alpha']} d={p['d']} n={p['n']} init={p['init']} "
               f"seeds={len(p['seeds'])}  " + " ".join(f"{k}={v:g}" for k, v in p["parameters"].items()))
-        for k in ("q", "m", "theta", "V", "eps_g", "train_loss", "grad_norm", "iterations"):
+        for k in ("q", "m", "theta", "rho", "V", "eps_g", "train_loss", "grad_norm", "iterations"):
             se = res.get(k + "_se")
             known = isinstance(se, (int, float)) and math.isfinite(se)
             print(f"  {k:<11} {res[k]!s:>24}" + (f"  (se {se:.2g})" if known else ""))

@@ -230,14 +230,15 @@ def fixed_point_row(point: str, d: int, seed: int, gd: bool = True) -> dict:
 
     omega, alpha, init, branch, local = FIXED_POINTS[point]
     g = run_gamp_seed("attention", seed, alpha=alpha, d=d, init=init, parameters={"omega": omega},
-                      damping=0.8, max_iter=3000, n_test=20_000, local_prox=local)
+                      damping=0.8, max_iter=3000, n_test=20_000, local_prox=local,
+                      normalize_teacher=False)  # the paper's iid teacher, as the committed study
     row: dict[str, Any] = dict(point=point, omega=omega, alpha=alpha, d=d, seed=seed, gamp_q=g["q"], gamp_m=g["m"],
                                gamp_theta=g["theta"], gamp_eps_g=g["eps_g"], gamp_train_loss=g["train_loss"],
                                gamp_grad_norm=g["grad_norm"], gamp_iterations=g["iterations"],
                                gamp_converged=g["converged"])
     if gd:
         s = run_attention_seed(seed, omega=omega, alpha=alpha, d=d, init=init, lr=1.5, steps=40_000,
-                               stop_grad=1e-8, tol_grad=1e-6, n_test=20_000)
+                               stop_grad=1e-8, tol_grad=1e-6, n_test=20_000, normalize_teacher=False)
         row.update(gd_q=s["q"], gd_m=s["m"], gd_theta=s["theta"], gd_eps_g=s["eps_g"],
                    gd_train_loss=s["train_loss"], gd_grad_norm=s["grad_norm"], gd_converged=s["converged"])
     fp = Solver(load_module("attention"), {"omega": omega}, branch=branch).solve(alpha)
@@ -290,7 +291,7 @@ def replicon_check(d: int, seed: int = 0, probes: int = 20, omega: float = 0.3, 
     from .gamp import GAMP, make_problem, model_spec, overlaps
 
     spec = model_spec("attention", {"omega": omega})
-    pr = make_problem(spec, alpha, d, seed)
+    pr = make_problem(spec, alpha, d, seed, normalize_teacher=False)  # iid, as the committed study
     g = GAMP(spec, pr, damping=0.8)
     res = g.run("semantic", max_iter=3000)
     W, V, n, L = res.W, res.V, pr.n, spec.L

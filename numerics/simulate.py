@@ -130,6 +130,11 @@ def validate(
     lr: float | None = None,
     n_test: int | None = None,
     optimizer: str | None = None,
+    l1: float | None = None,
+    tol_grad: float | None = None,
+    stop_grad: float | None = None,
+    lam_K: float | None = None,
+    untied: bool | None = None,
 ) -> np.ndarray | None:
     """Check the run parameters; raise ``ValueError`` naming the first bad one.
 
@@ -161,8 +166,20 @@ def validate(
         raise bad("init", "one of " + ", ".join(INITS), init)
     if optimizer is not None and optimizer not in ("gd", "adam"):
         raise bad("optimizer", "'gd' or 'adam'", optimizer)
-    if steps is not None and (not finite(steps) or int(steps) != float(steps) or int(steps) < 0):
-        raise bad("steps", "a non-negative integer", steps)
+    if steps is not None and (not finite(steps) or int(steps) != float(steps) or int(steps) < 1):
+        raise bad("steps", "a positive integer (0 steps train nothing)", steps)
+    if l1 is not None and (not finite(l1) or float(l1) < 0):
+        raise bad("l1", ">= 0", l1)
+    if tol_grad is not None and (not finite(tol_grad) or float(tol_grad) < 0):
+        raise bad("tol_grad", ">= 0 (the gradient-norm bound of convergence; 0: never converged by it)", tol_grad)
+    if stop_grad is not None and (not finite(stop_grad) or float(stop_grad) < 0):
+        raise bad("stop_grad", ">= 0", stop_grad)
+    if lam_K is not None:
+        if not finite(lam_K) or float(lam_K) < 0:
+            raise bad("lam_K", ">= 0", lam_K)
+        if untied is not None and not untied:
+            raise ValueError(f"lam_K (--lam-k {lam_K:g}) is the key matrix's penalty of the untied model; "
+                             "the tied model has no key matrix: add --untied (untied=True) or leave it out")
     if lr is not None and (not finite(lr) or float(lr) <= 0):
         raise bad("lr", "> 0", lr)
     if n_test is not None and (not finite(n_test) or int(n_test) != float(n_test) or int(n_test) < 2):
@@ -284,7 +301,7 @@ def run_attention_seed(
     P: Any = None,
     A: Any = None,
     target: Any = None,
-    normalize_teacher: bool = False,
+    normalize_teacher: bool = True,
     lam: float = 0.01,
     l1: float = 0.0,
     init_scale: float = 1.0,
@@ -327,9 +344,8 @@ def run_attention_seed(
     from .train import L2, ElasticNet, TrainConfig, test_error, train
 
     validate(omega=omega, alpha=alpha, d=d, lam=lam, init=init, sigma=sigma, steps=steps,
-             lr=lr, n_test=n_test, optimizer=optimizer)
-    if lam_K is not None:
-        validate(lam=lam_K)
+             lr=lr, n_test=n_test, optimizer=optimizer, l1=l1, tol_grad=tol_grad, stop_grad=stop_grad,
+             lam_K=lam_K, untied=untied)
     dev, dt = resolve_device(device), _dtype(dtype)
     t0 = time.perf_counter()
     data, teacher, streams, n, X, Y = _problem(
@@ -408,6 +424,7 @@ def run_attention(
     device: "str | torch.device" = "cpu",
     verbose: bool = False,
     threads: int | None = 1,
+    cache: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """Train the attention student on ``seeds`` seeds; means, standard errors, per-seed values.
@@ -417,8 +434,10 @@ def run_attention(
     ``seed_start..seed_start+K−1``) or an explicit list; keyword arguments of
     :func:`run_attention_seed` (``sigma=0.5, lam=0.01, A=[[.6,.4],[.4,.6]], r=1, r_t=1,
     untied=False, lam_K=None, l1=0, steps=5000, lr=0.15, optimizer='gd', n_test=10000,
-    dtype='float64', P=None, variances=None, target=None, …``). ``threads``: torch CPU
-    threads during the run (default 1, see :func:`torch_threads`; None leaves torch's).
+    dtype='float64', P=None, variances=None, target=None, normalize_teacher=True, …``).
+    ``threads``: torch CPU threads during the run (default 1, see :func:`torch_threads`; None
+    leaves torch's). ``cache``: a :class:`replica.cache.PointCache` holding every finished seed
+    (see :func:`_cached_seed`), so that a rerun after an interrupt does not train it again.
 
     Returns ``{"model", "params", q, q_se, m, m_se, theta, theta_se, rho, rho_se,
     eps_g, eps_g_se, train_loss, train_loss_se, grad_norm, grad_norm_se, "converged"
@@ -435,15 +454,70 @@ def run_attention(
     with torch_threads(threads):
         for i, s in enumerate(seed_list):
             log(f"[{model} omega={omega} alpha={alpha} d={d} init={init}] seed {s} ({i + 1}/{len(seed_list)}) ...")
-            run = run_attention_seed(s, omega=omega, alpha=alpha, d=d, init=init, device=device,
-                                     **kwargs)
+            point = dict(omega=omega, alpha=alpha, d=d, init=init, device=str(device), threads=threads, **kwargs)
+            run = _cached_seed(cache, "attention", s, point)
+            if run is not None:
+                log("    finished in an earlier run: read from the cache")
+            else:
+                run = run_attention_seed(s, omega=omega, alpha=alpha, d=d, init=init, device=device,
+                                         **kwargs)
+                _store_seed(cache, "attention", s, point, run)
             log(f"    done in {run['seconds']:.1f}s: eps_g={run['eps_g']:.4e} e_t={run['train_loss']:.4e} "
-                f"grad_norm={run['grad_norm']:.2e} steps={run['steps']} converged={run['converged']}")
+                f"rho={_fmt_val(run['rho'])} grad_norm={run['grad_norm']:.2e} steps={run['steps']} "
+                f"converged={run['converged']}")
             runs.append(run)
-    out = {"model": model, "params": _params(omega, alpha, d, init, seed_list, device, kwargs, runs[0]["n"])}
+    out = {"model": model, "params": _params(omega, alpha, d, init, seed_list, device, kwargs, runs[0]["n"]),
+           "teacher": _teacher(kwargs)}
     out.update(_summarise(runs, ["q", "m", "theta", "rho", "eps_g", "eps_g_mc_se", "train_loss", "grad_norm"],
                           ["q", "m", "theta", "rho"]))
     return out
+
+
+def _teacher(kwargs: Mapping[str, Any]) -> str:
+    """``normalized`` (columns of norm √d: ρ = σ² exactly, the default) or ``iid`` (N(0, 1) entries)."""
+    return "normalized" if kwargs.get("normalize_teacher", True) else "iid"
+
+
+#: the simulator's own code: a change to any of these files changes every cached seed's key
+_SOURCES = ("data.py", "metrics.py", "models.py", "train.py", "simulate.py")
+_SOURCE_HASH: list[str] = []
+
+
+def _source_hash() -> str:
+    if not _SOURCE_HASH:
+        import hashlib
+
+        h = hashlib.sha256()
+        for name in _SOURCES:
+            with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), "rb") as fh:
+                h.update(fh.read())
+        _SOURCE_HASH.append(h.hexdigest())
+    return _SOURCE_HASH[0]
+
+
+def _seed_description(kind: str, seed: int, point: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a seed's result depends on: the run kind, the seed, every setting and the simulator's
+    source (None where a setting is a Python object that has no stable description: not cached)."""
+    if any(point.get(k) is not None for k in ("target", "P", "variances")):
+        return None
+    settings = {k: (np.asarray(v).tolist() if isinstance(v, (np.ndarray, list, tuple)) else v)
+                for k, v in point.items() if k not in ("log_every",)}
+    settings.setdefault("normalize_teacher", True)
+    return dict(kind=f"simulate-{kind}-seed", seed=int(seed), settings=settings, source=_source_hash())
+
+
+def _cached_seed(cache: Any, kind: str, seed: int, point: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The result of a seed finished by an earlier run (``cache``: a :class:`replica.cache.PointCache`
+    or None), or None."""
+    desc = _seed_description(kind, seed, point) if cache is not None else None
+    return None if desc is None else cache.get("simulate", desc)
+
+
+def _store_seed(cache: Any, kind: str, seed: int, point: Mapping[str, Any], run: Mapping[str, Any]) -> None:
+    """Keep a finished seed (written atomically as soon as it is done)."""
+    desc = _seed_description(kind, seed, point) if cache is not None else None
+    if desc is not None:
+        cache.put("simulate", desc, run)
 
 
 def _params(omega, alpha, d, init, seed_list, device, kwargs, n) -> dict[str, Any]:
@@ -469,7 +543,7 @@ def run_linear_seed(
     P: Any = None,
     A: Any = None,
     target: Any = None,
-    normalize_teacher: bool = False,
+    normalize_teacher: bool = True,
     r_t: int = 1,
     ridge: float = 1e-4,
     n_test: int = 10_000,
@@ -521,6 +595,7 @@ def run_linear(
     device: "str | torch.device" = "cpu",
     verbose: bool = False,
     threads: int | None = 1,
+    cache: Any = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """Linear baseline ``f_B(x) = Bx`` over ``seeds`` (same seeds → same teacher and data as
@@ -537,9 +612,15 @@ def run_linear(
     with torch_threads(threads):
         for i, s in enumerate(seed_list):
             log(f"[linear omega={omega} alpha={alpha} d={d}] seed {s} ({i + 1}/{len(seed_list)}) ...")
-            runs.append(run_linear_seed(s, omega=omega, alpha=alpha, d=d, device=device, **kwargs))
-    out = {"model": "linear", "params": _params(omega, alpha, d, None, seed_list, device, kwargs, runs[0]["n"])}
-    out.update(_summarise(runs, ["eps_g", "eps_g_mc_se", "train_loss", "B"], []))
+            point = dict(omega=omega, alpha=alpha, d=d, device=str(device), threads=threads, **kwargs)
+            run = _cached_seed(cache, "linear", s, point)
+            if run is None:
+                run = run_linear_seed(s, omega=omega, alpha=alpha, d=d, device=device, **kwargs)
+                _store_seed(cache, "linear", s, point, run)
+            runs.append(run)
+    out = {"model": "linear", "params": _params(omega, alpha, d, None, seed_list, device, kwargs, runs[0]["n"]),
+           "teacher": _teacher(kwargs)}
+    out.update(_summarise(runs, ["eps_g", "eps_g_mc_se", "train_loss", "rho", "B"], []))
     return out
 
 
@@ -594,11 +675,7 @@ def sweep(
     lkw = dict(linear_kwargs or {})
     done: set[tuple] = set()
     if out is not None and os.path.exists(out) and os.path.getsize(out) > 0:
-        with open(out, newline="") as fh:
-            reader = csv.DictReader(fh)
-            if reader.fieldnames != CSV_COLUMNS:
-                raise ValueError(f"out: {out} exists with other columns {reader.fieldnames}")
-            done = {_csv_key(r) for r in reader}
+        done = {_csv_key(r) for r in complete_rows(out, log)}
     jobs: list[tuple[str, float, str]] = []
     for a in alphas:
         for m in models:
@@ -630,6 +707,47 @@ def sweep(
     return written
 
 
+def _row_complete(row: Mapping[str, Any]) -> bool:
+    """Every column present, the numbers numbers and ``converged`` a bool: a row cut short by an
+    interrupted or failing writer (a truncated last line) is not."""
+    if any(row.get(c) is None for c in CSV_COLUMNS) or None in row:
+        return False
+    try:
+        _csv_key(row)
+        for c in CSV_COLUMNS[6:-1]:
+            float(row[c] or "nan")
+    except (TypeError, ValueError):
+        return False
+    return row["converged"] in ("True", "False")
+
+
+def complete_rows(out: str | os.PathLike, log: Callable[[str], None] = lambda s: None) -> list[dict[str, str]]:
+    """The complete rows of the sweep CSV ``out``. A row that is not complete (a last line cut
+    short: no newline at its end, missing or unparsable fields) is dropped from the file, which is
+    rewritten atomically without it, so that its point is computed again instead of being kept as
+    done. Raises ``ValueError`` naming ``out`` if the file has other columns."""
+    with open(out, newline="", encoding="utf-8") as fh:
+        text = fh.read()
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines = lines[:-1]  # the writer did not finish this line
+    reader = csv.DictReader(lines)
+    if reader.fieldnames != CSV_COLUMNS:
+        raise ValueError(f"out: {out} exists with other columns {reader.fieldnames}")
+    rows = list(reader)
+    good = [r for r in rows if _row_complete(r)]
+    dropped = len(rows) - len(good) + (len(text.splitlines()) - len(lines))
+    if dropped:
+        from replica.outputs import atomic_write
+
+        log(f"[sweep] {out}: {dropped} incomplete row(s) dropped (an interrupted write); their points run again")
+        with atomic_write(out, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, CSV_COLUMNS)
+            w.writeheader()
+            w.writerows(good)
+    return good
+
+
 def _append_row(out: str | os.PathLike, values: Sequence[str]) -> None:
     """Add one row to the CSV ``out`` (header first if new), atomically: the file is rewritten
     to a temporary file and moved into place, so an interrupted run leaves every finished row
@@ -658,10 +776,22 @@ def _scalar(v: Any) -> float:
 
 # --------------------------------------------------------------------------- CLI
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (no usage dump) and exit code 2."""
+    """argparse with one-line errors (no usage dump) and exit code 2; a flag given as an empty
+    string is refused (:func:`replica.validation.given_strings`), never taken for its default."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        from replica.errors import ParameterError
+        from replica.validation import given_strings
+
+        ns, extras = super().parse_known_args(args, namespace)
+        try:
+            given_strings(self._actions, ns)
+        except ParameterError as exc:
+            self.error(str(exc))
+        return ns, extras
 
 
 def _floats(s: str) -> list[float]:
@@ -682,8 +812,11 @@ def _common(p: argparse.ArgumentParser, linear: bool = False) -> None:
     p.add_argument("--A", type=_floats, default=list(_DEFAULT_A), metavar="a11,a12,...",
                    help="row-stochastic L×L matrix A, row-major (default 0.6,0.4,0.4,0.6)")
     p.add_argument("--rt", type=int, default=1, help="teacher rank r_t")
+    p.add_argument("--iid-teacher", action="store_true",
+                   help="draw Q* with iid N(0,1) entries as the paper (ρ = σ² only up to O(d^-1/2): about ±4.5%% "
+                        "per seed at d = 1000); default: columns rescaled to norm √d, ρ = σ² exactly as the theory")
     p.add_argument("--normalize-teacher", action="store_true",
-                   help="rescale Q* columns to norm √d (ρ = σ² exactly; default: iid N(0,1) as the paper)")
+                   help="the default teacher (columns of norm √d); accepted so that older command lines still run")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds K")
     p.add_argument("--seed-start", type=int, default=0, help="first seed")
     p.add_argument("--n-test", type=int, default=50_000, help="test sentences (evaluated in chunks)")
@@ -692,6 +825,10 @@ def _common(p: argparse.ArgumentParser, linear: bool = False) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: faster for these small per-step ops)")
+    p.add_argument("--cache", metavar="DIR", default=None,
+                   help="where finished seeds are kept, so that a rerun after an interrupt does not train them "
+                        "again (default $REPLICA_CACHE, else the user cache directory of replica)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor keep finished seeds")
     if linear:
         p.add_argument("--ridge", type=float, default=1e-4, help="ridge of the linear baseline")
 
@@ -783,12 +920,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, prog: str) -> int:
+    cache = None
     try:
         common = dict(omega=args.omega, d=args.d, seeds=args.seeds)
         if args.command in ("attention", "sweep"):
-            validate(lam=args.lam, steps=args.steps, lr=args.lr)
-            if args.lam_k is not None:
-                validate(lam=args.lam_k)
+            validate(lam=args.lam, steps=args.steps, lr=args.lr, l1=args.l1, tol_grad=args.tol_grad,
+                     stop_grad=args.stop_grad, lam_K=args.lam_k, untied=args.untied)
             if args.r < 1 or args.rt < 1:
                 raise ValueError(f"r and rt must be >= 1 (got r={args.r}, rt={args.rt})")
         if args.command == "attention":
@@ -811,8 +948,14 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         resolve_device(args.device)
         if args.threads < 1:
             raise ValueError(f"threads must be >= 1 (got {args.threads})")
+        if args.iid_teacher and args.normalize_teacher:
+            raise ValueError("--iid-teacher and --normalize-teacher contradict each other; give one "
+                             "(the normalized teacher is the default)")
+        from replica.cache import cache_from_flags
+
+        cache = cache_from_flags(args.cache, args.no_cache)
         shared = dict(sigma=args.sigma, A=A, r_t=args.rt, n_test=args.n_test, dtype=args.dtype,
-                      threads=args.threads, normalize_teacher=args.normalize_teacher)
+                      threads=args.threads, normalize_teacher=not args.iid_teacher, cache=cache)
         att = dict(shared, lam=args.lam, l1=args.l1, r=args.r, untied=args.untied, lam_K=args.lam_k,
                    steps=args.steps, lr=args.lr, optimizer=args.optimizer, tol_grad=args.tol_grad,
                    stop_grad=args.stop_grad,
@@ -821,11 +964,11 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         if args.command == "attention":
             res = run_attention(args.omega, args.alpha, args.d, args.init, args.seeds,
                                 seed_start=args.seed_start, device=args.device, verbose=verbose, **att)
-            keys = ["q", "m", "theta", "eps_g", "eps_g_mc_se", "train_loss", "grad_norm"]
+            keys = ["q", "m", "theta", "rho", "eps_g", "eps_g_mc_se", "train_loss", "grad_norm"]
         elif args.command == "linear":
             res = run_linear(args.omega, args.alpha, args.d, args.seeds, seed_start=args.seed_start,
                              device=args.device, verbose=verbose, ridge=args.ridge, **shared)
-            keys = ["eps_g", "eps_g_mc_se", "train_loss", "B"]
+            keys = ["eps_g", "eps_g_mc_se", "train_loss", "rho", "B"]
         else:
             rows = sweep(args.omega, args.alphas, args.d, args.inits, args.seeds, args.out,
                          args.models, device=args.device, verbose=verbose,
@@ -836,12 +979,18 @@ def _run(args: argparse.Namespace, prog: str) -> int:
     except ValueError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line; finished sweep rows are in --out
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line; finished seeds are in the cache
         from replica.workers import exit_status, interrupt_message
 
+        kept = cache is not None and cache.enabled
         msg = interrupt_message(prog, e)
+        where = [f"finished seeds are cached in {cache.root}"] if kept else []
         if args.command == "sweep":
-            msg = msg.replace("rerun to resume", f"rerun to resume (finished rows are in {args.out})")
+            where.insert(0, f"finished rows are in {args.out}")
+        if where:
+            msg = msg.replace("rerun to resume", f"rerun to resume ({'; '.join(where)})")
+        else:
+            msg = msg.replace("rerun to resume", "nothing was kept (--no-cache): a rerun starts again")
         print(msg, file=sys.stderr)
         return exit_status(e)
     if args.json:

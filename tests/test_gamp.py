@@ -74,7 +74,7 @@ def test_output_jacobian_matches_finite_differences(spec):
 def test_ridge_gamp_is_the_ridge_estimator():
     """GAMP on ridge converges to (FᵀF + λ)⁻¹ Fᵀy exactly (no finite-size error in a fixed point)."""
     spec = model_spec("ridge", {"lam": 0.1, "Delta": 0.25})
-    pr = make_problem(spec, 2.0, 300, 0)
+    pr = make_problem(spec, 2.0, 300, 0, normalize_teacher=False)  # built on the iid teacher
     res = GAMP(spec, pr).run("random", max_iter=200, tol=1e-12)
     assert res.converged, res.message
     y = pr.hstar[:, 0, 0] + 0.5 * pr.noise[:, 0]
@@ -86,7 +86,7 @@ def test_ridge_gamp_tracks_its_state_evolution_closed_form():
     """Ridge: V^t of GAMP follows the hand-written recursion V' = 1/(λ + α/(1 + V)) exactly (V is
     deterministic given the data's column norms, which concentrate at 1/√n)."""
     spec = model_spec("ridge", {"lam": 0.1, "Delta": 0.25})
-    pr = make_problem(spec, 2.0, 400, 3)
+    pr = make_problem(spec, 2.0, 400, 3, normalize_teacher=False)
     res = GAMP(spec, pr, damping=0.0).run("random", max_iter=8, C0=1.0)
     V = 1.0 * float(pr.c[0].sum())   # V^0 = sum_i c_i * 1
     for rec in res.trace[:8]:
@@ -98,7 +98,7 @@ def test_ridge_gamp_tracks_its_state_evolution_closed_form():
 def test_gamp_fixed_point_is_a_critical_point(spec):
     """Damped GAMP on the paper's semantic point: the risk's gradient (from the loss alone,
     not from GAMP's messages) vanishes at its fixed point, relative ≤ 1e-6."""
-    pr = make_problem(spec, 2.0, 300, 0)
+    pr = make_problem(spec, 2.0, 300, 0, normalize_teacher=False)  # built on the iid teacher
     g = GAMP(spec, pr, damping=0.8)
     res = g.run("semantic", max_iter=2000, tol=1e-10)
     assert res.converged, res.message
@@ -106,7 +106,7 @@ def test_gamp_fixed_point_is_a_critical_point(spec):
 
 
 def test_torch_backend_matches_numpy(spec):
-    pr = make_problem(spec, 2.0, 200, 1)
+    pr = make_problem(spec, 2.0, 200, 1, normalize_teacher=False)
     a = GAMP(spec, pr, damping=0.8).run("semantic", max_iter=6)
     b = GAMP(spec, pr, damping=0.8, backend="torch", device="cpu").run("semantic", max_iter=6)
     np.testing.assert_allclose(a.W, b.W, rtol=1e-9, atol=1e-12)
@@ -115,7 +115,7 @@ def test_torch_backend_matches_numpy(spec):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine (CPU-only torch); "
                                                           "the torch path is checked on CPU tensors above")
 def test_cuda_backend_matches_numpy(spec):
-    pr = make_problem(spec, 2.0, 200, 1)
+    pr = make_problem(spec, 2.0, 200, 1, normalize_teacher=False)
     a = GAMP(spec, pr, damping=0.8).run("semantic", max_iter=6)
     b = GAMP(spec, pr, damping=0.8, backend="torch", device="cuda").run("semantic", max_iter=6)
     np.testing.assert_allclose(a.W, b.W, rtol=1e-9, atol=1e-12)
@@ -127,7 +127,7 @@ def _cli(*args):
 
 def test_cli_contract():
     r = _cli("attention", "--omega", "0.3", "--alpha", "2", "--d", "300", "--init", "semantic", "--seeds", "1",
-             "--json", "--quiet")
+             "--json", "--quiet", "--iid-teacher")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     for k in ("q", "m", "theta", "eps_g", "iterations", "converged", "grad_norm"):
@@ -139,7 +139,8 @@ def test_cli_contract():
 def test_cli_replicon_marks_expected_convergence():
     """--replicon: the theory's replicon at the run's point; ridge is convex, so RS stable, GAMP
     expected to converge, and it does (the hand-derived value is checked in test_replicon)."""
-    r = _cli("ridge", "--alpha", "2", "--d", "200", "--init", "random", "--replicon", "--json", "--quiet")
+    r = _cli("ridge", "--alpha", "2", "--d", "200", "--init", "random", "--replicon", "--json", "--quiet",
+             "--iid-teacher")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["theory_branch"] in (None, "free", "centered")
@@ -192,7 +193,8 @@ def test_a_cycling_run_names_the_sample_that_flips():
     locks into a period-3 cycle within 100 iterations (so measured with numpy here and on a GPU
     machine's CPU) in which one sample's global minimiser cycles through three minima while
     every other sample moves by ~1e-3 of that; the run's message and JSON name it."""
-    r = run_gamp_seed("attention", 0, alpha=1.5, d=1000, parameters={"omega": 0.3}, max_iter=200, n_test=500)
+    r = run_gamp_seed("attention", 0, alpha=1.5, d=1000, parameters={"omega": 0.3}, max_iter=200, n_test=500,
+                      normalize_teacher=False)  # the flipping sample of the iid teacher's draw
     assert r["converged"] is False
     sw = r["switching"]
     assert len(sw["samples"]) == 1 and sw["minima"][0] == 3 and sw["period"] == 3
@@ -278,7 +280,8 @@ def test_input_channel_l2_closed_form(spec):
 def test_gamp_other_models_reach_critical_points(model, params):
     from numerics.gamp import run_gamp_seed
 
-    r = run_gamp_seed(model, 0, alpha=2.0, d=150, parameters=params, n_test=200, max_iter=2000)
+    r = run_gamp_seed(model, 0, alpha=2.0, d=150, parameters=params, n_test=200, max_iter=2000,
+                      normalize_teacher=False)
     assert r["converged"], r["message"]
     assert r["grad_norm"] <= 1e-6
     assert math.isfinite(r["train_loss"])

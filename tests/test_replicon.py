@@ -104,13 +104,13 @@ def test_replicon_crosses_one_at_the_edge_and_gamp_stops_converging(signed):
         Solver(mod, {"lam": -1.3}, max_iter=300).solve(alpha)
 
     spec_ok, spec_bad = model_spec(path, {"lam": -0.5}), model_spec(path, {"lam": -1.3})
-    pr = make_problem(spec_ok, alpha, 300, 0)
+    pr = make_problem(spec_ok, alpha, 300, 0, normalize_teacher=False)
     res = GAMP(spec_ok, pr).run("random", max_iter=300, tol=1e-12)
     assert res.converged, res.message
     y = pr.hstar[:, 0, 0] + 0.5 * pr.noise[:, 0]
     W = np.linalg.solve(pr.F.T @ pr.F - 0.5 * np.eye(pr.d), pr.F.T @ y)
     assert np.linalg.norm(res.W[:, 0] - W) <= 1e-8 * np.linalg.norm(W)
-    bad = GAMP(spec_bad, make_problem(spec_bad, alpha, 300, 0)).run("random", max_iter=300)
+    bad = GAMP(spec_bad, make_problem(spec_bad, alpha, 300, 0, normalize_teacher=False)).run("random", max_iter=300)
     assert not bad.converged and "diverged" in bad.message
 
 

@@ -44,7 +44,8 @@ def gd(d: int, seed: int, steps: list[int]) -> None:
     for n in steps:
         t = time.perf_counter()
         r = run_attention_seed(seed, omega=OMEGA, alpha=ALPHA, d=d, init="semantic", steps=n, tol_grad=0.0,
-                               tol_loss=0.0, stop_grad=0.0, n_test=2000)
+                               tol_loss=0.0, stop_grad=0.0, n_test=2000,
+                               normalize_teacher=False)  # the iid teacher these runs were made with
         _append("gd_long.jsonl", dict(d=d, seed=seed, steps=r["steps"], q=r["q"], m=r["m"], theta=r["theta"],
                                       e_t=r["train_loss"], grad=r["grad_norm"], seconds=round(time.perf_counter() - t, 1)))
 
