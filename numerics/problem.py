@@ -117,9 +117,18 @@ def _torch_functions(torch) -> dict[str, Callable]:
     def scalar_or_tensor(tf: Callable, mf: Callable) -> Callable:
         return lambda x: tf(x) if isinstance(x, torch.Tensor) else mf(float(x))
 
-    return {"Max": tmax, "Min": tmin, "Heaviside": heaviside, "Softplus": torch.nn.functional.softplus,
+    # under the names sympy's torch printer writes (unqualified): max, min, heaviside, sqrt, ...
+    return {"max": tmax, "min": tmin, "heaviside": heaviside, "Softplus": torch.nn.functional.softplus,
             "sqrt": scalar_or_tensor(torch.sqrt, math.sqrt), "exp": scalar_or_tensor(torch.exp, math.exp),
             "log": scalar_or_tensor(torch.log, math.log)}
+
+
+def _torch_printer():
+    """sympy's torch printer, unqualified names (resolved in :func:`_torch_functions` first) and
+    lenient about the functions it does not know (:class:`Softplus`, resolved there too)."""
+    from sympy.printing.pytorch import TorchPrinter
+
+    return TorchPrinter({"strict": False, "fully_qualified_modules": False})
 
 
 NUMPY_FUNCTIONS = {"Softplus": lambda x: np.logaddexp(0.0, x)}
@@ -458,7 +467,8 @@ class Problem:
 
     def _torch_loss(self, torch) -> Callable:
         if self._loss_torch is None:
-            self._loss_torch = sp.lambdify(self.args, self.loss_expr, [_torch_functions(torch), "torch"])
+            self._loss_torch = sp.lambdify(self.args, self.loss_expr, [_torch_functions(torch), "torch"],
+                                           printer=_torch_printer())
         return self._loss_torch
 
     def _fit_torch(self, inst: Instance, W0: np.ndarray, basis: np.ndarray | None, *, tol: float, max_iter: int,
