@@ -512,3 +512,60 @@ def test_gamp_problem_is_normalised_by_default():
         pr = make_problem(spec, 2.0, 50, 0, **({} if normalize else {"normalize_teacher": False}))
         norms = np.linalg.norm(pr.Qstar, axis=0)
         assert np.allclose(norms, np.sqrt(50), rtol=1e-12) == normalize
+
+
+# ----------------------------------------------------------------------------------------------- item 5
+def _spec(tmp_path, grid: str, compute: str = 'kind = "solve"\nquadrature = "gh:6"\n', model="ridge") -> Path:
+    path = tmp_path / "spec.toml"
+    path.write_text(f'model = "{model}"\n[grid]\n{grid}\n[compute]\n{compute}')
+    return path
+
+
+def test_a_huge_range_is_refused_before_its_values_are_made(tmp_path):
+    """``num = 1000000000`` grew to 13.7 GB in 31 s on --dry-run."""
+    spec = _spec(tmp_path, "alpha = {start = 0.1, stop = 4.0, num = 1000000000}")
+    p = run("sweep", spec, "--dry-run", timeout=120)
+    one_line(p.returncode, p.stderr, 2, "grid.alpha.num")
+
+
+def test_a_large_grid_says_its_size_and_estimate_and_needs_yes(tmp_path):
+    """A 100 x 100 phase grid started without a word of its size."""
+    spec = _spec(tmp_path, "omega = {start = 0.05, stop = 0.45, num = 100}\nsigma = {start = 0.3, stop = 0.7, num = 100}",
+                 'kind = "thresholds"\nquadrature = "gh:6"\n', model="attention")
+    rc, out, err = cli("sweep", spec, "--out", tmp_path / "o.csv", "--jobs", "2")
+    line = one_line(rc, err, 2, "10000 points (omega 100 x sigma 100)", "roughly", "--yes")
+    assert out == "" and not (tmp_path / "o.csv").exists()
+    rc, out, err = cli("sweep", spec, "--out", tmp_path / "o.csv", "--dry-run", "--json")
+    assert rc == 0 and strict_json(out)["estimate_seconds"] > 3600
+    assert line
+
+
+def test_sweep_bars_are_the_solvers_and_cover_the_closed_form(tmp_path, monkeypatch):
+    """The error columns were the companion rule's ~1e-16 where the true error was 7e-11, and q /
+    theta had none. Now every order parameter, conjugate and observable has the bar of replica
+    solve (replica.accuracy); on ridge they cover the closed form. The CSV is written without
+    xarray."""
+    import builtins
+    import csv
+
+    from tests.oracles import state_evolution
+
+    spec = _spec(tmp_path, "alpha = [0.5, 1.0, 2.0]\nlam = [0.1, 1.0]")
+    real_import = builtins.__import__
+
+    def no_xarray(name, *a, **kw):
+        if name == "xarray" or name.startswith("xarray."):
+            raise ImportError("no xarray here")
+        return real_import(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_xarray)
+    rc, out, err = cli("sweep", spec, "--out", tmp_path / "r.csv", "--jobs", "1", "--no-cache", "--quiet")
+    assert rc == 0, err
+    rows = list(csv.DictReader(open(tmp_path / "r.csv")))
+    assert len(rows) == 6
+    for r in rows:
+        ref = state_evolution("ridge", float(r["alpha"]), lam=float(r["lam"]), Delta=0.25)
+        for key, name in (("q_1", "q"), ("theta_1", "theta"), ("V_1", "V"), ("eps_g", "eps_g")):
+            err_bar = float(r[f"{key}_error"])
+            assert 1e-14 < err_bar and abs(float(r[key]) - ref[name]) <= err_bar, (r["alpha"], r["lam"], key)
+        assert r["accuracy_met"] == "True" and r["phi_error"]

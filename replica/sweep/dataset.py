@@ -16,12 +16,13 @@ warm-start axis and chunk. Nothing about where or when it ran, so two runs of on
 different executors give identical datasets.
 
 NetCDF is written with h5netcdf (``pip install h5netcdf h5py``, the ``sweep`` extra) or netCDF4,
-Zarr with zarr when installed; CSV (one row per grid point and branch) needs only pandas, which
-xarray brings.
+Zarr with zarr when installed; CSV (one row per grid point and branch, :func:`write_csv`) needs
+nothing beyond the standard library.
 """
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import shutil
 import tempfile
@@ -37,7 +38,7 @@ from ..errors import ParameterError
 if TYPE_CHECKING:  # pragma: no cover
     import xarray as xr
 
-__all__ = ["FORMATS", "check_output", "open_sweep", "to_dataset", "write_dataset"]
+__all__ = ["FORMATS", "check_output", "open_sweep", "table", "to_dataset", "write_csv", "write_dataset"]
 
 #: file suffix -> format
 FORMATS = {".nc": "netcdf", ".nc4": "netcdf", ".netcdf": "netcdf", ".zarr": "zarr", ".csv": "csv"}
@@ -151,6 +152,54 @@ def to_dataset(result: Any) -> "xr.Dataset":
     return ds
 
 
+def table(result: Any) -> tuple[list[str], list[list[Any]]]:
+    """``(columns, rows)``: the sweep as one row per grid point (and per entry of the kind's extra
+    dimensions), the same columns as the dataset's CSV export, without xarray: the axes and extra
+    dimensions, then the per-point variables, the per-row variables and ``error``."""
+    spec = result.spec
+    indices = list(spec.indices())
+    records = [result.records.get(i, {"values": {}, "rows": [], "error": "not computed"}) for i in indices]
+    values = _names((r.get("values", {}) for r in records), result.variables[0])
+    extra = list(result.dims)
+    labels = list(itertools.product(*result.dims.values())) if extra else [()]
+    row_names = _names((row for r in records for row in (r.get("rows") or [])), result.variables[1]) if extra else []
+    columns = [a.name for a in spec.axes] + extra + values + row_names + ["error"]
+    out = []
+    for index, rec in zip(indices, records):
+        coords = [a.values[i] for a, i in zip(spec.axes, index)]
+        rows = list(rec.get("rows") or [])
+        for k, lab in enumerate(labels):
+            row = rows[k] if k < len(rows) else {}
+            out.append(coords + list(lab) + [rec.get("values", {}).get(n) for n in values]
+                       + [row.get(n) for n in row_names] + [str(rec.get("error") or "")])
+    return columns, out
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return str(bool(v))
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v)) if np.isfinite(v) else ""
+    return str(v)
+
+
+def write_csv(result: Any, path: str | os.PathLike) -> Path:
+    """Write :func:`table` to ``path`` atomically (no xarray needed; a missing number is empty)."""
+    import csv
+
+    from ..outputs import atomic_write, check_output_file
+
+    check_output_file(path, "out")
+    columns, rows = table(result)
+    with atomic_write(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(columns)
+        w.writerows([_cell(v) for v in row] for row in rows)
+    return Path(path)
+
+
 # --------------------------------------------------------------------------- files
 def _format(path: str | os.PathLike) -> str:
     suffix = Path(path).suffix.lower()
@@ -173,7 +222,8 @@ def check_output(path: str | os.PathLike) -> str:
     from ..outputs import check_output_file
 
     fmt = _format(path)
-    _require_xarray()
+    if fmt != "csv":  # a CSV table needs no labelled dataset (write_csv)
+        _require_xarray()
     if fmt == "netcdf":
         _netcdf_engine()
     if fmt == "zarr" and importlib.util.find_spec("zarr") is None:

@@ -30,6 +30,7 @@ dataset then holds NaN and the message in ``notes``), never an exception that st
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Mapping, Sequence
@@ -39,6 +40,7 @@ import numpy as np
 from .. import validation
 from ..cache import PointCache
 from ..errors import ConvergenceError, InvalidStateError, ParameterError, ReplicaError
+from ..accuracy import with_error_bars
 from ..integrators import from_spec
 from ..prox import prox_convention
 from ..phase.parallel import module_from_ref
@@ -77,7 +79,8 @@ class TaskKind:
     declared model (a generated module is loaded); ``alpha``: ``"axis"`` if ``alpha`` is a grid
     axis or fixed parameter the kind needs, ``"none"`` if it must not be one (thresholds scan it);
     ``variables(settings, module) -> (value names, row names)``: what the records hold, so that the
-    dataset has these variables even where every point failed.
+    dataset has these variables even where every point failed. ``seconds(settings)``: a rough cost of
+    one point on one core, for the estimate said before a sweep starts (None: no estimate).
     """
 
     name: str
@@ -91,6 +94,7 @@ class TaskKind:
     alpha: str = "axis"
     variables: Callable[[Mapping[str, Any], ModuleType | None], tuple[list[str], list[str]]] = field(
         default=lambda settings, module: ([], []))
+    seconds: Callable[[Mapping[str, Any]], float] | None = None
 
 
 #: the registered kinds, by name
@@ -253,7 +257,7 @@ def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
         branch = None if b == "free" else b
         conv = prox_convention(st.get("prox", "global"))
         solver = Solver(module, params, branch, rule=from_spec(st["quadrature"], module, branch, conv), tol=st["tol"],
-                        max_iter=st["max_iter"], error_estimate=st["error_estimate"], prox=conv)
+                        max_iter=st["max_iter"], error_estimate=False, prox=conv)
         x0 = (hint or {}).get(b)
         notes: list[str] = []
         try:
@@ -265,20 +269,29 @@ def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
                     fp = solver.solve_best(alpha)
             else:
                 fp = solver.solve_best(alpha)
+            x_seed = fp.x
+            if st["error_estimate"]:
+                # the bars of replica solve (replica.accuracy): the distance to the fixed point re-solved on
+                # refined rules and with more prox starts, not the companion rule's residual (~1e-16 where
+                # the error was 1e-10 to 1e-8); the values are the refined ones, as replica solve reports
+                fp = with_error_bars(solver, fp, alpha)
         except (ConvergenceError, InvalidStateError) as exc:
             rows.append({"converged": False, "notes": "; ".join(notes + [_first_line(exc)])})
             continue
-        row: dict[str, Any] = {k: float(v) for k, v in fp.order.items()}
-        row.update({k: float(v) for k, v in fp.conjugates.items()})
-        for name, v in fp.observables.items():
-            row[name] = float(v)
-            row[f"{name}_error"] = float(fp.observable_errors.get(name, float("nan")))
-        row.update(phi=float(fp.phi), train_loss=float(fp.train_loss), psi_y=float(fp.psi_y),
+        bar = {k: (math.nan if v is None else float(v)) for k, v in (fp.errors or {}).items()}
+        row: dict[str, Any] = {}
+        for k, v in [*fp.order.items(), *fp.conjugates.items(), *fp.observables.items()]:
+            row[k] = float(v)
+            row[f"{k}_error"] = bar.get(k, math.nan)
+        row.update(phi=float(fp.phi), phi_error=bar.get("phi", math.nan), train_loss=float(fp.train_loss),
+                   train_loss_error=bar.get("train_loss", math.nan), psi_y=float(fp.psi_y),
                    iterations=int(fp.iterations), residual=float(fp.residual),
                    quadrature_residual=float(fp.quadrature_residual), converged=bool(fp.converged),
                    notes="; ".join(notes + list(fp.notes)))
+        if fp.errors:
+            row["accuracy_met"] = bool(fp.accuracy_met)  # every bar below 1e-3 relative (replica.accuracy)
         rows.append(row)
-        seed[b] = [float(v) for v in fp.x]
+        seed[b] = [float(v) for v in x_seed]  # the working rule's state: the neighbours solve on that rule
     values: dict[str, Any] = {}
     if st["baseline"]:
         eps, err = baseline(module, params, module.BASELINE)
@@ -288,8 +301,10 @@ def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
 
 def _solve_variables(st: Mapping[str, Any], module: ModuleType) -> tuple[list[str], list[str]]:
     obs = list(getattr(module, "OBSERVABLES", ("eps_g",)))
-    rows = list(module.ORDER_PARAMETERS) + list(module.CONJUGATES) + [c for n in obs for c in (n, f"{n}_error")]
-    rows += ["phi", "train_loss", "psi_y", "iterations", "residual", "quadrature_residual", "converged", "notes"]
+    names = list(module.ORDER_PARAMETERS) + list(module.CONJUGATES) + obs
+    rows = [c for n in names for c in (n, f"{n}_error")]
+    rows += ["phi", "phi_error", "train_loss", "train_loss_error", "psi_y", "iterations", "residual",
+             "quadrature_residual", "converged", "notes"] + (["accuracy_met"] if st["error_estimate"] else [])
     return (["eps_lin", "eps_lin_error"] if st["baseline"] else []), rows
 
 
@@ -308,9 +323,15 @@ def _solve_warm(spec: SweepSpec) -> str | None:
     return "alpha" if "alpha" in names else _first_warm_axis(spec)
 
 
+#: rough seconds of one point on one core at default settings (the paper's attention model on this
+#: project's 2-core machine: a solve with its error bars ~2 s, a thresholds-only point ~25 s (19 solves),
+#: a continuation of both branches ~100 s; a simulation seed at d ~ 1000 ~30 s). Only for the estimate
+#: said before a sweep starts: a model with a 1-D average is 10-100x faster.
+ROUGH_SECONDS = {"solve": 2.0, "thresholds": 25.0, "phase": 100.0, "simulate": 30.0}
+
 register(TaskKind("solve", "the saddle point on each of the given branches", _solve_check, _solve_compute,
                   hint=_solve_hint, dims=lambda st: {"branch": list(st["branches"])}, default_warm=_solve_warm,
-                  variables=_solve_variables))
+                  variables=_solve_variables, seconds=lambda st: ROUGH_SECONDS["solve"] * len(st["branches"])))
 
 
 # --------------------------------------------------------------------------- thresholds / phase
@@ -410,10 +431,11 @@ PHASE_VALUES = ["alpha_c", "alpha_l", "eps_lin", "eps_lin_error", "alpha_c_statu
 register(TaskKind("thresholds", "alpha_c and alpha_l by the fast path, seeded by the neighbours",
                   lambda spec, module: _phase_check(spec, module, False), _thresholds_compute,
                   hint=_thresholds_hint, default_warm=_first_warm_axis, alpha="none",
-                  variables=lambda st, module: (list(PHASE_VALUES), [])))
+                  variables=lambda st, module: (list(PHASE_VALUES), []), seconds=lambda st: ROUGH_SECONDS["thresholds"]))
 register(TaskKind("phase", "alpha_c, alpha_l and the spinodals by continuation of whole branches",
                   lambda spec, module: _phase_check(spec, module, True), _continuation_compute, alpha="none",
-                  variables=lambda st, module: (PHASE_VALUES + [f"spinodal_{b}" for b in st["branches"]], [])))
+                  variables=lambda st, module: (PHASE_VALUES + [f"spinodal_{b}" for b in st["branches"]], []),
+                  seconds=lambda st: ROUGH_SECONDS["phase"]))
 
 
 # --------------------------------------------------------------------------- simulate
@@ -459,4 +481,5 @@ def _simulate_compute(ctx: Context, point: dict, hint: Any) -> dict:
 
 
 register(TaskKind("simulate", "a simulation of numerics/ (means and standard errors over seeds)", _simulate_check,
-                  _simulate_compute, needs_model=False))
+                  _simulate_compute, needs_model=False,
+                  seconds=lambda st: ROUGH_SECONDS["simulate"] * int(st["options"].get("seeds", 1))))

@@ -147,6 +147,9 @@ def _axis(name: str, raw: Any) -> Axis:
             num = raw["num"]
             if isinstance(num, bool) or not isinstance(num, int) or num < 1:
                 raise ParameterError(f"{where}.num", f"must be an integer >= 1, got {num!r}")
+            if num > MAX_POINTS:  # refused before the values are made (num = 1e9: 8 GB of floats)
+                raise ParameterError(f"{where}.num", f"{num} values is more than a sweep may have ({MAX_POINTS}); "
+                                                     "split the sweep")
             spacing = raw.get("spacing", "linear")
             if spacing not in ("linear", "log"):
                 raise ParameterError(f"{where}.spacing", f"must be 'linear' or 'log', got {spacing!r}")
