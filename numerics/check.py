@@ -9,7 +9,8 @@ error of the seed mean at each ``d``), and gives a verdict per quantity::
     z = (simulation - theory) / sqrt(simulation_error^2 + theory_error^2),   agrees = |z| <= 3
 
 ``simulation`` is the extrapolation's intercept and ``simulation_error`` its standard error (with a
-single ``d``: the seed mean there and its standard error). Reported per quantity, besides the
+single ``d``: the seed mean there and its standard error); the standard error at each ``d`` pools the
+seed spread of all dimensions (:func:`seed_statistics`). Reported per quantity, besides the
 contract's keys (``theory``, ``theory_error``, ``simulation``, ``simulation_error``, ``z``,
 ``agrees``, ``per_d``): the fitted ``slope`` (per unit ``1/d``) with its error and ``chi2`` of the fit
 (``dof`` degrees of freedom). A slope more than 3 standard errors from 0 is a *finite-size drift*
@@ -26,7 +27,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["AGREE_Z", "theory", "check_theory_result", "extrapolate", "verdict", "quantity_names", "run_check",
+__all__ = ["AGREE_Z", "theory", "check_theory_result", "seed_statistics", "extrapolate", "verdict", "quantity_names", "run_check",
            "format_table", "plot", "limited_threads", "REASONS"]
 
 #: a quantity agrees when |z| is at most this many combined standard errors
@@ -104,6 +105,25 @@ def extrapolate(ds: Sequence[int], means: Sequence[float], ses: Sequence[float])
     return {"value": float(beta[0]), "error": float(math.sqrt(cov[0, 0])), "slope": float(beta[1]),
             "slope_error": float(math.sqrt(cov[1, 1])), "chi2": float(resid @ resid) if dof > 0 else None,
             "dof": dof}
+
+
+def seed_statistics(samples: Mapping[int, np.ndarray]) -> list[dict[str, float]]:
+    """``per_d``: the seed mean at every ``d`` and its standard error.
+
+    ``se_seeds`` is the plain ``std / sqrt(K)`` of the ``K`` seeds at that ``d``; with a handful of
+    seeds it is itself uncertain by tens of percent, and a chance small value makes the weighted fit
+    overconfident. The seed spread of a self-averaging quantity scales as ``d^(-1/2)``, so all runs
+    together estimate it better: ``c^2 = sum_d d sum_k (x_dk - mean_d)^2 / sum_d (K_d - 1)`` and the
+    pooled ``sqrt(c^2 / (d K))``. ``se`` is the larger of the two (the plain one also covers what does
+    not shrink with ``d``, e.g. the test samples' Monte-Carlo error)."""
+    dof = sum(len(v) - 1 for v in samples.values())
+    c2 = sum(d * float(np.sum((v - v.mean()) ** 2)) for d, v in samples.items()) / dof if dof > 0 else math.nan
+    out = []
+    for d, v in samples.items():
+        raw = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else math.nan
+        pooled = math.sqrt(c2 / (d * v.size)) if math.isfinite(c2) else math.nan
+        out.append({"d": int(d), "mean": float(v.mean()), "se": max(raw, pooled), "se_seeds": raw})
+    return out
 
 
 def verdict(per_d: Sequence[Mapping[str, float]], theory_value: float | None, theory_error: float | None
@@ -212,16 +232,11 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
                   max_iter=max_iter, device=device, constrain=constrain)
     quantities: dict[str, Any] = {}
     for name, order_name in names:
-        per_d = []
-        for d in ds:
-            vals = np.array([r["values"][name] for r in runs if r["d"] == d], dtype=float)
-            if not np.all(np.isfinite(vals)):
-                break
-            per_d.append({"d": int(d), "mean": float(vals.mean()),
-                          "se": float(vals.std(ddof=1) / math.sqrt(vals.size)) if vals.size > 1 else math.nan})
-        if len(per_d) < len(ds):
+        samples = {d: np.array([r["values"][name] for r in runs if r["d"] == d], dtype=float) for d in ds}
+        if not all(np.all(np.isfinite(v)) for v in samples.values()):
             notes.append(f"{name}: not measured (it depends on V, which the weights do not give)")
             continue
+        per_d = seed_statistics(samples)
         tv, te = _theory_value(th, name, order_name)
         quantities[name] = verdict(per_d, tv, te)
     for name, q in quantities.items():

@@ -68,6 +68,31 @@ LOGCOSH = textwrap.dedent('''
     )
 ''')
 
+ENET_LOGISTIC = textwrap.dedent('''
+    """Elastic-net logistic regression on a sign teacher: declared here only (an l1 part: FISTA)."""
+    import sympy as sp
+
+    from replica import Domain, ElasticNet, Model, Sign, TokenStatistics, classification_error, fields, \\
+        parameter, teacher_fields
+
+    h, hs = fields(1, 1), teacher_fields(1, 1)
+    lam1, lam2 = parameter("lam1", r"\\lambda_1"), parameter("lam2", r"\\lambda_2")
+    channel = Sign(hs[0])
+    y = channel.label
+    model = Model(
+        name="enet_logistic",
+        description="elastic-net logistic regression on a sign teacher (a test model)",
+        h=h, hstar=hs,
+        loss=sp.log(1 + sp.exp(-y * h[0])),
+        channel=channel,
+        data=TokenStatistics.isotropic(1, 1),
+        regularizer=ElasticNet(lam1, lam2),
+        parameters={lam1: 0.05, lam2: 0.1},
+        domains={lam1: Domain(0, None), lam2: Domain(0, None)},
+        observables=[classification_error(y, h[0])],
+    )
+''')
+
 CONTRACT = {"theory", "theory_error", "simulation", "simulation_error", "z", "agrees", "per_d"}
 
 
@@ -90,6 +115,22 @@ def test_extrapolation_is_weighted_least_squares_in_one_over_d():
     assert ex["error"] == pytest.approx(math.sqrt(np.linalg.inv(A.T @ W @ A)[0, 0]), rel=1e-12)
     one = extrapolate([400], [2.0], [0.1])
     assert (one["value"], one["error"], one["slope"]) == (2.0, 0.1, None)
+
+
+def test_seed_statistics_pool_the_spread_over_dimensions():
+    """se at each d is the larger of the plain std/sqrt(K) and the pooled c/sqrt(d K), c^2 the spread
+    of all runs with each dimension's weighted by d (a spread ~ d^-1/2): a dimension whose few seeds
+    happen to agree closely does not get a tiny error bar."""
+    from numerics.check import seed_statistics
+
+    samples = {100: np.array([1.0, 1.2, 0.8, 1.0]), 400: np.array([1.0, 1.001, 0.999, 1.0])}
+    st = {p["d"]: p for p in seed_statistics(samples)}
+    c2 = (100 * 0.08 + 400 * 2e-6) / 6
+    assert st[400]["se_seeds"] == pytest.approx(np.std(samples[400], ddof=1) / 2, rel=1e-12)
+    assert st[400]["se"] == pytest.approx(math.sqrt(c2 / (400 * 4)), rel=1e-12)
+    assert st[400]["se"] > 10 * st[400]["se_seeds"]
+    assert st[100]["se"] == st[100]["se_seeds"] == pytest.approx(np.std(samples[100], ddof=1) / 2, rel=1e-12)
+    assert st[100]["mean"] == pytest.approx(1.0) and st[400]["mean"] == pytest.approx(1.0)
 
 
 def test_verdict_counts_combined_standard_errors():
@@ -242,15 +283,20 @@ def test_a_perturbed_theory_is_flagged(sign_square):
 
 
 @pytest.mark.slow
-def test_a_loss_without_an_exact_solver_goes_through_lbfgs_and_agrees(tmp_path):
+@pytest.mark.parametrize("name, text, solver", [("logcosh", LOGCOSH, "torch L-BFGS (strong Wolfe)"),
+                                                ("enet_logistic", ENET_LOGISTIC,
+                                                 "torch FISTA (proximal gradient, backtracking)")],
+                         ids=["lbfgs", "fista"])
+def test_a_model_without_an_exact_solver_goes_through_torch_and_agrees(tmp_path, name, text, solver):
+    """No exact solver knows these declarations: a smooth loss goes to L-BFGS, an l1 part to FISTA."""
     pytest.importorskip("torch")
-    path = tmp_path / "logcosh.py"
-    path.write_text(LOGCOSH)
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
     res = run_cli(str(path), "--alpha", "1.5", "--d", "100,200,400", "--seeds", "6", "--n-test", "50000", "--json",
                   "--quiet", "--no-replicon")
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout)
-    assert out["solver"] == ["torch L-BFGS (strong Wolfe)"]
+    assert out["solver"] == [solver]
     assert {"q", "theta", "eps_g", "train_loss"} <= set(out["quantities"])
     assert all(e["agrees"] for e in out["quantities"].values()), out["quantities"]
 
