@@ -60,6 +60,10 @@ that run. Sections (``--only`` selects some):
 ``sweep``
     ``replica sweep`` on a 3x3 (omega, sigma) grid of phase points with 1, 2 and 4 local
     workers and a Dask LocalCluster of 2, each in a fresh process (:mod:`benchmarks.sweeps`).
+``generation``
+    ``replica generate MODEL`` for every declared model in a fresh process, against sympy's
+    tree-walking rewrites (the generator before issue 38) where ``--generation-baseline`` asks;
+    each module checked equal to the committed one (:mod:`benchmarks.generation`).
 
 ``--quick`` shortens everything (fewer repeats, baseline on fewer nodes, 3 omega) and says
 so in the table. ``--out FILE`` writes the JSON; ``--markdown FILE`` the table.
@@ -82,12 +86,14 @@ import numpy as np
 
 from replica.applications.attention.paper import PAPER_A
 from benchmarks.sweeps import bench_sweep  # noqa: E402,F401 -- the sweep section
+from benchmarks.generation import bench_generation  # noqa: E402 -- the generation section
 
 ROOT = Path(__file__).resolve().parent.parent
 OMEGA, ALPHA = 0.3, 2.0
 #: the semantic fixed point at (omega, alpha) = (0.3, 2), default quadrature, tol 1e-12
 X_SEMANTIC = np.array([0.1148165193, 12.66950154, 0.0, 0.1581531493])
-SECTIONS = ("iteration", "point", "phase", "six", "accuracy", "glm", "simulator", "histogram", "sweep", "gamp")
+SECTIONS = ("iteration", "point", "phase", "six", "accuracy", "glm", "simulator", "histogram", "sweep", "gamp",
+            "generation")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -627,6 +633,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="processes for the parallel phase diagram (default 2)")
     ap.add_argument("--no-continuation", action="store_true",
                     help="phase section: time only the fast thresholds path (the continuation takes minutes)")
+    ap.add_argument("--generation-baseline", choices=("quick", "all", "none"), default="quick",
+                    help="generation section: time sympy's tree-walking rewrites on a few models (quick, not with "
+                         "--quick), on every model (all: minutes for softmax_argmax3) or none")
     args = ap.parse_args(argv)
     wanted = [s.strip() for s in args.only.split(",") if s.strip()]
     bad = set(wanted) - set(SECTIONS)
@@ -641,6 +650,8 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         if name == "phase":
             r, d = bench_phase(args.quick, args.jobs, continuation=not args.no_continuation)
+        elif name == "generation":
+            r, d = bench_generation(args.quick, args.generation_baseline)
         else:
             r, d = globals()[f"bench_{name}"](args.quick)
         rows += r
