@@ -96,11 +96,12 @@ def markdown_table(results: Sequence[dict[str, Any]]) -> str:
             rows.append(f"| `{r['model']}` | {point} | | | | | | | | not simulated: {r['error']} |")
             continue
         qs = r["quantities"]
-        teacher = next((k for k in ("theta", "theta_1", "theta_1_11", "theta_11") if k in qs), None)
-        q = next((k for k in ("q", "q_1", "q_1_11", "q_11") if k in qs), None)
+        # the family's single entry, else its first (token 1 / slot 1a / entry 11), as named in the result
+        teacher = next((k for k in qs if k == "theta" or k.startswith("theta_")), None)
+        q = next((k for k in qs if k == "q" or k.startswith("q_")), None)
         n_ok = sum(1 for v in qs.values() if v["agrees"])
         zs = [abs(v["z"]) for v in qs.values() if v["z"] is not None]
-        rs = {True: "stable", False: "**unstable**", None: "–"}[r["theory"].get("rs_stable")]
+        rs = {True: "stable", False: "**unstable**", None: "not computed"}[r["theory"].get("rs_stable")]
         notes = [n for n in r["notes"] if not n.startswith(("not compared", "the theory's error bars"))]
         bad = [k for k, v in qs.items() if v["agrees"] is False]
         if bad:
