@@ -217,7 +217,7 @@ def local_average_on_nodes(module: ModuleType, nodes: np.ndarray, weights: np.nd
             st = np.zeros(b - a, dtype=np.int64)
             out = k.node_local_average(np.ascontiguousarray(nodes[:, a:b]), weights[a:b], start, x, p,
                                        float(prox_tol), LOCAL_MAX_ITER, float(convention.step), SADDLE_TOL,
-                                       SADDLE_PROBE, h, st, grad)
+                                       SADDLE_PROBE, convention.saddles == "stay", h, st, grad)
             h_out[:, a:b] = h
             status[a:b] = st
             return out, grad

@@ -672,7 +672,7 @@ def node_local_descent(h, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2
     return F, 0
 
 
-def node_local_average(nodes, weights, start, x, p, tol, max_iter, step, saddle_tol, probe, h_out, status,
+def node_local_average(nodes, weights, start, x, p, tol, max_iter, step, saddle_tol, probe, stay, h_out, status,
                        grad):
     """Fused energetic average under the local convention: at every node the minimum reached by
     descent from ``start`` (node_local_descent), grad += w d(W F)/dx there. A node whose descent
@@ -705,8 +705,11 @@ def node_local_average(nodes, weights, start, x, p, tol, max_iter, step, saddle_
             h[i] = start[i]
         F, st = node_local_descent(h, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2, H2, work)
         w = weights[j]
-        if st == 0:
-            status[j] = 0
+        if st == 0 or (st == 1 and stay):
+            # stay: a stationary stop kept as it is (replica.prox.ProxConvention.saddles), still counted
+            if st == 1:
+                n_sad += 1
+            status[j] = st
             for i in range(D):
                 h_out[i, j] = h[i]
             node_parameter_gradient(h, z, x, p, G)

@@ -232,6 +232,12 @@ def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
                         r"\big|_{h = \hat h} \right]"))
         for x in d.order_symbols:
             en.append(Block("", rf"\partial_{{{tex(x)}}} F = {tex(chain_rule_gradient(d, x))}"))
+    en.append(Block("Prox convention: $\\hat h$ above is the global minimiser of $F$, its lowest minimum (the theory of "
+                    "the global minimiser of the empirical risk: the global convention, the default). Under the local "
+                    "convention the same equations, $\\Psi_y$ and $e_t = -\\Phi$ are evaluated at the minimum reached "
+                    "by descent from $h = 0$ instead, along the modified-Newton flow",
+                    r"\hat h_{\mathrm{loc}} = \lim_{t \to \infty} h(t), \qquad \dot h = -\left|\nabla_h^2 F\right|^{-1} "
+                    r"\nabla_h F, \qquad h(0) = 0"))
     sections.append(("Saddle-point equations: energetic side", en))
     sections.append(("Observables", _observable_blocks(m)))
     return sections

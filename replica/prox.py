@@ -241,6 +241,11 @@ class ProxConvention:
     kind: str = "global"
     start: tuple[float, ...] | None = None
     step: float = 0.1
+    #: where the descent stops on a stationary point that is no minimum (the start on a basin boundary,
+    #: e.g. the origin of an even loss at omega = 0): "split" counts the minima on both sides half each
+    #: (the convention); "stay" keeps the stationary point, as a quasi-Newton code that stops where the
+    #: gradient vanishes does -- to reproduce such codes, never as a theory (it is no minimiser)
+    saddles: str = "split"
 
     @property
     def local(self) -> bool:
@@ -270,7 +275,8 @@ class ProxConvention:
         if not self.local:
             return "global minimiser"
         at = "0" if self.symmetric_start else "(" + ", ".join(f"{v:g}" for v in np.ravel(self.start)) + ")"
-        return f"local minimiser by descent from h = {at}"
+        stay = "; a descent stopped on a stationary point keeps it (not a minimiser)" if self.saddles == "stay" else ""
+        return f"local minimiser by descent from h = {at}{stay}"
 
 
 #: the conventions by name
@@ -279,10 +285,12 @@ PROX_CONVENTIONS = ("global", "local")
 GLOBAL = ProxConvention()
 
 
-def prox_convention(value: "ProxConvention | str | None", start=None) -> ProxConvention:
+def prox_convention(value: "ProxConvention | str | None", start=None, saddles: str | None = None) -> ProxConvention:
     """A :class:`ProxConvention` from a name (``"global"``, ``"local"``) or an instance;
-    ``start``: the local descent's start (a number or ``PROX_DIM`` numbers, the origin by default).
-    Raises :class:`~replica.errors.ParameterError` naming ``prox`` / ``prox_start`` on anything else."""
+    ``start``: the local descent's start (a number or ``PROX_DIM`` numbers, the origin by default);
+    ``saddles``: ``"split"`` (default) or ``"stay"`` (:attr:`ProxConvention.saddles`).
+    Raises :class:`~replica.errors.ParameterError` naming ``prox`` / ``prox_start`` / ``prox_saddles``
+    on anything else."""
     from .errors import ParameterError
 
     if isinstance(value, ProxConvention):
@@ -300,6 +308,12 @@ def prox_convention(value: "ProxConvention | str | None", start=None) -> ProxCon
         if vals.size == 0 or not np.all(np.isfinite(vals)):
             raise ParameterError("prox_start", f"must be finite numbers, got {start!r}")
         start = tuple(float(v) for v in vals)
+    if saddles is not None:
+        if saddles not in ("split", "stay"):
+            raise ParameterError("prox_saddles", f"must be split or stay, got {saddles!r}")
+        if name != "local":
+            raise ParameterError("prox_saddles", "only meaningful with the local convention (prox=local)")
+        return ProxConvention(name, start, saddles=saddles)
     return ProxConvention(name, start)
 
 
@@ -447,6 +461,11 @@ def local_prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
     h, F, conv, mini = local_minimize(module, h0, z, x, p, tol=tol, max_iter=max_iter, step=convention.step)
     saddle = conv & ~mini
     h2, F2 = h.copy(), F.copy()
+    if convention.saddles == "stay":
+        saddle[:] = False  # kept where it stopped (counted below as saddles all the same)
+        stayed = conv & ~mini
+    else:
+        stayed = np.zeros_like(saddle)
     if saddle.any():
         idx = np.flatnonzero(saddle)
         _, _, H = module.bracket_newton(h[:, idx], z[:, idx], x, p)
@@ -464,7 +483,7 @@ def local_prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
     h2[:, failed] = np.nan
     F[failed] = np.nan
     F2[failed] = np.nan
-    ok_saddle = saddle & ~failed
+    ok_saddle = (saddle | stayed) & ~failed
     return LocalProxResult(h, F, 0, int(failed.sum()), 0, max_iter, h_other=h2, value_other=F2,
                            saddle=ok_saddle, n_saddle=int(ok_saddle.sum()))
 

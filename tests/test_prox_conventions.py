@@ -259,3 +259,14 @@ def test_compiled_local_descent_matches_the_numpy_one(attention):
     assert np.max(np.abs(a.state - b.state)) < 1e-7  # both stop at a Newton step below 1e-8 (1 + |h|)
     # a node stopping 1e-8 short moves the envelope gradient there by ~1e-8, its average by ~1e-11
     assert np.allclose(a.grad, b.grad, rtol=1e-9, atol=1e-10) and abs(a.psi_y - b.psi_y) < 1e-12
+
+
+def test_a_kept_stationary_start_is_counted_and_reproduces_a_code_that_stops_there(toy):
+    """saddles='stay' keeps the start where its gradient vanishes (as a quasi-Newton code does), for
+    reproducing such codes: still counted as a saddle, never silently a minimiser."""
+    x, p = np.array([0.3, 1.3, 0.0, 0.0]), np.array([B, LAM])
+    z = np.zeros((2, 1))
+    res = local_prox(toy, z, x, p, prox_convention("local", None, "stay"))
+    assert res.n_saddle == 1 and res.h[0, 0] == 0.0 and res.h_other[0, 0] == 0.0
+    with pytest.raises(ParameterError, match="prox_saddles"):
+        prox_convention("global", None, "stay")

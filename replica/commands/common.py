@@ -52,6 +52,10 @@ def add_numeric_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prox-start", default=None, metavar="H1,H2,...",
                    help="start of the local convention's descent (one number for every coordinate, or PROX_DIM "
                         "numbers; default: the origin)")
+    g.add_argument("--prox-saddles", default=None, metavar="split|stay",
+                   help="where the local descent stops on a stationary point that is no minimum: split (default: "
+                        "half for the minimum on either side) or stay (keep it, as a quasi-Newton code that stops "
+                        "where the gradient vanishes does; to reproduce such codes, not a theory)")
     g.add_argument("--tol", type=float, default=1e-8,
                    help=f"relative residual at convergence, in [{validation.MIN_TOL:g}, {validation.MAX_TOL:g}] "
                         "(default 1e-8)")
@@ -129,7 +133,7 @@ def prox_from_args(args: argparse.Namespace):
         except ValueError:
             raise ParameterError("prox-start", f"expected comma-separated numbers, got {args.prox_start!r}") from None
     try:
-        return prox_convention(getattr(args, "prox", None) or "global", start)
+        return prox_convention(getattr(args, "prox", None) or "global", start, getattr(args, "prox_saddles", None))
     except ParameterError as exc:  # name the flag
         raise ParameterError(exc.name.replace("_", "-"), str(exc).split(": ", 1)[-1]) from None
 
