@@ -5,7 +5,7 @@ Model: attention_elastic_net: tied dot-product attention, L=2, r=1, r_t=1 (Cui e
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=228321a6d45c5143 generator=df7efc230874cf06
+# replica-artifact: version=0.1.0 declaration=228321a6d45c5143 generator=6dabe1cfe65d89ac
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = 'bca908523ca728f8'
 DECLARATION_HASH = '228321a6d45c5143'
-GENERATOR_HASH = 'df7efc230874cf06'
+GENERATOR_HASH = '6dabe1cfe65d89ac'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('omega', 'sigma', 'lam1', 'lam2', 'A_11', 'A_12', 'A_21', 'A_22')
 DEFAULTS = (0.3, 0.5, 0.001, 0.01, 0.6, 0.4, 0.4, 0.6)

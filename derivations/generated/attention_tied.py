@@ -5,7 +5,7 @@ Model: attention_tied: tied dot-product attention, L=2, r=1, r_t=1 (Cui et al. 2
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=79fec660e898c5ec generator=df7efc230874cf06
+# replica-artifact: version=0.1.0 declaration=79fec660e898c5ec generator=6dabe1cfe65d89ac
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '461b5f4c73e77356'
 DECLARATION_HASH = '79fec660e898c5ec'
-GENERATOR_HASH = 'df7efc230874cf06'
+GENERATOR_HASH = '6dabe1cfe65d89ac'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('omega', 'sigma', 'lam', 'A_11', 'A_12', 'A_21', 'A_22')
 DEFAULTS = (0.3, 0.5, 0.01, 0.6, 0.4, 0.4, 0.6)

@@ -5,7 +5,7 @@ Model: linear_attention: linear attention S(h) = h h^T learning T(h*) = h* h*^T,
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=3baacfcbcfdb1997 generator=df7efc230874cf06
+# replica-artifact: version=0.1.0 declaration=3baacfcbcfdb1997 generator=6dabe1cfe65d89ac
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = 'ab686f5600bdd9ee'
 DECLARATION_HASH = '3baacfcbcfdb1997'
-GENERATOR_HASH = 'df7efc230874cf06'
+GENERATOR_HASH = '6dabe1cfe65d89ac'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('sigma', 'lam')
 DEFAULTS = (0.5, 0.01)

@@ -5,7 +5,7 @@ Model: perceptron_probit: logistic regression on a probit teacher y = sign(h* + 
 Fields: L=1, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=0a807997536599ae generator=df7efc230874cf06
+# replica-artifact: version=0.1.0 declaration=0a807997536599ae generator=6dabe1cfe65d89ac
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '038b76ca94958955'
 DECLARATION_HASH = '0a807997536599ae'
-GENERATOR_HASH = 'df7efc230874cf06'
+GENERATOR_HASH = '6dabe1cfe65d89ac'
 L, R, R_T = 1, 1, 1
 PARAMETERS = ('lam', 'Delta')
 DEFAULTS = (0.1, 0.25)

@@ -5,7 +5,7 @@ Model: softmax_argmax3: three-class softmax regression on an argmax teacher (log
 Fields: L=1, r=2, r_t=2. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=a03f6f13ef15cd5d generator=df7efc230874cf06
+# replica-artifact: version=0.1.0 declaration=a03f6f13ef15cd5d generator=6dabe1cfe65d89ac
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '0d5b37ac8e2c8e3b'
 DECLARATION_HASH = 'a03f6f13ef15cd5d'
-GENERATOR_HASH = 'df7efc230874cf06'
+GENERATOR_HASH = '6dabe1cfe65d89ac'
 L, R, R_T = 1, 2, 2
 PARAMETERS = ('lam',)
 DEFAULTS = (0.1,)

@@ -5,17 +5,18 @@ they are huge, as DAGs small (softmax_argmax3's second derivatives repeat a few 
 distinct subexpressions millions of times). sympy's ``cse(..., optimizations="basic")``
 preprocesses every expression with ``sub_pre`` (``y - x -> -(x - y)``) and ``factor_terms``,
 and ``Basic.replace``, ``xreplace``, ``atoms`` and ``free_symbols`` all walk the *tree*: a
-subexpression that occurs k times is rewritten k times (416 of softmax_argmax3's 491 s of
-generation went to that cse, 361 s of it to ``factor_terms``).
+subexpression that occurs k times is rewritten k times (softmax_argmax3: 107 CPU-s of generation,
+most of it in that cse and ``factor_terms``; 20 CPU-s with these, benchmarks/RESULTS.md).
 
 The functions here are the same transformations with a memo keyed by the (hashable, structurally
 compared) subexpression: each distinct one is done once. Every rewrite is a pure function of its
 argument, so the results are equal to sympy's and the generated modules are the same byte for
 byte (``tests/test_symbolic.py`` compares every committed module with a fresh generation; the
-helpers' own test compares them with sympy's on derivative-heavy expressions). They follow
-sympy 1.12-1.14's ``cse_opts.sub_pre``, ``exprtools.factor_terms`` (default arguments) and
-``Basic.replace`` / ``_xreplace``; a sympy that changes those changes the committed modules'
-text either way, which the byte-for-byte tests catch.
+helpers' own test, tests/test_codegen_dag.py, compares them with sympy's on derivative-heavy
+expressions). They follow sympy 1.14's ``cse_opts.sub_pre``, ``exprtools.factor_terms`` (default
+arguments), ``Add/Mul/Pow.as_content_primitive`` and ``Basic.replace`` / ``_xreplace``; a sympy
+that changes those changes the committed modules' text either way, which the byte-for-byte tests
+catch.
 """
 from __future__ import annotations
 
