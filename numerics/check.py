@@ -44,9 +44,11 @@ REASONS = {
 
 
 def theory(module, parameters: Mapping[str, float], alpha: float, branch: str | None,
-           replicon: bool = True, quadrature: str | None = None) -> dict[str, Any]:
+           replicon: bool = True, quadrature: str | None = None, error_bars: bool = True) -> dict[str, Any]:
     """``replica solve MODEL --alpha A --branch B [--quadrature RULE] --json`` in process: the fixed point
-    from the CLI's cold starts, its error bars (one refinement, checked against 1e-3) and the replicon."""
+    from the CLI's cold starts, its error bars (one refinement, checked against 1e-3) and the replicon.
+    ``error_bars=False`` skips the bars (their refinement and jump check take minutes for the
+    six-dimensional models): no ``errors`` in the result."""
     from replica.accuracy import DEFAULT_ACCURACY, solve_to_accuracy
     from replica.commands.solve import result_dict
     from replica.integrators import from_spec
@@ -56,7 +58,8 @@ def theory(module, parameters: Mapping[str, float], alpha: float, branch: str | 
     solver = Solver(module, dict(parameters), branch=branch, rule=from_spec(quadrature or "auto", module, branch),
                     error_estimate=False)
     fp = solver.solve_best(alpha, scout=solver.scout())
-    fp = solve_to_accuracy(solver, fp, alpha, DEFAULT_ACCURACY, max_levels=1)
+    if error_bars:
+        fp = solve_to_accuracy(solver, fp, alpha, DEFAULT_ACCURACY, max_levels=1)
     out = result_dict(module, fp)
     if replicon:
         out.update(replicon_summary(module, fp))
@@ -185,14 +188,15 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
               ds: Sequence[int] = (200, 400, 800), seeds: int = 4, seed0: int = 0, n_test: int = 100_000,
               tol: float | None = None, max_iter: int = 20000, device: str = "cpu", constrain: bool = True,
               replicon: bool = True, threads: int = 1, theory_result: Mapping[str, Any] | None = None,
-              quadrature: str | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+              quadrature: str | None = None, theory_bars: bool = True,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Theory against simulation for ``model`` (a declared name or a path to a ``.py`` file) at
     ``alpha``: the ``replica check`` result (module docstring; keys listed in docs/check.md).
     ``threads``: BLAS and torch threads of the simulation (default 1: its linear algebra is small,
     and on a shared machine more threads spin-wait; 800 x 800 Cholesky solves ran 10x slower on 2).
     ``theory_result``: a ``replica solve --json`` result of this very point to use instead of solving
     (:func:`check_theory_result` checks that it is); ``quadrature``: the solve's energetic rule
-    (``replica solve --quadrature``; default ``auto``)."""
+    (``replica solve --quadrature``; default ``auto``); ``theory_bars=False``: solve without error bars."""
     from replica.registry import load_model, load_module
 
     from .problem import DEFAULT_TOL, Problem
@@ -221,7 +225,7 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
         say("theory: from the given replica solve result")
     else:
         say(f"theory: {module.MODEL} alpha={alpha:g} branch={branch or 'free'} (replica solve)")
-        th = theory(module, params, alpha, branch, replicon=replicon, quadrature=quadrature)
+        th = theory(module, params, alpha, branch, replicon=replicon, quadrature=quadrature, error_bars=theory_bars)
     say(f"theory: converged, {th.get('seconds', 0.0):.1f} s"
         + (f"; replicon {th['replicon']:.3g} (RS {'stable' if th['rs_stable'] else 'UNSTABLE'})"
            if th.get("replicon") is not None else ""))
@@ -248,6 +252,9 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
                else "the prox switches between minima" if th.get("replicon_switching") else "see replica solve")
         notes.append(f"the theory is replica-symmetry UNSTABLE here ({why}): its values need not describe the "
                      "minimiser, whatever the verdicts")
+    if not th.get("errors"):
+        notes.append("the theory has no error bars here (not computed): each verdict rests on the simulation's "
+                     "standard error alone")
     if th.get("accuracy_met") is False:
         notes.append("the theory's error bars are above 1e-3 relative on some numbers (replica solve's notes: "
                      + "; ".join(n for n in th.get("notes", []) if "NOT met" in n)[:200] + ")")

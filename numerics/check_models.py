@@ -38,9 +38,12 @@ POINTS: list[dict[str, Any]] = [
     {"model": "attention_clusters", "alpha": 2.0, "branch": "semantic"},
     {"model": "attention_tied", "alpha": 1.0, "branch": "semantic"},
     {"model": "attention_tied", "alpha": 0.5, "branch": "positional"},
-    {"model": "attention_L3", "alpha": 2.0, "branch": "semantic"},
-    {"model": "attention_rank2", "alpha": 2.0, "branch": "semantic"},
-    {"model": "attention_untied", "alpha": 2.0, "branch": "semantic"},
+    # six-dimensional averages: the theory's error bars (refinement, jump check) did not finish in
+    # 47 min (attention_L3, default rule) on the shared 2-core machine, the fixed point itself takes
+    # seconds; the default rule's own accuracy is ~1e-3 relative (docs/extensions.md)
+    {"model": "attention_L3", "alpha": 2.0, "branch": "semantic", "theory_bars": False},
+    {"model": "attention_rank2", "alpha": 2.0, "branch": "semantic", "theory_bars": False},
+    {"model": "attention_untied", "alpha": 2.0, "branch": "semantic", "theory_bars": False},
 ]
 BEGIN, END = "<!-- check-models:begin -->", "<!-- check-models:end -->"
 
@@ -65,7 +68,8 @@ def check_all(points: Sequence[dict[str, Any]], ds: Sequence[int] = (200, 400, 8
         t0 = time.perf_counter()
         try:
             res = run_check(name, point["alpha"], branch=point.get("branch"), ds=ds, seeds=seeds, n_test=n_test,
-                            quadrature=point.get("quadrature"), progress=say)
+                            quadrature=point.get("quadrature"), theory_bars=point.get("theory_bars", True),
+                            progress=say)
         except ReplicaError as exc:
             res = {"model": name, "alpha": point["alpha"], "branch": point.get("branch") or "free", "error": str(exc),
                    "seconds": time.perf_counter() - t0}

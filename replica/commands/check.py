@@ -65,6 +65,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--quadrature", default=None, metavar="RULE",
                    help="the theory's energetic rule, as in `replica solve --quadrature` (default auto); a coarser "
                         "rule solves faster and reports wider error bars")
+    g.add_argument("--no-theory-bars", dest="theory_bars", action="store_false",
+                   help="solve the theory without its error bars (their refinement and jump check take minutes for "
+                        "six-dimensional models); each verdict then rests on the simulation's standard error")
     g.add_argument("--theory", default=None, metavar="SOLVE.json",
                    help="use this `replica solve MODEL --alpha A [--branch B] --json` output of the same point "
                         "instead of solving (for models whose solve takes minutes)")
@@ -158,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     res = check.run_check(args.model, alpha, parameters=params, branch=args.branch, ds=ds, seeds=seeds,
                           seed0=args.seed0, n_test=n_test, tol=tol, max_iter=args.max_iter, device=device,
                           constrain=not args.unconstrained, replicon=args.replicon, threads=threads,
-                          theory_result=theory_result, quadrature=args.quadrature,
+                          theory_result=theory_result, quadrature=args.quadrature, theory_bars=args.theory_bars,
                           progress=progress)
     if args.plot is not None:
         check.plot(res, args.plot)
