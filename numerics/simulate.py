@@ -992,6 +992,10 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         else:
             msg = msg.replace("rerun to resume", "nothing was kept (--no-cache): a rerun starts again")
         print(msg, file=sys.stderr)
+        import signal  # said and decided: a second signal while exiting changes nothing (no traceback, same status)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
         return exit_status(e)
     if args.json:
         from replica import jsonio
