@@ -270,3 +270,16 @@ def test_a_kept_stationary_start_is_counted_and_reproduces_a_code_that_stops_the
     assert res.n_saddle == 1 and res.h[0, 0] == 0.0 and res.h_other[0, 0] == 0.0
     with pytest.raises(ParameterError, match="prox_saddles"):
         prox_convention("global", None, "stay")
+
+
+def test_sweep_spec_takes_the_convention(tmp_path):
+    from tests import support
+
+    text = support.ridge_spec("[0.5, 1.0]", chunk=2)
+    bad = support.spec_file(tmp_path, text.replace('kind = "solve"', 'kind = "solve"\nprox = "nearest"'), "bad.toml")
+    res = support.run_cli("sweep", bad, "--out", tmp_path / "x.csv", "--jobs", "1", "--dry-run")
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and "compute.prox" in lines[0], res.stderr
+    good = support.spec_file(tmp_path, text.replace('kind = "solve"', 'kind = "solve"\nprox = "local"'), "good.toml")
+    res = support.run_cli("sweep", good, "--out", tmp_path / "x.csv", "--jobs", "1", "--dry-run")
+    assert res.returncode == 0, res.stderr
