@@ -151,35 +151,40 @@ def verdict(per_d: Sequence[Mapping[str, float]], theory_value: float | None, th
             "slope_error": ex["slope_error"], "chi2": ex["chi2"], "dof": ex["dof"]}
 
 
-def quantity_names(problem, branch: str | None) -> tuple[list[tuple[str, str | None]], list[str]]:
-    """``([(name, module order-parameter name or None), ...], notes)``: what is compared. Order
-    parameters except ``V`` (not a property of the weights), and not those that are zero by
-    construction (``m`` without encodings; a family the branch pins); every observable; the
-    training loss."""
+def quantity_names(problem, branch: str | None) -> tuple[list[tuple[str, bool]], list[str]]:
+    """``([(name, is an order-parameter quantity), ...], notes)``: what is compared. The order
+    parameters' quantities (:meth:`numerics.problem.Problem.order_families`: entries, or rotation
+    invariants), not those that are zero by construction (``m`` without encodings; a family the branch
+    pins); every observable; the training loss."""
     pinned = set(problem.pinned(branch))
     notes = []
-    out: list[tuple[str, str | None]] = []
+    out: list[tuple[str, bool]] = []
     skipped = set()
-    for reported, name in problem.order_names():
-        fam = problem.module.LAYOUT[name][0]
-        if fam in pinned:
-            skipped.add(f"{fam} (pinned to 0 on branch {branch})")
+    for name, fams in problem.order_families().items():
+        hit = [f for f in fams if f in pinned]
+        if hit:
+            skipped.add(f"{name} ({hit[0]} pinned to 0 on branch {branch})")
             continue
-        if fam == "m" and not problem.has_encodings:
-            skipped.add("m (no positional encodings: 0 by construction)")
+        if "m" in fams and not problem.has_encodings:
+            skipped.add(f"{name} (no positional encodings: m = 0 by construction)")
             continue
-        out.append((reported, name))
+        out.append((name, True))
     if skipped:
         notes.append("not compared: " + "; ".join(sorted(skipped)))
-    out += [(o.name, None) for o in problem.observables]
-    out.append(("train_loss", None))
+    if problem.rotation_free:
+        notes.append("the loss is invariant under rotations of the student's field columns: compared are the "
+                     "rotation invariants of token 1's order parameters (q's eigenvalues, theta^T theta, ...)")
+    out += [(o.name, False) for o in problem.observables]
+    out.append(("train_loss", False))
     return out, notes
 
 
-def _theory_value(th: Mapping[str, Any], name: str, order_name: str | None) -> tuple[float | None, float | None]:
+def _theory_value(th: Mapping[str, Any], name: str, order: bool, problem) -> tuple[float | None, float | None]:
     errors = th.get("errors") or {}
-    if order_name is not None:
-        return (th["order_parameters"].get(order_name), (errors.get("order_parameters") or {}).get(order_name))
+    if order:
+        values = problem.order_quantities(th["order_parameters"])
+        bars = problem.order_quantity_errors(th["order_parameters"], errors.get("order_parameters") or {})
+        return values.get(name), bars.get(name)
     v = th.get(name)
     return (float(v) if isinstance(v, (int, float)) else None, errors.get(name))
 
@@ -235,13 +240,13 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
         _simulate(problem, alpha, ds, seeds, seed0, branch, runs, say, n_test=n_test, tol=tol or DEFAULT_TOL,
                   max_iter=max_iter, device=device, constrain=constrain)
     quantities: dict[str, Any] = {}
-    for name, order_name in names:
+    for name, order in names:
         samples = {d: np.array([r["values"][name] for r in runs if r["d"] == d], dtype=float) for d in ds}
         if not all(np.all(np.isfinite(v)) for v in samples.values()):
             notes.append(f"{name}: not measured (it depends on V, which the weights do not give)")
             continue
         per_d = seed_statistics(samples)
-        tv, te = _theory_value(th, name, order_name)
+        tv, te = _theory_value(th, name, order, problem)
         quantities[name] = verdict(per_d, tv, te)
     for name, q in quantities.items():
         if q["slope"] is not None and q["slope_error"] and abs(q["slope"]) > AGREE_Z * q["slope_error"]:

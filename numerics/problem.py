@@ -235,6 +235,7 @@ class Problem:
         self.nonsmooth_penalty = self.penalty_expr.has(sp.Abs)
         self.glm = self._glm_kind()
         self.student_groups, self.teacher_flips = self._sign_freedom()
+        self.rotation_free = self._rotation_freedom()
 
     # ------------------------------------------------------------------ structure
     @property
@@ -319,6 +320,28 @@ class Problem:
                 if np.allclose(loss(H, T2), base, rtol=1e-10, atol=1e-12):
                     tflips.append(t)
         return groups, tflips
+
+    def _rotation_freedom(self) -> bool:
+        """Whether the loss is unchanged when every token's student fields are rotated together,
+        ``h_l -> O^T h_l`` for ``O`` in ``O(r)``, ``r >= 2`` (tied rank-r attention): the weights are then
+        defined up to a rotation of their columns, and only rotation-invariant overlaps are compared."""
+        if self.r < 2:
+            return False
+        rng = np.random.default_rng(2)
+        k = 24
+        H = 1.3 * rng.standard_normal((k, self.L, self.r))
+        if self.channel is not None:
+            T = [rng.choice(np.asarray(self.channel.values, dtype=float), k)]
+        else:
+            T = [1.1 * rng.standard_normal(k) for _ in self.teacher_syms]
+        Z = [rng.standard_normal(k) for _ in self.noise_syms]
+        Z += self.label_columns(self.configs[rng.choice(len(self.configs), k, p=self.config_probs)])
+        O, _ = np.linalg.qr(rng.standard_normal((self.r, self.r)))
+
+        def loss(Hm):
+            return _broadcast(self._loss_np(*[Hm[:, l, j] for l in range(self.L) for j in range(self.r)], *T, *Z), k)
+
+        return bool(np.allclose(loss(H @ O), loss(H), rtol=1e-10, atol=1e-12))
 
     # ------------------------------------------------------------------ data
     def label_columns(self, slot: np.ndarray) -> list[np.ndarray]:
@@ -465,6 +488,19 @@ class Problem:
                    grad_norm=float(kkt), converged=bool(kkt <= KKT_TOL), iterations=0,
                    seconds=time.perf_counter() - t0)
 
+    def _penalty_of_rows(self, r: int):
+        """The declared penalty as a :class:`replica.regularizers.SeparableRegularizer` of rows of length
+        ``r`` for :class:`numerics.train.TheoryRegularizer`: the model's own for ``r = self.r``, its
+        restriction to the first component otherwise (which the simulator uses for the proximal map of
+        a penalty that is a sum of one function per component, and which a per-component l2 such as
+        ``L2([lam_Q, lam_K])`` cannot give itself)."""
+        from replica.regularizers import SeparableRegularizer
+
+        if r == self.r:
+            return SeparableRegularizer(self.penalty_expr, self.w_syms)
+        first = self.penalty_expr.subs({w: 0 for w in self.w_syms[1:]})
+        return SeparableRegularizer(first, self.w_syms[:1])
+
     def _torch_loss(self, torch) -> Callable:
         if self._loss_torch is None:
             self._loss_torch = sp.lambdify(self.args, self.loss_expr, [_torch_functions(torch), "torch"],
@@ -483,7 +519,7 @@ class Problem:
         teach = [torch.as_tensor(np.ascontiguousarray(c), dtype=dt, device=dev) for c in inst.teacher]
         noise = [torch.as_tensor(c, dtype=dt, device=dev) for c in inst.noise]
         B = torch.as_tensor(basis, dtype=dt, device=dev) if basis is not None else None
-        reg = TheoryRegularizer(self.model.regularizer, self.subs, "penalty")
+        reg = TheoryRegularizer(self._penalty_of_rows, self.subs, "penalty")
         lossf = self._torch_loss(torch)
         n = inst.n
 
@@ -610,16 +646,95 @@ class Problem:
                 "theta": np.einsum("di,ld,dt->lit", W, inst.gamma, Qs) / d,
                 "rho": np.einsum("dt,ld,du->ltu", Qs, inst.gamma, Qs) / d}
 
-    def order_names(self) -> list[tuple[str, str]]:
-        """``(reported name, module name)`` of the measurable order parameters (all but ``V``): the
-        family's name where it has a single entry (``q``, ``theta``), else the module's (``m_2``)."""
-        fams = self.module.FAMILIES
-        out = []
+    def order_families(self) -> dict[str, tuple[str, ...]]:
+        """The compared order-parameter quantities and the families each is built from (``V`` is not
+        compared: it is a response, not a property of the weights).
+
+        Entries: the family's name where it has a single entry (``q``, ``theta``), else the module's
+        name (``m_2``, ``q_1_12``). Where the loss is rotation-invariant (:attr:`rotation_free`), the
+        token-1 (slot-1) invariants instead: the eigenvalues ``q_eig1 <= q_eig2 ...`` of ``q``,
+        ``theta_sq`` = ``theta^T theta`` (entries ``theta_sq_ab`` for ``r_t > 1``), ``m_sq`` = ``m^T m``
+        and ``theta_m`` = ``theta^T m`` (entries ``theta_m_a``)."""
+        if not self.rotation_free:
+            fams = self.module.FAMILIES
+            out = {}
+            for name in self.module.ORDER_PARAMETERS:
+                fam = self.module.LAYOUT[name][0]
+                if fam != "V":
+                    out[fam if len(fams[fam]) == 1 else name] = (fam,)
+            return out
+        rt = self.r_t
+        out = {f"q_eig{k + 1}": ("q",) for k in range(self.r)}
+        pairs = [(a, b) for a in range(rt) for b in range(a, rt)]
+        out.update({("theta_sq" if rt == 1 else f"theta_sq_{a + 1}{b + 1}"): ("theta",) for a, b in pairs})
+        out["m_sq"] = ("m",)
+        out.update({("theta_m" if rt == 1 else f"theta_m_{a + 1}"): ("m", "theta") for a in range(rt)})
+        return out
+
+    def _first_matrices(self, values: Mapping[str, float | None]) -> dict[str, np.ndarray] | None:
+        """Token 1's (slot 1's) ``q (r, r)``, ``m (r,)``, ``theta (r, r_t)`` from values under the
+        module's names (None where one is missing)."""
+        mats = {"q": np.zeros((self.r, self.r)), "m": np.zeros(self.r), "theta": np.zeros((self.r, self.r_t))}
+        first = (None, 1, self.slot_labels[0])
         for name in self.module.ORDER_PARAMETERS:
-            fam = self.module.LAYOUT[name][0]
-            if fam == "V":
+            fam, token, i, j, _, _ = self.module.LAYOUT[name]
+            if fam == "V" or token not in first:
                 continue
-            out.append((fam if len(fams[fam]) == 1 else name, name))
+            v = values.get(name)
+            if v is None:
+                return None
+            if fam == "q":
+                mats["q"][i, j] = mats["q"][j, i] = v
+            elif fam == "m":
+                mats["m"][i] = v
+            else:
+                mats["theta"][i, j] = v
+        return mats
+
+    def order_quantities(self, values: Mapping[str, float]) -> dict[str, float]:
+        """The compared quantities (:meth:`order_families`) from order parameters under the module's
+        names (measured ones, or the theory's ``order_parameters``)."""
+        if not self.rotation_free:
+            names = {fam if len(self.module.FAMILIES[fam]) == 1 else n: n for n in self.module.ORDER_PARAMETERS
+                     if (fam := self.module.LAYOUT[n][0]) != "V"}
+            return {k: float(values[n]) for k, n in names.items()}
+        M = self._first_matrices(values)
+        q, m, th = M["q"], M["m"], M["theta"]
+        out = {f"q_eig{k + 1}": float(e) for k, e in enumerate(np.linalg.eigvalsh(q))}
+        tt, tm = th.T @ th, th.T @ m
+        rt = self.r_t
+        for a in range(rt):
+            for b in range(a, rt):
+                out["theta_sq" if rt == 1 else f"theta_sq_{a + 1}{b + 1}"] = float(tt[a, b])
+            out["theta_m" if rt == 1 else f"theta_m_{a + 1}"] = float(tm[a])
+        out["m_sq"] = float(m @ m)
+        return out
+
+    def order_quantity_errors(self, values: Mapping[str, float], errors: Mapping[str, float | None]
+                              ) -> dict[str, float | None]:
+        """Error bars of :meth:`order_quantities` from those of the order parameters: the entries' own,
+        or for the invariants first-order bounds (an eigenvalue moves by at most the Frobenius norm of
+        ``dq`` (Weyl); ``|d(a^T b)| <= |a| |db| + |da| |b|``); None where an entry has none."""
+        if not self.rotation_free:
+            names = {fam if len(self.module.FAMILIES[fam]) == 1 else n: n for n in self.module.ORDER_PARAMETERS
+                     if (fam := self.module.LAYOUT[n][0]) != "V"}
+            return {k: errors.get(n) for k, n in names.items()}
+        M, E = self._first_matrices(values), self._first_matrices(errors)
+        out: dict[str, float | None] = dict.fromkeys(self.order_families())
+        if E is None:
+            return out
+        q, m, th = M["q"], M["m"], M["theta"]
+        dq, dm, dth = np.abs(E["q"]), np.abs(E["m"]), np.abs(E["theta"])
+        for k in range(self.r):
+            out[f"q_eig{k + 1}"] = float(np.linalg.norm(dq))
+        rt = self.r_t
+        n = np.linalg.norm
+        for a in range(rt):
+            for b in range(a, rt):
+                out["theta_sq" if rt == 1 else f"theta_sq_{a + 1}{b + 1}"] = float(
+                    n(th[:, a]) * n(dth[:, b]) + n(dth[:, a]) * n(th[:, b]))
+            out["theta_m" if rt == 1 else f"theta_m_{a + 1}"] = float(n(th[:, a]) * n(dm) + n(dth[:, a]) * n(m))
+        out["m_sq"] = float(2 * n(m) * n(dm))
         return out
 
     def order_values(self, ov: Mapping[str, np.ndarray]) -> dict[str, float]:
@@ -659,8 +774,7 @@ class Problem:
         ov = self.overlaps(inst, fit.W)
         out: dict[str, Any] = {}
         orders = self.order_values(ov)
-        for reported, name in self.order_names():
-            out[reported] = orders[name]
+        out.update(self.order_quantities(orders))
         rng = inst.rng["test"]
         H, HS, slot = self.test_fields(ov, n_test, rng)
         teacher = self._teacher_args(HS, rng)
