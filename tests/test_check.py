@@ -210,6 +210,33 @@ def test_token_clusters_follow_the_declared_label_law():
     assert fit.converged and np.max(np.abs(ov["m"])) < 1e-12 and ov["q"].shape[0] == 4
 
 
+def test_rotation_invariant_students_are_compared_by_invariants():
+    """Tied rank-2 attention is unchanged by h -> h O: its theory picks one basis of the weight columns,
+    a minimiser another, so the compared quantities are q's eigenvalues and theta^T theta, equal in
+    every basis; untied attention (only a joint sign flip) keeps its entries."""
+    import importlib
+
+    from numerics.problem import Problem
+    from replica.registry import load_model
+
+    rank2 = Problem(load_model("attention_rank2"), importlib.import_module("derivations.generated.attention_rank2"))
+    untied = Problem(load_model("attention_untied"), module=None)
+    assert rank2.rotation_free and not untied.rotation_free and untied.student_groups == [[0, 1]]
+    q = np.array([[0.07, -0.02], [-0.02, 0.05]])
+    th = np.array([0.1, -0.07])
+    O, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((2, 2)))
+
+    def named(q, th):
+        return {"q_11": q[0, 0], "q_12": q[0, 1], "q_22": q[1, 1], "m_1": 0.0, "m_2": 0.0, "theta_1": th[0],
+                "theta_2": th[1], "V_11": 1.0, "V_12": 0.0, "V_22": 1.0}
+
+    a, b = rank2.order_quantities(named(q, th)), rank2.order_quantities(named(O.T @ q @ O, O.T @ th))
+    assert set(a) == {"q_eig1", "q_eig2", "theta_sq", "m_sq", "theta_m"}
+    for k in a:
+        assert a[k] == pytest.approx(b[k], abs=1e-14)
+    assert a["theta_sq"] == pytest.approx(th @ th) and a["q_eig1"] + a["q_eig2"] == pytest.approx(np.trace(q))
+
+
 # --------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("args, name", [
     (["--alpha", "-1"], "alpha"), (["--alpha", "2", "--d", "5"], "d"), (["--alpha", "2", "--d", "100,x"], "d"),
