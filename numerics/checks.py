@@ -41,9 +41,12 @@ def check_row_stochastic(A: Any, L: int | None = None, name: str = "A") -> np.nd
 def run_cli(parser: Any, run: Callable[[Any, str], int], argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` with ``parser`` and return ``run(args, prog)``, with SIGTERM raising like
     Ctrl-C inside (``replica.workers.terminate_raises``), so that every ``numerics`` command can
-    end an interrupted run with one line and status 130/143."""
+    end an interrupted run with one line and status 130/143. A missing optional package (torch,
+    scikit-learn: :data:`numerics.deps.INSTALL`) ends it with one line saying what to install, status 2."""
     from replica.workers import terminate_raises
+
+    from .deps import missing_line
 
     args = parser.parse_args(argv)
     with terminate_raises():
-        return run(args, parser.prog)
+        return missing_line(parser.prog, run, args, parser.prog)

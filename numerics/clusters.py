@@ -463,4 +463,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from numerics.deps import missing_line
+
+    sys.exit(missing_line("python -m numerics.clusters", main))   # no torch: one line saying what to install

@@ -13,7 +13,7 @@ from types import ModuleType
 
 from replica.errors import ReplicaError
 
-__all__ = ["MissingDependency", "INSTALL", "require", "available"]
+__all__ = ["MissingDependency", "INSTALL", "require", "available", "missing_line"]
 
 #: how to install each optional dependency (the ``sim`` extra holds torch and scikit-learn)
 INSTALL = {
@@ -47,3 +47,19 @@ def require(module: str, purpose: str) -> ModuleType:
         package = PACKAGE.get(module, module)
         how = INSTALL.get(module, f"pip install {package}")
         raise MissingDependency(f"{purpose} needs {package}, which is not installed: {how}") from None
+
+
+def missing_line(prog: str, main, *args):
+    """``main(*args)``, or, where it stops on a missing optional package (:data:`INSTALL`), one line
+    ``"<prog>: error: needs <package>, which is not installed: <how>"`` on stderr and status 2: for
+    command lines that do not go through :func:`numerics.checks.run_cli`."""
+    import sys
+
+    try:
+        return main(*args)
+    except ModuleNotFoundError as exc:
+        if exc.name not in INSTALL:
+            raise
+        print(f"{prog}: error: needs {PACKAGE.get(exc.name, exc.name)}, which is not installed: {INSTALL[exc.name]}",
+              file=sys.stderr)
+        return 2
