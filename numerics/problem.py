@@ -210,7 +210,8 @@ class Problem:
         self.config_probs = np.array([num(pr) for _, pr, _ in confs])
         self.config_probs /= self.config_probs.sum()
         self.label_syms = list(data.label_symbols)
-        self._label_slot = [s for s in range(len(self.slots)) if data._indicator(s) != 1]
+        # the slots whose indicator e_{lc} is a symbol (tokens with more than one cluster), in label_symbols' order
+        self._label_slot = [s for s, (l, _) in enumerate(self.slots) if data.clusters[l] > 1]
         self.h_syms = list(model.h)            # row-major: h[l, j] at l * r + j
         self.hs_syms = list(model.hstar)
         self.channel = model.channel
