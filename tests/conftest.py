@@ -34,10 +34,25 @@ def pytest_configure(config):
     import os as _os
 
     _os.environ["REPLICA_FROZEN_TREE"] = "1"
-    # CI (CI=true) also runs the slow checks: the whole suite took 57.6 min on 2 cores from a fresh clone on
-    # 2026-11-27 (57 min in CI), inside CI's 90; docs/TEAM_NOTES.md lists where the time goes. Locally the default
-    # stays fast (addopts: -m 'not slow'); an explicit -m wins.
+    # CI (CI=true) also runs the slow checks: the whole suite took 57.6 min on 2 cores in one process on
+    # 2026-11-27 (CI's limit is 90), before code generation got ~5x faster (replica/codegen/dag.py) and before
+    # -n auto; docs/TEAM_NOTES.md says what was measured since and where the time goes. Locally the default stays
+    # fast (addopts: -m 'not slow'); an explicit -m wins.
     import os
 
     if os.environ.get("CI", "").lower() == "true" and config.option.markexpr == "not slow":
         config.option.markexpr = ""
+    # pytest-xdist (addopts: -n auto) runs the tests in one worker process per CPU. Each worker's compiled
+    # averages, and the CLI processes it starts, then run on its share of the CPUs instead of all of them
+    # (REPLICA_THREADS; the sums do not depend on the thread count, replica.energetic.chunk_map).
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if workers.isdigit() and int(workers) > 1:
+        from replica.executors import available_cpus
+
+        os.environ.setdefault("REPLICA_THREADS", str(max(1, available_cpus() // int(workers))))
+
+
+def pytest_collection_modifyitems(config, items):
+    # The long checks first (stable order otherwise): xdist then shares them between the workers instead of
+    # leaving the last of them to one worker while the other idles.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -157,7 +157,9 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("address", [f"tcp://127.0.0.1:{_closed_port()}", "tcp://10.255.255.1:8786"])
+# ids: the closed port differs between pytest-xdist workers, whose collected test names must agree
+@pytest.mark.parametrize("address", [f"tcp://127.0.0.1:{_closed_port()}", "tcp://10.255.255.1:8786"],
+                         ids=["closed-local-port", "unroutable-host"])
 def test_unreachable_scheduler_fails_fast_with_one_line(tmp_path, address):
     spec = spec_file(tmp_path, RIDGE.replace("NUM", "4"))
     res = run_cli("sweep", spec, "--scheduler", address, "--out", tmp_path / "r.nc", timeout=90)

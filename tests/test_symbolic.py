@@ -251,9 +251,9 @@ def test_every_declared_model_has_fresh_artifacts():
     assert stale_artifacts() == []
 
 
-#: models whose check below takes 25 s to 5 min on 2 cores (softmax_argmax3, the bivariate-orthant label law of
-#: three classes through 2 x 2 order parameters: 289 s in the CI-like run of 2026-11-27, most of it in the code
-#: generator's sympy cse; docs/TEAM_NOTES.md): their byte-for-byte re-derivation runs
+#: models whose check below costs 6-21 CPU-s each (their generation alone, benchmarks/RESULTS.md: softmax_argmax3
+#: 20.5 CPU-s, 107 before replica/codegen/dag.py, which took it to 289 s of the CI-like run of 2026-11-27; the
+#: LaTeX exports of attention_L3/clusters on top): their byte-for-byte re-derivation runs
 #: with the slow checks (CI runs those); locally test_every_declared_model_has_fresh_artifacts still catches a
 #: stale module of every model through its declaration and generator hashes
 SLOW_DERIVATIONS = ("attention_rank2", "attention_untied", "attention_clusters", "attention_L3", "softmax_argmax3")
