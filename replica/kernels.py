@@ -188,8 +188,6 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
             if not math.isfinite(g[i]):
                 return F, False, -1
             gmax = max(gmax, abs(g[i]))
-        if gmax < tol:
-            return F, True, -1
         node_direction(g, H, d, 1e-8, work)
         dmax = 0.0
         hmax = 0.0
@@ -198,6 +196,33 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
             dmax = max(dmax, abs(d[i]))
             hmax = max(hmax, abs(h[i]))
             slope += g[i] * d[i]
+        if gmax < tol:
+            # Converged: one more (unevaluated) Newton step where it is tiny leaves an error ~ step^2
+            # instead of ~ |g| / H, a bias every rule would share (1e-12 on the numbers at tol 1e-12).
+            if dmax <= step_tol * (1.0 + hmax):
+                for i in range(D):
+                    h[i] += d[i]
+            return F, True, -1
+        if -slope <= 1e-12 * (1.0 + abs(F)):
+            # The step can lower F by less than F's round-off resolves (|g| ~ 1e-8): Armijo on F
+            # would stop by chance, leaving |g| there (noise of ~1e-11 in the averages from node to
+            # node and state to state). The gradient still resolves it: take the full step while
+            # it shrinks the gradient.
+            for i in range(D):
+                trial[i] = h[i] + d[i]
+            Ft = node_bracket_newton(trial, c, g2, H2)
+            g2max = 0.0
+            for i in range(D):
+                g2max = max(g2max, abs(g2[i]))
+            if not (math.isfinite(Ft) and g2max < gmax):
+                return F, True, -1
+            for i in range(D):
+                h[i] = trial[i]
+                g[i] = g2[i]
+            for i in range(D * D):
+                H[i] = H2[i]
+            F = Ft
+            continue
         if dmax <= step_tol * (1.0 + hmax):
             # Take the tiny step without evaluating: the error left is ~ step^2 (returning h
             # itself would leave an error ~ step, i.e. 1e-8 noise in the envelope gradient).
@@ -278,7 +303,17 @@ def node_off_saddle(h, c, F, tol, max_iter, g, H, d, trial, g2, H2, work, sols, 
         for i in range(D):
             hk[i] = h[i] + sgn * eps * u[i]
         Fk, okk, _m = node_newton(hk, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work, sols, solok, 0, 1e-3)
-        if okk and math.isfinite(Fk) and Fk < best:
+        if not (okk and math.isfinite(Fk)):
+            continue
+        take = Fk < best - 1e-12 * (1.0 + abs(Fk))
+        if not take and Fk <= best + 1e-12 * (1.0 + abs(Fk)):
+            # mirror minima tie (a saddle on a symmetry plane): the lexicographically larger one,
+            # whichever side the round-off put first (replica.prox.off_saddles does the same)
+            for i in range(D):
+                if hk[i] != hb[i]:
+                    take = hk[i] > hb[i]
+                    break
+        if take:
             best = Fk
             for i in range(D):
                 hb[i] = hk[i]

@@ -95,11 +95,20 @@ def newton_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.nda
         F[active] = Fa
         gmax = np.max(np.abs(g), axis=0)
         done = (gmax < tol) | ~np.isfinite(gmax)
-        converged[active[done & np.isfinite(gmax)]] = True
+        conv = done & np.isfinite(gmax)
+        if conv.any():
+            # converged: one more (unevaluated) Newton step where it is tiny leaves an error ~ step^2
+            # instead of ~ |g| / H, a bias every rule would share (kernels.node_newton does the same)
+            dc = newton_direction(g[:, conv], H[:, conv])
+            ok = np.all(np.isfinite(dc), axis=0) & (np.max(np.abs(dc), axis=0)
+                                                    <= step_tol * (1.0 + np.max(np.abs(ha[:, conv]), axis=0)))
+            h[:, active[conv][ok]] = ha[:, conv][:, ok] + dc[:, ok]
+        converged[active[conv]] = True
         keep = ~done
         if not keep.any():
             break
         active, g, H, Fa, ha, za = active[keep], g[:, keep], H[:, keep], Fa[keep], ha[:, keep], za[:, keep]
+        gmax = gmax[keep]
         d = newton_direction(g, H)
         # A Newton step below step_tol leaves an error ~ step^2: converged (the gradient
         # itself can stall at ~1e-10 from round-off in the exponentials).
@@ -108,8 +117,21 @@ def newton_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.nda
         # stopping at ha would leave ~ step, i.e. 1e-8 noise in the envelope gradient.
         h[:, active[tiny]] = ha[:, tiny] + d[:, tiny]
         slope = np.sum(g * d, axis=0)
+        # A step that can lower F by less than F's round-off resolves (|g| ~ 1e-8): Armijo on F would
+        # stop by chance and leave |g| there (noise ~1e-11 in the averages). Judge it by the gradient:
+        # the full step is taken while it shrinks the gradient, else the node has converged.
+        flat = ~tiny & (-slope <= 1e-12 * (1.0 + np.abs(Fa)))
+        flat_stop = np.zeros(active.size, dtype=bool)
+        if flat.any():
+            fi = np.flatnonzero(flat)
+            trial = ha[:, fi] + d[:, fi]
+            Ft, gt, _ = module.bracket_newton(trial, za[:, fi], x, p)
+            better = np.isfinite(Ft) & (np.max(np.abs(np.asarray(gt)), axis=0) < gmax[fi])
+            h[:, active[fi[better]]] = trial[:, better]
+            F[active[fi[better]]] = np.asarray(Ft)[better]
+            flat_stop[fi[~better]] = True
         t = np.ones(active.size)
-        pending = np.flatnonzero(~tiny)
+        pending = np.flatnonzero(~tiny & ~flat)
         for _ in range(30):
             if pending.size == 0:
                 break
@@ -126,7 +148,8 @@ def newton_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.nda
         moving = np.ones(active.size, dtype=bool)
         moving[pending] = False
         moving[tiny] = False
-        moving &= (Fa - F[active]) > 1e-15 * (1.0 + np.abs(Fa))
+        moving &= flat | ((Fa - F[active]) > 1e-15 * (1.0 + np.abs(Fa)))
+        moving &= ~flat_stop
         converged[active[~moving]] = True
         active = active[moving]
         if active.size == 0:
@@ -326,7 +349,18 @@ SADDLE_PROBE = 1e-4
 
 def _min_eigen(H: np.ndarray, D: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The smallest eigenvalue, its unit eigenvector ``(D, M)`` and the largest ``|eigenvalue|`` of
-    the symmetrised Hessians ``H`` ``(D*D, M)``."""
+    the symmetrised Hessians ``H`` ``(D*D, M)``. For ``D = 1, 2`` the closed forms of the compiled
+    :func:`replica.kernels.node_min_eigen`, signs included: where two mirror minima tie, both
+    backends then step off a saddle to the same side."""
+    if D == 1:
+        return H[0], np.ones((1, H.shape[1])), np.abs(H[0])
+    if D == 2:
+        a, b, c = H[0], 0.5 * (H[1] + H[2]), H[3]
+        half_tr, half_diff = 0.5 * (a + c), 0.5 * (a - c)
+        rad = np.sqrt(half_diff ** 2 + b ** 2)
+        t = 0.5 * np.arctan2(b, half_diff)
+        u = np.stack([-np.sin(t), np.cos(t)])
+        return half_tr - rad, u, np.maximum(np.abs(half_tr + rad), np.abs(half_tr - rad))
     Hm = H.T.reshape(-1, D, D)
     Hm = 0.5 * (Hm + Hm.transpose(0, 2, 1))
     lam, U = np.linalg.eigh(Hm)
@@ -356,7 +390,18 @@ def off_saddles(module: ModuleType, h: np.ndarray, F: np.ndarray, conv: np.ndarr
     for sign in (1.0, -1.0):
         hs, Fs, cs, _ = newton_minimize(module, h[:, idx] + sign * eps * u, z[:, idx], x, p, tol=tol,
                                         max_iter=max_iter)
-        lower = cs & np.isfinite(Fs) & (Fs < best_F)
+        ok = cs & np.isfinite(Fs)
+        slack = 1e-12 * (1.0 + np.abs(Fs))
+        lower = ok & (Fs < best_F - slack)
+        # mirror minima tie (a saddle on a symmetry plane): the lexicographically larger minimiser,
+        # whichever side round-off put first, as the compiled node_off_saddle
+        tie = ok & ~lower & (Fs <= best_F + slack)
+        if tie.any():
+            diff = hs[:, tie] != best_h[:, tie]
+            first = np.argmax(diff, axis=0)
+            cols = np.arange(first.size)
+            larger = diff.any(axis=0) & (hs[:, tie][first, cols] > best_h[:, tie][first, cols])
+            lower[np.flatnonzero(tie)[larger]] = True
         best_h[:, lower], best_F[lower] = hs[:, lower], Fs[lower]
     found = np.isfinite(best_F)
     h[:, idx[found]], F[idx[found]] = best_h[:, found], best_F[found]

@@ -91,12 +91,18 @@ def ladder_plan(solver, max_levels: int) -> list[tuple[str, int]]:
     return out
 
 
+#: pre-integration level of the jump check (two map evaluations, ~1 s on the paper's model): the
+#: ``fast`` level's own error (~5e-4 relative on the paper point, docs/accuracy.md) would dominate
+#: the check where the tensor rule is 1e-4-accurate
+JUMP_CHECK_LEVEL = "default"
+#: and the level a solve moves to when the check's shift alone exceeds the accuracy
+JUMP_AWARE_LEVEL = "default"
+
+
 def plan_line(solver, fp, accuracy: float, max_levels: int) -> str:
     """One line said before the ladder starts: how many levels the node budget allows, the finest
     rule, and a rough time (one timed map evaluation of the working rule at ``fp``, scaled by the
     points of each level, :data:`EVALUATIONS_PER_LEVEL` evaluations per level)."""
-    from .accuracy import JUMP_AWARE_LEVEL
-
     plan = ladder_plan(solver, max_levels)
     work = level_nodes(solver.integrator)
     head = f"refining to accuracy {accuracy:g}: "

@@ -163,6 +163,15 @@ class FixedPoint:
         """The conjugates as a vector in the module's ``CONJUGATES`` order."""
         return np.array(list(self.conjugates.values()))
 
+    def values(self) -> dict[str, float]:
+        """Every number the result reports, flat by name: order parameters, conjugates, observables,
+        ``phi``, ``psi_t``, ``psi_w``, ``psi_y`` and ``train_loss`` (what error bars are given for)."""
+        out = {k: float(v) for k, v in self.order.items()}
+        out.update({k: float(v) for k, v in self.conjugates.items()})
+        out.update({k: float(v) for k, v in self.observables.items()})
+        out.update(phi=self.phi, psi_t=self.psi_t, psi_w=self.psi_w, psi_y=self.psi_y, train_loss=self.train_loss)
+        return out
+
     def to_dict(self) -> dict:
         """JSON-ready summary (order parameters, conjugates and observables at top level, every
         observable with its ``<name>_error``)."""
