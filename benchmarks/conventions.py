@@ -70,22 +70,38 @@ def tasks():
                     "--A", ",".join(repr(float(v)) for r in A for v in r), "--prox", prox, "--json", "--no-replicon"]
             yield _key("point", label=label, prox=prox), args
     for rule in RULES:
-        for prox in PROX:
+        for prox in PROX + (("local-stay",) if rule == "d7" else ()):
             for w in OMEGAS:
-                args = ["phase", "attention", "--omega", str(w), "--thresholds-only", "--prox", prox, "--json",
+                args = ["phase", "attention", "--omega", str(w), "--thresholds-only", "--prox", prox[:5], "--json",
                         "--no-cache"]
+                if prox == "local-stay":
+                    args += ["--prox-saddles", "stay"]
                 if rule != "default":
                     args += ["--quadrature", rule]
                 yield _key("phase", rule=rule, prox=prox, omega=w), args
 
 
-def d7_branch(prox: str) -> list[dict]:
+#: the d7 computations: the two conventions, and the local one keeping a stationary start where its
+#: descent does not move (as a quasi-Newton code from h = 0 does at the nodes where omega = 0)
+D7_VARIANTS = ("global", "local", "local-stay")
+
+
+def _convention(variant: str):
+    from replica.prox import prox_convention
+
+    if variant == "local-stay":
+        return prox_convention("local", None, "stay")
+    return prox_convention(variant)
+
+
+def d7_branch(variant: str) -> list[dict]:
     """The semantic branch at omega = 0.3 on the degree-7 pair cubature alone (no refinement, no
     bars: the paper's kind of computation), continued down in alpha from alpha = 2."""
     from replica.quadrature import degree7_pairs
     from replica.registry import load_module
     from replica.solver import Solver
 
+    prox = _convention(variant)
     mod = load_module("attention")
     rows, x0 = [], None
     for a in sorted(ALPHAS + (0.79, 0.7, 0.5, 0.4), reverse=True):
@@ -112,11 +128,11 @@ def run() -> None:
         out, wall, err = _replica(args)
         data[key] = dict(args=args, wall=wall, result=out, error=err)
         _save(data)
-    for prox in PROX:
-        key = _key("d7branch", prox=prox)
+    for variant in D7_VARIANTS:
+        key = _key("d7branch", prox=variant)
         if key not in data:
-            print(f"solving the d7 branch ({prox})", file=sys.stderr, flush=True)
-            data[key] = dict(rows=d7_branch(prox))
+            print(f"solving the d7 branch ({variant})", file=sys.stderr, flush=True)
+            data[key] = dict(rows=d7_branch(variant))
             _save(data)
 
 
@@ -130,9 +146,9 @@ def _fmt(v, e=None, digits=4) -> str:
 
 def show() -> str:
     data = _load()
-    d7 = {prox: {r["alpha"]: r for r in data.get(_key("d7branch", prox=prox), {}).get("rows", [])} for prox in PROX}
+    d7 = {v: {r["alpha"]: r for r in data.get(_key("d7branch", prox=v), {}).get("rows", [])} for v in D7_VARIANTS}
     lines = ["| α | θ global ± bar | θ local ± bar | q global ± bar | q local ± bar | ε_g global | ε_g local | "
-             "θ global, d7 | θ local, d7 |", "|---|---|---|---|---|---|---|---|---|"]
+             "θ on d7: global / local / local, stationary start kept |", "|---|---|---|---|---|---|---|---|"]
     for a in ALPHAS:
         row = [f"{a:g}"]
         for name in ("theta", "q", "eps_g"):
@@ -143,19 +159,28 @@ def show() -> str:
                     continue
                 found = d.get("branch_found", True)
                 row.append(_fmt(d[name], (d.get("errors") or {}).get(name)) + ("" if found else " (agnostic)"))
-        for prox in PROX:
-            r = d7[prox].get(a)
-            row.append("—" if r is None else (r.get("error", "failed")[:30] if "theta" not in r else
-                                               _fmt(r["theta"]) + ("" if r["branch_found"] else " (agnostic)")))
+        cells = []
+        for v in D7_VARIANTS:
+            r = d7[v].get(a)
+            cells.append("—" if r is None else (r.get("error", "failed")[:30] if "theta" not in r else
+                                                _fmt(r["theta"]) + ("" if r["branch_found"] else " (agnostic)")))
+        row.append(" / ".join(cells))
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "| ω | rule | α_c global | α_c local | α_l global | α_l local |", "|---|---|---|---|---|---|"]
+    extra = [a for a in sorted({a for v in D7_VARIANTS for a in d7[v]}, reverse=True) if a not in ALPHAS]
+    if extra:
+        lines += ["", "θ on d7 alone at other α (global / local / local, stationary start kept): " + "; ".join(
+            f"α = {a:g}: " + " / ".join(_fmt(d7[v][a].get("theta")) if a in d7[v] else "—" for v in D7_VARIANTS)
+            for a in extra)]
+    lines += ["", "| ω | rule | α_c global | α_c local | α_c local, stationary start kept | α_l global | α_l local | "
+                  "α_l local, stationary start kept |", "|---|---|---|---|---|---|---|---|"]
     for w in OMEGAS:
         for rule in RULES:
             row = [f"{w:g}", rule]
             for name in ("alpha_c", "alpha_l"):
-                for prox in PROX:
-                    d = data.get(_key("phase", rule=rule, prox=prox, omega=w), {}).get("result")
-                    row.append("failed" if d is None else _fmt(d.get(name), digits=4))
+                for prox in PROX + ("local-stay",):
+                    key = _key("phase", rule=rule, prox=prox, omega=w)
+                    d = data.get(key, {}).get("result")
+                    row.append(("—" if key not in data else "failed") if d is None else _fmt(d.get(name), digits=4))
             lines.append("| " + " | ".join(row) + " |")
     from benchmarks.certify.study import TABLE_POINTS
 
@@ -174,10 +199,12 @@ def show() -> str:
             if name not in res["global"]:
                 continue
             g, loc = res["global"], res["local"]
-            eg, el = (g.get("errors") or {}).get(name) or 0.0, (loc.get("errors") or {}).get(name) or 0.0
+            eg, el = (g.get("errors") or {}).get(name), (loc.get("errors") or {}).get(name)
             diff = loc[name] - g[name]
-            lines.append(f"| {label if first else ''} | {name} | {_fmt(g[name], eg, 6)} | {_fmt(loc[name], el, 6)} | "
-                         f"{diff:+.2g} | {'yes' if abs(diff) <= eg + el else 'no'} |")
+            known = eg is not None and el is not None
+            within = ("unknown (a bar is null)" if not known else "yes" if abs(diff) <= eg + el else "no")
+            lines.append(f"| {label if first else ''} | {name} | {_fmt(g[name], eg, 6)}{'' if eg is not None else ' ± null'} | "
+                         f"{_fmt(loc[name], el, 6)}{'' if el is not None else ' ± null'} | {diff:+.2g} | {within} |")
             first = False
     walls = {}
     for key, v in data.items():
@@ -218,10 +245,10 @@ def judge() -> str:
                 if d is None:
                     cells.append("—")
                     continue
-                v, e = d[tkey], (d.get("errors") or {}).get(tkey) or 0.0
+                v, e = d[tkey], (d.get("errors") or {}).get(tkey)
                 found = d.get("branch_found", True)
-                cells.append(_fmt(v, e) + ("" if found else " (agnostic)"))
-                if len(sub) >= 2 and abs(v - y) > 3 * (se ** 2 + e ** 2) ** 0.5:
+                cells.append(_fmt(v, e) + ("" if e is not None else " ± null") + ("" if found else " (agnostic)"))
+                if len(sub) >= 2 and e is not None and abs(v - y) > 3 * (se ** 2 + e ** 2) ** 0.5:
                     out.append(prox)
             verdict = ("GD excludes " + " and ".join(out) if out else "neither excluded") if len(sub) >= 2 else \
                 "one size only"

@@ -39,7 +39,7 @@ KINDS = {
     "judge_omega0.3": [dict(omega=0.3, alpha=a, d=d, init="semantic", seeds=3, steps=30000, normalize=True)
                        for d in (500, 1000) for a in (0.6, 0.8, 1.0, 1.25)]
                       + [dict(omega=0.3, alpha=a, d=2000, init="semantic", seeds=3, steps=30000, normalize=True)
-                         for a in (0.8, 1.0)],
+                         for a in (0.6, 0.8, 1.0)],
 }
 #: the runs docs/certified.md §7 renders (the judge runs render in docs/conventions.md)
 CERTIFIED_KINDS = ("semantic_alpha0.5", "positional_omega0.1")
