@@ -489,8 +489,6 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
     # check touches the working solver only through map evaluations, and its Jacobian is the last
     # solve's: where it is not (a fixed point from elsewhere) the check runs first, alone.
     say = progress if progress is not None else (lambda line: None)
-    # a randomised working rule: its scramblings' spread, which its refinement (sharing its points) misses
-    spread = rqmc.scramble_errors(solver, fp, alpha)
     working = solver
     held: list[str] = []
     concurrent = getattr(solver, "_last_x", None) is not None and solver.last_jacobian is not None \
@@ -549,8 +547,12 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
         say(line)
     if ladder is None:  # not run yet, stopped for the jump-aware rule whose re-solve failed, or discarded
         ladder = _ladder(solver, fp, alpha, accuracy, max_levels, say, lambda: False)
-    best, errors, why, erratic = ladder
-    if spread is not None and solver is working:
+    best, errors, why, erratic, best_solver = ladder
+    # A randomised rule: the spread of the scramblings of the rule whose values are reported (the
+    # finest), which its refinement, sharing its points, misses (replica.rqmc). Not the working
+    # rule's: a few points per scrambling are far from the regime where a first-order spread holds.
+    spread = rqmc.scramble_errors(best_solver, best, alpha) if solver is working else None
+    if spread is not None:
         errors = _add(errors, spread)
     if check is not None:
         # the tensor rule's error across the jumps (first order), on top of its refinements
@@ -578,11 +580,13 @@ def _needs_jump_aware(check: JumpCheck | None, fp: FixedPoint, accuracy: float) 
 
 def _ladder(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float, max_levels: int,
             progress: Callable[[str], None], stop: Callable[[], bool]
-            ) -> tuple[FixedPoint, dict[str, float], str | None, list[str]] | None:
+            ) -> tuple[FixedPoint, dict[str, float], str | None, list[str], Solver] | None:
     """The refinement ladder of :func:`solve_to_accuracy` on ``solver``'s rules from ``fp``: the
-    finest fixed point, its bars, why it stopped short (or None) and the numbers whose refinements
-    were erratic; None where ``stop()`` turned true before a level after the first."""
+    finest fixed point, its bars, why it stopped short (or None), the numbers whose refinements
+    were erratic and the finest fixed point's solver; None where ``stop()`` turned true before a
+    level after the first."""
     work_solver, work = solver, fp
+    best_solver = solver
     refine = {"energetic": True, "entropic": solver.entropic_rule is not None}
     why = None
     best, errors = fp, bars(fp)
@@ -624,7 +628,7 @@ def _ladder(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float, max_l
             errors = _add(errors, bars(st, work))
         if prev is not None:
             errors, erratic = _convergence_guard(errors, finest, base, prev, accuracy)
-        best = finest
+        best, best_solver = finest, ref_solver
         best.notes = [n for n in work.notes if not n.startswith(BRANCH_NOT_FOUND) and n not in best.notes] + best.notes
         bad = unresolved(best, errors, accuracy)
         progress(f"level {level}: {best.rules.get('energetic', '')}; {len(bad)} bars above {accuracy:g}"
@@ -650,7 +654,7 @@ def _ladder(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float, max_l
                 break
         prev = base
         work_solver, work = ref_solver, best
-    return best, errors, why, erratic
+    return best, errors, why, erratic, best_solver
 
 
 def _shift(a: FixedPoint, b: FixedPoint) -> float:

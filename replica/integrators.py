@@ -26,7 +26,7 @@ from .cache import default_cache_dir
 from .energetic import EnergeticAverage, EnergeticIntegrator, average_on_nodes, label_weighted, start_minima
 from .prox import GLOBAL, ProxConvention
 from .errors import ParameterError
-from .kinks import KinkIntegrator, parse_plan
+from .kinks import KinkIntegrator, kink_integrator, line_rule_applies, parse_plan
 from .preintegration import CUT, householder, make_integrator, truncated_normal_rule
 from .quadrature import QuadratureRule, gauss_hermite, parse_rule
 
@@ -533,7 +533,7 @@ def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module:
             raise ParameterError("quadrature", f"{spec!r}: {why}")
 
     if spec.startswith("kinks"):
-        return KinkIntegrator(module, parse_plan(spec))
+        return kink_integrator(module, parse_plan(spec))
     try:
         if spec.startswith("preint"):
             _, _, level = spec.partition(":")
@@ -567,8 +567,8 @@ def default_spec(module: ModuleType, branch: str | None = None) -> str:
     always Gauss-Hermite (the solver multiplies Gaussian rules by the label configurations,
     :mod:`replica.labels`, which pre-integration does not), and for a channel model without a
     kink-aware rule (several Gaussians: e.g. a three-class argmax) or a piecewise loss."""
-    if getattr(module, "KINK_RULE", False):
-        return "kinks"  # a channel model with a one-dimensional prox (replica.kinks)
+    if getattr(module, "KINK_RULE", False) or line_rule_applies(module):
+        return "kinks"  # a channel model, or a piecewise loss, with a one-dimensional prox (replica.kinks)
     if getattr(module, "DISCRETE", ()) or getattr(module, "WEIGHTED", False) or getattr(module, "PIECEWISE", False):
         return "default"  # labels, a channel's weight or a piecewise prox: pre-integration has none of them
     pinned = set(module.BRANCHES.get(branch or "free", ()))

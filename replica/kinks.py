@@ -249,6 +249,176 @@ class KinkIntegrator:
         return f"kinks(composite Gauss-Legendre in xi, {self.plan.describe()}, x {len(self.module.LABEL_VALUES)} labels)"
 
 
+# --------------------------------------------------------------------------- piecewise losses
+#: transverse Gauss--Hermite points per axis of :class:`LineKinkIntegrator` (the line integrals
+#: are smooth functions of the transverse coordinates once the kinks are located on every line)
+LINE_ACROSS = 24
+#: points per unit of the Gaussian variable at which the prox's piece is read along every line
+#: before the changes are bisected (two kinks closer than this on one line can be missed; the
+#: refined rule reads twice as densely)
+LINE_SCAN = 8
+#: bisection steps per located kink (a cell of 1/LINE_SCAN down to ~1e-16)
+LINE_BISECT = 52
+
+
+def line_rule_applies(module: ModuleType) -> bool:
+    """Whether :class:`LineKinkIntegrator` averages ``module``: a piecewise loss (module
+    ``PIECEWISE``, exact prox :func:`replica.prox.piecewise_prox`) of a one-dimensional prox, no
+    teacher channel (whose law :class:`KinkIntegrator` weighs) and no cluster labels."""
+    return (bool(getattr(module, "PIECEWISE", False)) and getattr(module, "PROX_DIM", 0) == 1
+            and not getattr(module, "KINK_RULE", False) and not getattr(module, "WEIGHTED", False)
+            and not getattr(module, "DISCRETE", ()) and getattr(module, "LABEL_VALUES", None) is None
+            and len(getattr(module, "GAUSSIANS", ())) >= 1)
+
+
+def kink_integrator(module: ModuleType, plan: PanelPlan | None = None, backend: str = "auto") -> "KinkIntegrator":
+    """The kink-aware energetic integrator of ``module``: :class:`KinkIntegrator` for a channel
+    model, :class:`LineKinkIntegrator` for a piecewise loss with the teacher in the loss."""
+    if line_rule_applies(module):
+        return LineKinkIntegrator(module, plan, backend)
+    return KinkIntegrator(module, plan, backend)
+
+
+class LineKinkIntegrator(KinkIntegrator):
+    """Energetic averages of a piecewise loss whose label is a function of the teacher (and noise)
+    fields written into the loss (``max(0, 1 - tanh(h*) h)``, ``|h* + sqrt(Delta) z - h|``):
+    kinks located along lines, no channel.
+
+    The integrand ``dF/dx`` at the exact piecewise prox is smooth in the Gaussians ``z`` except
+    where the minimiser reaches or leaves a breakpoint of the loss (a kink) or jumps between
+    pieces: curves in ``z``-space that no axis follows, on which tensor Gauss--Hermite converges
+    algebraically and erratically (refinements then differ by less than their error). Along every
+    line ``z = (u, y)`` (``u`` the student's Gaussian ``GAUSSIANS[0]``, ``y`` the others on a tensor
+    Gauss--Hermite rule of ``across`` points per axis), the prox's piece -- the breakpoint it sits
+    on, else the interval between breakpoints and the branch -- is read at ``LINE_SCAN`` points per
+    unit of ``u`` and every change is bisected to round-off; the rule along the line is
+    :func:`composite_normal_rule` with those points as panel boundaries. The line integrals are
+    then smooth in ``y``, and both rules converge geometrically. The test rule does the same with
+    the loss's piece at ``h = omega`` (the test integrands at a fresh sample).
+    """
+
+    def __init__(self, module: ModuleType, plan: PanelPlan | None = None, backend: str = "auto",
+                 across: int | None = None, scan: float = LINE_SCAN):
+        if not line_rule_applies(module):
+            raise ParameterError("quadrature", f"kinks: model {module.MODEL} has no kink-aware rule (it needs a "
+                                               "teacher channel, or a piecewise loss of a one-dimensional prox)")
+        self.module = module
+        self.plan = plan or PanelPlan()
+        self.backend = backend
+        self.across = int(across if across is not None else LINE_ACROSS)
+        self.scan = float(scan)
+        self.dim = len(module.GAUSSIANS)
+        self._points = {}
+        self._V = module.FAMILIES["V"][0]
+
+    # ---------------------------------------------------------------- the prox's piece
+    def _piece(self, z: np.ndarray, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """An integer per node naming the piece of the prox at ``z``: ``-1 - k`` on breakpoint ``k``,
+        else ``N_BRANCHES x`` (breakpoints below the minimiser) ``+`` its branch."""
+        from .prox import piecewise_prox
+
+        mod = self.module
+        res = piecewise_prox(mod, np.ascontiguousarray(z), x, p)
+        h = np.asarray(res.h, dtype=float).reshape(1, -1)
+        with np.errstate(all="ignore"):
+            b = np.asarray(mod.loss_breaks(z, x, p), dtype=float).reshape(mod.N_BREAKS, -1)
+            below = np.sum(np.isfinite(b) & (b < h), axis=0)
+            br = np.asarray(mod.branch_index(h, z, x, p), dtype=float).ravel()
+        br = np.nan_to_num(br, nan=-1.0).astype(int)
+        piece = below * mod.N_BRANCHES + br
+        on = np.asarray(res.on_break if res.on_break is not None else np.full(piece.size, -1), dtype=int).ravel()
+        piece = np.where(on >= 0, -1 - on, piece)
+        return np.where(np.isfinite(h.ravel()), piece, -10**6)
+
+    def _line_breaks(self, x: np.ndarray, p: np.ndarray, y: np.ndarray, test: bool) -> list[np.ndarray]:
+        """Located changes of the prox's piece in ``u`` on every line (transverse points ``y``
+        ``(dim - 1, M)``): one sorted array per line."""
+        plan = self.plan
+        xs = np.array(x, dtype=float)
+        if test:  # at a fresh sample h = omega: the prox as V -> 0
+            xs[self._V] = 1e-13 * max(abs(float(x[self._V])), 1e-300)
+        n = int(np.ceil(2 * plan.cut * self.scan * plan.split))
+        u = np.linspace(-plan.cut, plan.cut, n + 1)
+        M = y.shape[1]
+        grid = np.vstack([np.tile(u, M), np.repeat(y, u.size, axis=1)]) if M else u[None, :]
+        s = self._piece(grid, xs, p).reshape(max(M, 1), u.size)
+        line, cell = np.nonzero(s[:, 1:] != s[:, :-1])
+        lo, hi, end = u[cell].copy(), u[cell + 1].copy(), u[cell + 1].copy()
+        s_lo, s_end = s[line, cell], s[line, cell + 1]
+        found_u, found_line = [], []
+        for _ in range(4):  # a cell may hold several changes A -> B -> C: located one after the other
+            if not line.size:
+                break
+            yl = y[:, line] if M else np.empty((0, line.size))
+            for _ in range(LINE_BISECT):
+                mid = 0.5 * (lo + hi)
+                left = self._piece(np.vstack([mid[None, :], yl]), xs, p) == s_lo
+                lo = np.where(left, mid, lo)
+                hi = np.where(left, hi, mid)
+                if np.all(hi - lo <= 1e-15 * (1.0 + np.abs(lo))):
+                    break
+            found_u.append(0.5 * (lo + hi))
+            found_line.append(line)
+            s_hi = self._piece(np.vstack([hi[None, :], yl]), xs, p)
+            more = (s_hi != s_end) & (end - hi > 1e-15 * (1.0 + np.abs(hi)))
+            line, lo, hi, end, s_lo, s_end = line[more], hi[more], end[more], end[more], s_hi[more], s_end[more]
+        kinks = np.concatenate(found_u) if found_u else np.empty(0)
+        lines = np.concatenate(found_line) if found_line else np.empty(0, dtype=int)
+        return [np.sort(kinks[lines == j]) for j in range(max(M, 1))]
+
+    def rule(self, x: np.ndarray, p: np.ndarray, test: bool = False) -> QuadratureRule:
+        """The rule at state ``x``: composite Gauss--Legendre along ``u`` with the located kinks of
+        every line as panel boundaries, times Gauss--Hermite across (``test``: the test rule)."""
+        plan = self.plan
+        G = self.dim
+        if G > 1:
+            xv, wv = hermite_1d(self.across)
+            grids = np.meshgrid(*([xv] * (G - 1)), indexing="ij")
+            wgrids = np.meshgrid(*([wv] * (G - 1)), indexing="ij")
+            y = np.stack([g.ravel() for g in grids])
+            wy = np.prod(np.stack([g.ravel() for g in wgrids]), axis=0)
+            keep = wy > 0
+            y, wy = y[:, keep], wy[keep]
+        else:
+            y, wy = np.empty((0, 0)), np.ones(1)
+        base = _base_grid(plan)
+        nodes, weights = [], []
+        for j, kinks in enumerate(self._line_breaks(x, p, y, test)):
+            u, wu = composite_normal_rule(np.concatenate([base, kinks]), plan)
+            cols = [u[None, :]] + ([np.repeat(y[:, j:j + 1], u.size, axis=1)] if G > 1 else [])
+            nodes.append(np.vstack(cols))
+            weights.append(wu * wy[j])
+        return QuadratureRule(np.ascontiguousarray(np.concatenate(nodes, axis=1)), np.concatenate(weights),
+                              "kinks", self.plan.order)
+
+    def breaks(self, x: np.ndarray, p: np.ndarray, label_index: int = 0, test: bool = False) -> np.ndarray:
+        """Every line's located kinks, together (for reports; the rule uses them line by line)."""
+        G = self.dim
+        y = (np.stack([g.ravel() for g in np.meshgrid(*([hermite_1d(self.across)[0]] * (G - 1)), indexing="ij")])
+             if G > 1 else np.empty((0, 0)))
+        return np.sort(np.concatenate(self._line_breaks(x, p, y, test)))
+
+    def companion(self) -> "LineKinkIntegrator":
+        """Fewer points per panel and across (error estimates)."""
+        return LineKinkIntegrator(self.module, self.plan.companion(), self.backend,
+                                  max(2, self.across - max(2, self.across // 3)), self.scan)
+
+    def refined(self) -> "LineKinkIntegrator":
+        """A finer rule: panels halved (kinks read twice as densely), higher order, more lines."""
+        return LineKinkIntegrator(self.module, self.plan.refined(), self.backend,
+                                  self.across + max(2, self.across // 3), self.scan)
+
+    def with_plan(self, plan: PanelPlan) -> "LineKinkIntegrator":
+        """This integrator with another plan."""
+        return LineKinkIntegrator(self.module, plan, self.backend, self.across, self.scan)
+
+    def describe(self) -> str:
+        """One line for reports."""
+        across = f" x gauss-hermite({self.dim - 1}-dim, order {self.across}) across" if self.dim > 1 else ""
+        return (f"kinks(composite Gauss-Legendre along {self.module.GAUSSIANS[0]} with the prox's kinks located on "
+                f"every line, {self.plan.describe()}{across})")
+
+
 # --------------------------------------------------------------------------- the entropic rule
 class EntropicKinkRule:
     """The entropic average of a one-weight penalty with one spectral atom on a kink-aware rule.

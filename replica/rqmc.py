@@ -30,8 +30,30 @@ def coverage_factor(scramblings: int) -> float:
 
 
 def scramblings_of(rule) -> int:
-    """The independent scramblings of a Sobol rule (nodes / points per scrambling)."""
+    """The independent scramblings of a Sobol rule (nodes / points per scrambling; a rule times
+    cluster labels or a channel's label values counts those of its Gaussian rule)."""
+    base = getattr(rule, "base", None)
+    if base is not None:
+        return scramblings_of(base)
     return max(1, rule.size // (2 ** rule.order))
+
+
+def scramblings(rule) -> list:
+    """Each scrambling of a Sobol rule alone, as a rule of the same kind: equal weights on its own
+    points, times the same cluster labels or channel label values as ``rule`` (whose nodes repeat
+    the Gaussian rule once per label: splitting them into consecutive blocks would cut labels
+    apart, not scramblings)."""
+    from .labels import ChannelRule, LabelledRule, with_channel, with_labels
+    from .quadrature import QuadratureRule
+
+    if isinstance(rule, ChannelRule):
+        return [with_channel(r, rule.values) for r in scramblings(rule.base)]
+    if isinstance(rule, LabelledRule):
+        return [with_labels(r, rule.values, rule.probabilities) for r in scramblings(rule.base)]
+    R = scramblings_of(rule)
+    n = rule.size // R
+    return [QuadratureRule(rule.nodes[:, r * n:(r + 1) * n], np.full(n, 1.0 / n), "sobol", rule.order)
+            for r in range(R)]
 
 
 def scramble_errors(solver, fp, alpha: float) -> dict[str, float] | None:
@@ -63,8 +85,7 @@ def scramble_errors(solver, fp, alpha: float) -> dict[str, float] | None:
     unknown = {k: math.nan for k in vx}  # a scrambling too small to evaluate: the bar is unknown, not small
     per: list[dict[str, float]] = []
     scale = max(float(np.linalg.norm(x[free])), 1e-300)
-    for r in range(R):
-        sub = QuadratureRule(rule.nodes[:, r * n:(r + 1) * n], np.full(n, 1.0 / n), "sobol", rule.order)
+    for sub in scramblings(rule):
         at_r = solver._with_integrator(integ.with_rule(sub)).map_and_numbers(x, alpha)
         if at_r is None:
             return unknown
