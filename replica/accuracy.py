@@ -57,13 +57,8 @@ ROUNDOFF = 1e-13
 
 
 def values(fp: FixedPoint) -> dict[str, float]:
-    """Every number a result reports, flat by name: order parameters, conjugates, observables,
-    ``phi``, ``psi_t``, ``psi_w``, ``psi_y`` and ``train_loss``."""
-    out = {k: float(v) for k, v in fp.order.items()}
-    out.update({k: float(v) for k, v in fp.conjugates.items()})
-    out.update({k: float(v) for k, v in fp.observables.items()})
-    out.update(phi=fp.phi, psi_t=fp.psi_t, psi_w=fp.psi_w, psi_y=fp.psi_y, train_loss=fp.train_loss)
-    return out
+    """Every number a result reports, flat by name (:meth:`FixedPoint.values`)."""
+    return fp.values()
 
 
 #: the iteration's part of a bar is this times the Newton correction ``|J^{-1} g|``: the
@@ -223,12 +218,10 @@ def _more_starts(solver: Solver, fp: FixedPoint, alpha: float) -> tuple[Solver, 
     return more, more.solve(alpha, x0=fp.x, jacobian=solver.last_jacobian)
 
 
-#: pre-integration level of the jump check (two map evaluations, ~1 s on the paper's model): the
-#: ``fast`` level's own error (~5e-4 relative on the paper point, docs/accuracy.md) would dominate
-#: the check where the tensor rule is 1e-4-accurate
-JUMP_CHECK_LEVEL = "default"
-#: and the level a solve moves to when the check's shift alone exceeds the accuracy
-JUMP_AWARE_LEVEL = "default"
+#: the jump check's pre-integration level and the level a solve moves to (defined with the ladder's
+#: plan, which names them too: replica.rule_plan)
+JUMP_CHECK_LEVEL = rule_plan.JUMP_CHECK_LEVEL
+JUMP_AWARE_LEVEL = rule_plan.JUMP_AWARE_LEVEL
 
 
 @dataclass
@@ -312,6 +305,38 @@ LOCAL_CHECK_SCRAMBLINGS = 8
 LOCAL_CHECK_T = 3.5
 
 
+def _replicate_estimates(x: np.ndarray, alpha: float, at_x, J: np.ndarray, free: np.ndarray,
+                         replicates: list[Solver], numbers: Solver, numbers_at_x: FixedPoint | None = None
+                         ) -> tuple[list[dict[str, float]], list[float]] | None:
+    """Each replicate's fixed point to first order, as numbers: a replicate's map ``m_r`` at ``x``
+    moves the state to ``y_r = x - J^{-1} (m_r(x) - m(x))`` (``at_x``: the working map and numbers
+    at ``x``, ``J`` its Jacobian on the ``free`` entries), and its numbers are the replicate's at
+    ``x`` plus their change from ``x`` to ``y_r`` under ``numbers`` (a solver of the same problem).
+    Returns those numbers per replicate and the relative shifts ``|y_r - x| / |x|``; None where a
+    state is not admissible or ``J`` is singular."""
+    base = numbers_at_x if numbers_at_x is not None else numbers.numbers_at(x, alpha)
+    if base is None:
+        return None
+    vb = values(base)
+    estimates, shifts = [], []
+    for rep in replicates:
+        at_r = rep.map_and_numbers(x, alpha)
+        if at_r is None:
+            return None
+        y = x.copy()
+        try:
+            y[free] -= np.linalg.solve(J, (at_r[0] - at_x[0])[free])
+        except np.linalg.LinAlgError:
+            return None
+        at_y = numbers.numbers_at(y, alpha)
+        if at_y is None:
+            return None
+        vr, vy = values(at_r[1]), values(at_y)
+        estimates.append({k: vr.get(k, math.nan) + vy.get(k, math.nan) - v for k, v in vb.items()})
+        shifts.append(float(np.linalg.norm((y - x)[free]) / max(np.linalg.norm(x[free]), 1e-300)))
+    return estimates, shifts
+
+
 def local_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None:
     """The local convention's counterpart of :func:`jump_check`: the working rule's fixed point
     against randomised quasi-Monte-Carlo, to first order.
@@ -341,26 +366,16 @@ def local_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | Non
     dim = len(mod.GAUSSIANS)
     full = sobol_rqmc(dim, LOCAL_CHECK_LOG2, scramblings=LOCAL_CHECK_SCRAMBLINGS)
     n = 2 ** LOCAL_CHECK_LOG2
-    v0, vx = values(fp), values(at_x[1])
-    per: list[dict[str, float]] = []
-    shifts = []
+    v0 = values(fp)
+    replicates = []
     for r in range(LOCAL_CHECK_SCRAMBLINGS):
         rule = QuadratureRule(full.nodes[:, r * n:(r + 1) * n], np.full(n, 1.0 / n), "sobol", LOCAL_CHECK_LOG2)
-        check = solver._with_integrator(solver.integrator.with_rule(rule))
-        at_r = check.map_and_numbers(x, alpha)
-        if at_r is None:
-            return None
-        y = x.copy()
-        try:
-            y[free] -= np.linalg.solve(J, (at_r[0] - at_x[0])[free])
-        except np.linalg.LinAlgError:
-            return None
-        at_y = solver.numbers_at(y, alpha)
-        if at_y is None:
-            return None
-        va, vy = values(at_r[1]), values(at_y)
-        per.append({k: va.get(k, math.nan) + vy.get(k, math.nan) - vx.get(k, math.nan) - v for k, v in v0.items()})
-        shifts.append(np.linalg.norm((y - x)[free]) / max(np.linalg.norm(x[free]), 1e-300))
+        replicates.append(solver._with_integrator(solver.integrator.with_rule(rule)))
+    found = _replicate_estimates(x, alpha, at_x, J, free, replicates, solver, at_x[1])
+    if found is None:
+        return None
+    estimates, shifts = found
+    per = [{k: e.get(k, math.nan) - v for k, v in v0.items()} for e in estimates]
     errors = {}
     R = len(per)
     for k in v0:
@@ -407,37 +422,22 @@ def correction_check(solver: Solver, fp: FixedPoint, alpha: float) -> dict[str, 
         return None
     base = integ.base.average(mod, x, solver.p, prox_tol=solver.prox_tol)
     reps = integ.correction_replicates(mod, x, solver.p, prox_tol=solver.prox_tol)
-    vx = values(at_x[1])
     # the numbers' first-order response to the small replicate shifts of the state: from the local
     # convention on the default tensor rule (a smooth map; the correction's own spread is the point)
     cheap = Solver(mod, solver.parameter_dict, None if solver.branch == "free" else solver.branch,
                    prox=solver.convention, backend=solver.backend, error_estimate=False,
                    entropic_rule=solver.entropic_rule)
-    at_cx = cheap.numbers_at(x, alpha)
-    if at_cx is None:
+    replicates = [solver._with_integrator(_GivenAverage(EnergeticAverage(base.grad + dg, base.psi_y + dpsi,
+                                                                          base.state, 0, 0), integ.dim))
+                  for dg, dpsi in reps]
+    found = _replicate_estimates(x, alpha, at_x, J, free, replicates, cheap)
+    if found is None:
         return None
-    vcx = values(at_cx)
-    per = []
-    for dg, dpsi in reps:
-        avg = EnergeticAverage(base.grad + dg, base.psi_y + dpsi, base.state, 0, 0)
-        one = solver._with_integrator(_GivenAverage(avg, integ.dim))
-        at_r = one.map_and_numbers(x, alpha)
-        if at_r is None:
-            return None
-        y = x.copy()
-        try:
-            y[free] -= np.linalg.solve(J, (at_r[0] - at_x[0])[free])
-        except np.linalg.LinAlgError:
-            return None
-        at_y = cheap.numbers_at(y, alpha)
-        if at_y is None:
-            return None
-        vr, vy = values(at_r[1]), values(at_y)
-        per.append({k: vr.get(k, math.nan) - v + vy.get(k, math.nan) - vcx.get(k, math.nan) for k, v in vx.items()})
+    per = found[0]
     R = len(per)
     out = {}
-    for k in vx:
-        e = np.array([p[k] for p in per], dtype=float)
+    for k in values(at_x[1]):
+        e = np.array([p.get(k, math.nan) for p in per], dtype=float)
         out[k] = LOCAL_CHECK_T * float(e.std(ddof=1)) / math.sqrt(R) if np.all(np.isfinite(e)) else math.inf
     return out
 

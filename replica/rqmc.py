@@ -61,7 +61,6 @@ def scramble_errors(solver, fp, alpha: float) -> dict[str, float] | None:
     scrambled Sobol rule (see the module docstring); None where the working rule is not one (or has
     a single scrambling); nan for every number where a scrambling alone cannot be evaluated at ``fp``
     (too few points: the state it maps to is not admissible) or the Jacobian is singular."""
-    from .accuracy import values
     from .integrators import QuadratureIntegrator
     from .quadrature import QuadratureRule
 
@@ -80,8 +79,8 @@ def scramble_errors(solver, fp, alpha: float) -> dict[str, float] | None:
         return None
     J = solver.fixed_point_jacobian(x, alpha, mapped=at_x[0])
     if J is None:
-        return {k: math.nan for k in values(at_x[1])}
-    vx = values(at_x[1])
+        return {k: math.nan for k in at_x[1].values()}
+    vx = at_x[1].values()
     unknown = {k: math.nan for k in vx}  # a scrambling too small to evaluate: the bar is unknown, not small
     per: list[dict[str, float]] = []
     scale = max(float(np.linalg.norm(x[free])), 1e-300)
@@ -102,7 +101,7 @@ def scramble_errors(solver, fp, alpha: float) -> dict[str, float] | None:
         at_y = solver.numbers_at(y, alpha)
         if at_y is None:
             return unknown
-        va, vy = values(at_r[1]), values(at_y)
+        va, vy = at_r[1].values(), at_y.values()
         per.append({k: va.get(k, math.nan) - vx[k] + (vy.get(k, math.nan) - vx[k]) / eps for k in vx})
     t = coverage_factor(R)
     out = {}
