@@ -34,7 +34,8 @@ def add_numeric_flags(p: argparse.ArgumentParser) -> None:
     """Add the flags every numeric command shares (model parameters, quadrature, tolerance)."""
     g = p.add_argument_group("numerics")
     g.add_argument("--quadrature", default=None, metavar="RULE",
-                   help="energetic average: fast|default|high or gh:N, smolyak:N, sobol:LOG2N (rules); "
+                   help="energetic average: fast|default|high or gh:N, smolyak:N, sobol:LOG2N, d7 (a degree-7 "
+                        "12-point cubature per Gaussian pair: a low-order reference) (rules); "
                         "preint[:fast|default|high] (jump-aware pre-integration); auto (Gauss-Hermite "
                         "where the branch has a mirror symmetry, e.g. attention's semantic branch; "
                         "pre-integration elsewhere)")
