@@ -130,11 +130,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{k}: {v}")
         return 0
     cache = cache_from_args(args)
-    if not args.quiet:
-        print(f"replica sweep: {words}", file=sys.stderr)
     progress = Progress(label="replica sweep", enabled=not args.quiet)
     try:
-        result = run_sweep(checked, jobs=jobs, scheduler=scheduler, cache=cache, progress=progress)
+        # the estimate is said once the executor is open: a scheduler that cannot be reached is one line
+        result = run_sweep(checked, jobs=jobs, scheduler=scheduler, cache=cache, progress=progress, estimate=words)
     finally:
         progress.close()
     csv_only = str(out).lower().endswith(".csv")

@@ -150,13 +150,16 @@ def prepare(spec: SweepSpec):
 
 
 def run_sweep(spec: SweepSpec, *, executor: cf.Executor | None = None, jobs: int = 1, scheduler: str | None = None,
-              cache: PointCache | None = None, progress: Progress | None = None) -> SweepResult:
+              cache: PointCache | None = None, progress: Progress | None = None,
+              estimate: str | None = None) -> SweepResult:
     """Compute every grid point of ``spec`` once (see the module docstring).
 
     ``executor``: any :class:`concurrent.futures.Executor` (left open); otherwise one is opened
     from ``jobs`` / ``scheduler`` (:func:`replica.executors.open_executor`) after the spec has
     been checked. ``cache``: the point cache (default: disabled -- nothing resumes);
-    ``progress`` advances once per point (cached points do not count towards its ETA).
+    ``progress`` advances once per point (cached points do not count towards its ETA); ``estimate``
+    (a line on the sweep's size and cost) is said with the executor's description, once the executor
+    is open and before any point runs (an executor that cannot be opened is then the only line).
     """
     t0 = time.perf_counter()
     spec, kind, module, settings = prepare(spec)
@@ -207,7 +210,8 @@ def run_sweep(spec: SweepSpec, *, executor: cf.Executor | None = None, jobs: int
     with _executor(executor, jobs, scheduler) as ex:
         result.where = describe(ex)
         if progress is not None:
-            progress.note(f"{spec.size} points in {len(chains)} chains on {result.where}")
+            progress.note(f"{spec.size} points in {len(chains)} chains on {result.where}"
+                          + (f"; {estimate}" if estimate else ""))
         run_chains(ex, chains, step, on_result=finished)
     result.seconds = time.perf_counter() - t0
     return result
