@@ -26,7 +26,7 @@ from .cache import default_cache_dir
 from .energetic import EnergeticAverage, EnergeticIntegrator, average_on_nodes, label_weighted, start_minima
 from .prox import GLOBAL, ProxConvention
 from .errors import ParameterError
-from .kinks import KinkIntegrator, kink_integrator, line_rule_applies, parse_plan
+from .kinks import kink_integrator, line_rule_applies, parse_plan
 from .preintegration import CUT, householder, make_integrator, truncated_normal_rule
 from .quadrature import QuadratureRule, gauss_hermite, parse_rule
 

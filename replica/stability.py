@@ -32,7 +32,7 @@ from .compiled import resolve_backend
 from .energetic import average_on_nodes, label_weighted, start_minima
 from .errors import InvalidStateError, ParameterError
 from .labels import draw_labels
-from .prox import GLOBAL, ProxConvention, local_prox, newton_direction, newton_minimize, prox, prox_convention
+from .prox import GLOBAL, ProxConvention, newton_direction, newton_minimize, prox, prox_convention
 from .quadrature import QuadratureRule
 from .solver import FixedPoint, Solver
 
@@ -228,7 +228,6 @@ def local_switching(module: ModuleType, x: np.ndarray, p: np.ndarray, convention
     minimiser). Reported as a :class:`Switching` with ``near`` the straddling pairs,
     ``multi_fraction`` their fraction and ``gap_scale = eps`` (the pairs' distance, in ``z``)."""
     rng = np.random.default_rng(seed)
-    D = module.PROX_DIM
     near = 0
     for a in range(0, samples, chunk):
         N = min(chunk, samples - a)
