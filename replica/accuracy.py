@@ -305,38 +305,6 @@ LOCAL_CHECK_SCRAMBLINGS = 8
 LOCAL_CHECK_T = 3.5
 
 
-def _replicate_estimates(x: np.ndarray, alpha: float, at_x, J: np.ndarray, free: np.ndarray,
-                         replicates: list[Solver], numbers: Solver, numbers_at_x: FixedPoint | None = None
-                         ) -> tuple[list[dict[str, float]], list[float]] | None:
-    """Each replicate's fixed point to first order, as numbers: a replicate's map ``m_r`` at ``x``
-    moves the state to ``y_r = x - J^{-1} (m_r(x) - m(x))`` (``at_x``: the working map and numbers
-    at ``x``, ``J`` its Jacobian on the ``free`` entries), and its numbers are the replicate's at
-    ``x`` plus their change from ``x`` to ``y_r`` under ``numbers`` (a solver of the same problem).
-    Returns those numbers per replicate and the relative shifts ``|y_r - x| / |x|``; None where a
-    state is not admissible or ``J`` is singular."""
-    base = numbers_at_x if numbers_at_x is not None else numbers.numbers_at(x, alpha)
-    if base is None:
-        return None
-    vb = values(base)
-    estimates, shifts = [], []
-    for rep in replicates:
-        at_r = rep.map_and_numbers(x, alpha)
-        if at_r is None:
-            return None
-        y = x.copy()
-        try:
-            y[free] -= np.linalg.solve(J, (at_r[0] - at_x[0])[free])
-        except np.linalg.LinAlgError:
-            return None
-        at_y = numbers.numbers_at(y, alpha)
-        if at_y is None:
-            return None
-        vr, vy = values(at_r[1]), values(at_y)
-        estimates.append({k: vr.get(k, math.nan) + vy.get(k, math.nan) - v for k, v in vb.items()})
-        shifts.append(float(np.linalg.norm((y - x)[free]) / max(np.linalg.norm(x[free]), 1e-300)))
-    return estimates, shifts
-
-
 def local_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None:
     """The local convention's counterpart of :func:`jump_check`: the working rule's fixed point
     against randomised quasi-Monte-Carlo, to first order.
@@ -371,7 +339,7 @@ def local_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | Non
     for r in range(LOCAL_CHECK_SCRAMBLINGS):
         rule = QuadratureRule(full.nodes[:, r * n:(r + 1) * n], np.full(n, 1.0 / n), "sobol", LOCAL_CHECK_LOG2)
         replicates.append(solver._with_integrator(solver.integrator.with_rule(rule)))
-    found = _replicate_estimates(x, alpha, at_x, J, free, replicates, solver, at_x[1])
+    found = rqmc.replicate_estimates(x, alpha, at_x, J, free, replicates, solver, at_x[1])
     if found is None:
         return None
     estimates, shifts = found
@@ -430,7 +398,7 @@ def correction_check(solver: Solver, fp: FixedPoint, alpha: float) -> dict[str, 
     replicates = [solver._with_integrator(_GivenAverage(EnergeticAverage(base.grad + dg, base.psi_y + dpsi,
                                                                           base.state, 0, 0), integ.dim))
                   for dg, dpsi in reps]
-    found = _replicate_estimates(x, alpha, at_x, J, free, replicates, cheap)
+    found = rqmc.replicate_estimates(x, alpha, at_x, J, free, replicates, cheap)
     if found is None:
         return None
     per = found[0]

@@ -62,7 +62,6 @@ def scramble_errors(solver, fp, alpha: float) -> dict[str, float] | None:
     a single scrambling); nan for every number where a scrambling alone cannot be evaluated at ``fp``
     (too few points: the state it maps to is not admissible) or the Jacobian is singular."""
     from .integrators import QuadratureIntegrator
-    from .quadrature import QuadratureRule
 
     integ = solver.integrator
     rule = getattr(integ, "rule", None)
@@ -71,7 +70,6 @@ def scramble_errors(solver, fp, alpha: float) -> dict[str, float] | None:
     R = scramblings_of(rule)
     if R < 2:
         return None
-    n = rule.size // R
     x = np.asarray(fp.x, dtype=float)
     free = solver.free
     at_x = solver.map_and_numbers(x, alpha)
@@ -81,31 +79,57 @@ def scramble_errors(solver, fp, alpha: float) -> dict[str, float] | None:
     if J is None:
         return {k: math.nan for k in at_x[1].values()}
     vx = at_x[1].values()
-    unknown = {k: math.nan for k in vx}  # a scrambling too small to evaluate: the bar is unknown, not small
-    per: list[dict[str, float]] = []
-    scale = max(float(np.linalg.norm(x[free])), 1e-300)
-    for sub in scramblings(rule):
-        at_r = solver._with_integrator(integ.with_rule(sub)).map_and_numbers(x, alpha)
-        if at_r is None:
-            return unknown
-        try:
-            step = -np.linalg.solve(J, (at_r[0] - at_x[0])[free])
-        except np.linalg.LinAlgError:
-            return unknown
-        # The map is linear in the rule's weights, the numbers are not linear in the state: their
-        # response to this scrambling's shift is taken on a short step along it (1e-4 relative) and
-        # scaled back, so that a noisy scrambling's large shift is not evaluated far from x.
-        eps = min(1.0, 1e-4 * scale / max(float(np.linalg.norm(step)), 1e-300))
-        y = x.copy()
-        y[free] += eps * step
-        at_y = solver.numbers_at(y, alpha)
-        if at_y is None:
-            return unknown
-        va, vy = at_r[1].values(), at_y.values()
-        per.append({k: va.get(k, math.nan) - vx[k] + (vy.get(k, math.nan) - vx[k]) / eps for k in vx})
+    # The map is linear in the rule's weights, the numbers are not linear in the state: their response
+    # to a scrambling's shift is taken on a short step along it (1e-4 relative) and scaled back, so
+    # that a noisy scrambling's large shift is not evaluated far from x.
+    found = replicate_estimates(x, alpha, at_x, J, free,
+                                [solver._with_integrator(integ.with_rule(sub)) for sub in scramblings(rule)],
+                                solver, at_x[1], short_step=1e-4)
+    if found is None:  # a scrambling too small to evaluate: the bar is unknown, not small
+        return {k: math.nan for k in vx}
+    per = [{k: e.get(k, math.nan) - vx[k] for k in vx} for e in found[0]]
     t = coverage_factor(R)
     out = {}
     for k in vx:
         e = np.array([p[k] for p in per], dtype=float)
         out[k] = t * float(e.std(ddof=1)) / math.sqrt(R) if np.all(np.isfinite(e)) else math.nan
     return out
+
+
+def replicate_estimates(x: np.ndarray, alpha: float, at_x, J: np.ndarray, free: np.ndarray, replicates: list,
+                        numbers, numbers_at_x=None, short_step: float | None = None
+                        ) -> tuple[list[dict[str, float]], list[float]] | None:
+    """Each replicate's fixed point to first order, as numbers.
+
+    A replicate's map ``m_r`` at ``x`` moves the state by ``s_r = -J^{-1} (m_r(x) - m(x))``
+    (``at_x``: the working map and numbers at ``x``, ``J`` its Jacobian on the ``free`` entries);
+    its numbers are the replicate's at ``x`` plus their change along ``s_r`` under ``numbers`` (a
+    solver of the same problem; ``numbers_at_x``: its numbers at ``x`` when known). With
+    ``short_step`` that change is taken on a step of ``short_step |x|`` along ``s_r`` and scaled
+    back (a first-order response, whatever the size of ``s_r``); else at ``x + s_r`` itself.
+    Returns the numbers per replicate and the relative shifts ``|s_r| / |x|``; None where a state
+    is not admissible or ``J`` is singular. ``replicates``: solvers whose map is one replicate's."""
+    base = numbers_at_x if numbers_at_x is not None else numbers.numbers_at(x, alpha)
+    if base is None:
+        return None
+    vb = base.values()
+    scale = max(float(np.linalg.norm(x[free])), 1e-300)
+    estimates, shifts = [], []
+    for rep in replicates:
+        at_r = rep.map_and_numbers(x, alpha)
+        if at_r is None:
+            return None
+        try:
+            step = -np.linalg.solve(J, (at_r[0] - at_x[0])[free])
+        except np.linalg.LinAlgError:
+            return None
+        eps = 1.0 if short_step is None else min(1.0, short_step * scale / max(float(np.linalg.norm(step)), 1e-300))
+        y = np.array(x, dtype=float, copy=True)
+        y[free] += eps * step
+        at_y = numbers.numbers_at(y, alpha)
+        if at_y is None:
+            return None
+        vr, vy = at_r[1].values(), at_y.values()
+        estimates.append({k: vr.get(k, math.nan) + (vy.get(k, math.nan) - v) / eps for k, v in vb.items()})
+        shifts.append(float(np.linalg.norm(step)) / scale)
+    return estimates, shifts
