@@ -7,7 +7,7 @@ a user runs::
 
 (target: at most 60 s wall on 2 cores), and reports its wall and CPU seconds, the machine's load
 average before and after, and whether every quantity agreed. Not a test: the figure depends on the
-machine and its load; docs/check.md records a measured one.
+machine and its load; docs/how-to/check.md records a measured one.
 """
 from __future__ import annotations
 

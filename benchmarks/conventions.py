@@ -1,4 +1,4 @@
-"""The prox conventions side by side on the paper's model (docs/conventions.md).
+"""The prox conventions side by side on the paper's model (docs/explanation/conventions.md).
 
 ``python -m benchmarks.conventions run`` solves, each in a fresh ``replica`` process (so the
 wall times are the commands users run): the semantic branch at ``omega = 0.3`` for several
@@ -7,7 +7,7 @@ bars) and on the degree-7 pair cubature ``d7`` (a low-order rule of the kind the
 used, solved in-process without refinement); and ``alpha_c``, ``alpha_l`` at ``omega = 0.1, 0.3`` the same
 four ways. Results are
 cached in ``benchmarks/results/conventions.json`` (rerunning skips what is there);
-``python -m benchmarks.conventions show`` prints the markdown tables of docs/conventions.md,
+``python -m benchmarks.conventions show`` prints the markdown tables of docs/explanation/conventions.md,
 with the gradient-descent judge of :mod:`benchmarks.certify.gd` (runs ``judge_omega0.3`` and
 ``judge_omega0.1``) beside them.
 """
@@ -256,7 +256,7 @@ def judge() -> str:
     return "\n".join(lines)
 
 
-def write_doc(path: Path = ROOT / "docs" / "conventions.md") -> None:
+def write_doc(path: Path = ROOT / "docs" / "explanation" / "conventions.md") -> None:
     """Replace the generated tables of ``path`` (between its BEGIN/END markers)."""
     text = path.read_text()
     for name, body in (("CONVENTIONS", show()), ("JUDGE", judge())):
@@ -269,7 +269,7 @@ def write_doc(path: Path = ROOT / "docs" / "conventions.md") -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.conventions", description=__doc__.splitlines()[0])
     ap.add_argument("action", choices=["run", "show", "write"],
-                    help="run: compute what is not cached; show: print the tables; write: update docs/conventions.md")
+                    help="run: compute what is not cached; show: print the tables; write: update docs/explanation/conventions.md")
     a = ap.parse_args(argv)
     if a.action == "run":
         run()

@@ -1,6 +1,6 @@
 """Accuracy and cost of the energetic averages: tensor Gauss-Hermite vs pre-integration.
 
-Two measurements on the paper model (attention_tied, omega = 0.3), see docs/quadrature.md:
+Two measurements on the paper model (attention_tied, omega = 0.3), see docs/explanation/quadrature.md:
 
 ``fixed-x``
     ``E[dF/dx]`` and ``E[F]`` at one fixed state of the positional branch
@@ -55,7 +55,7 @@ def parameters(branch: str) -> np.ndarray:
 
 #: Extra starts of the "robust" global minimisation (a 3 x 3 grid): the module's starts
 #: (omega, 0, -omega) miss the global minimum at ~1e-4 of the nodes, all next to the
-#: switching surface, which biases E[dF/dq] by ~1e-3 (docs/quadrature.md).
+#: switching surface, which biases E[dF/dq] by ~1e-3 (docs/explanation/quadrature.md).
 GRID_STARTS = [(a, b) for a in (-0.6, 0.0, 0.6) for b in (-0.6, 0.0, 0.6)]
 
 

@@ -29,8 +29,8 @@
 # 4. Fig. 3: the free-entropy difference `Φ_pos − Φ_sem` for several `ω`, and the phase diagram
 #    `α_c(ω)`, `α_l(ω)`.
 #
-# Theory: `shared/THEORY.md`; notation: `docs/notation.md`; how the thresholds are found:
-# `docs/phase.md`; how far the simulator is from `d = ∞`: `docs/finite_size.md`.
+# Theory: `shared/THEORY.md`; notation: `docs/reference/notation.md`; how the thresholds are found:
+# `docs/how-to/phase.md`; how far the simulator is from `d = ∞`: `docs/reference/finite_size.md`.
 #
 # **Running it.** From the repository root, `python notebooks/01_paper_reproduction.py` (or open
 # it with jupytext / Jupyter). Environment variables:
@@ -131,7 +131,7 @@ show_math([rf"\Psi_w = {tex(derivation.entropic_potential)}"])
 # generic starts, keeping the fixed point with the largest free entropy `Φ` (a branch can
 # hold several solutions at one `α`). The quadrature is also the command's: Gauss–Hermite
 # on the semantic branch, the jump-aware pre-integration on the positional one
-# (`docs/quadrature.md`); the quick run uses Gauss–Hermite of order 8 on both.
+# (`docs/explanation/quadrature.md`); the quick run uses Gauss–Hermite of order 8 on both.
 
 # %%
 from replica.integrators import from_spec
@@ -156,7 +156,7 @@ eps_lin, _ = linear_baseline(attention, PARAMS)
 print(f"linear baseline eps_g^lin = {eps_lin:.5e}")
 
 # %% [markdown]
-# For reference (`docs/finite_size.md`, default rules): semantic `q = 0.11482`, `θ = 0.15815`,
+# For reference (`docs/reference/finite_size.md`, default rules): semantic `q = 0.11482`, `θ = 0.15815`,
 # `ε_g = 1.4044e-3`; positional `q = 0.0305`, `m = 0.2217`, `ε_g = 3.2265e-3`; `ε_g^lin =
 # 1.9714e-3`. At `α = 2` the semantic mechanism beats the linear model; at `α = 0.5` the
 # positional one does not.
@@ -198,9 +198,9 @@ for w, r in sorted(data.main.items()):
 # paper's risk from a semantic (`Q = Q*`) and a positional (`Q ∝ p_1`) initialisation, and fits
 # the linear baseline, on fresh data for each seed. Step size 1.5 instead of the paper's 0.15
 # reaches the same minimum ten times sooner, and teacher columns of norm `√d` make `ρ = σ²`
-# exact, as in the theory (both in `docs/finite_size.md`). At these small `d` expect a seed
+# exact, as in the theory (both in `docs/reference/finite_size.md`). At these small `d` expect a seed
 # spread `∝ d^{-1/2}` and a bias `∝ 1/d`: on the semantic branch at `α = 2`, `q` is low by about
-# 10 % at `d = 100` and 1 % at `d = 1000` (`docs/finite_size.md`, "Fitted exponents").
+# 10 % at `d = 100` and 1 % at `d = 1000` (`docs/reference/finite_size.md`, "Fitted exponents").
 
 # %%
 from numerics.simulate import sweep
@@ -241,7 +241,7 @@ print(f"alpha_c = {r2.alpha_c.value:.4f}, alpha_l = {r2.alpha_l.value:.4f}, eps_
 # The same numbers side by side: each initialisation against the branch it selects, where that
 # branch exists. Below the semantic spinodal (`α ≈ 0.75`) there is no semantic fixed point and
 # the semantic initialisation ends near a weakly semantic or a positional state
-# (`docs/finite_size.md`, "Disagreements").
+# (`docs/reference/finite_size.md`, "Disagreements").
 
 # %%
 print(f"{'alpha':>5} {'init':>10} {'':>6} {'q':>16} {'m':>16} {'theta':>16} {'eps_g x1e3':>16}")
@@ -282,7 +282,7 @@ show(OUT / "fig3_right_phase_diagram.png")
 # %% [markdown]
 # Against the committed reference (`docs/figures/fig3_right_phase_diagram.csv`, made by
 # `replica figures` with Gauss–Hermite of order 12). The quick run's order-8 rule and coarser
-# tolerance move `α_c` by a few thousandths (`docs/phase.md`, "Quadrature dependence"). At small
+# tolerance move `α_c` by a few thousandths (`docs/how-to/phase.md`, "Quadrature dependence"). At small
 # `ω` the positional branch holds two solutions near `α_c` (a strongly positional one,
 # `m ≈ 0.16` at `ω = 0.05`, and a weak one with lower `Φ`); `α_c` is the crossing with the one of
 # larger `Φ`. The reference's `α_c(0.05) = 0.623` is the crossing with the weak one

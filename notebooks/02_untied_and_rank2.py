@@ -17,7 +17,7 @@
 # The paper's appendices ask what changes when the attention is less constrained. Each variant
 # is a short declaration in `derivations/` that goes through the same path as the tied model
 # (`Derivation` → LaTeX → generated module → `Solver`), and the PyTorch simulator trains the
-# same students (`docs/extensions.md`):
+# same students (`docs/how-to/extensions.md`):
 #
 # * **untied key/query** (`attention_untied.py`, paper App. C.10 / E.3): `S = softmax(h^Q h^Kᵀ)`
 #   with separate `Q` and `K`, penalties `λ_Q, λ_K`;
@@ -29,7 +29,7 @@
 # transition of the untied model with the tied one, and checks one point against gradient
 # descent. With two fields per token (untied, rank 2) or three tokens, the energetic average is
 # over 6 Gaussians instead of 4: the solver's default there is a tensor Gauss–Hermite rule of
-# order 6 (46 656 nodes; `docs/quadrature.md`), and the generic start of the solver is far from
+# order 6 (46 656 nodes; `docs/explanation/quadrature.md`), and the generic start of the solver is far from
 # the fixed points, so each solve starts next to a known one (measured in `tests/test_extensions.py`).
 #
 # **Running it.** From the repository root, `python notebooks/02_untied_and_rank2.py` (or open it
@@ -180,7 +180,7 @@ print(f"quadrature: {solved['attention_untied', 'semantic'].quadrature}")
 # %%
 tied = load_module("attention")
 # the positional start has m near 0.26: the tied positional branch holds a second, weaker solution
-# (m ~ 0.08, lower Phi) at alpha = 2, which a start at small m reaches (docs/finite_size.md)
+# (m ~ 0.08, lower Phi) at alpha = 2, which a start at small m reaches (docs/reference/finite_size.md)
 tied_fp = {b: Solver(tied, {}, b).solve(2.0, x0)
            for b, x0 in (("semantic", [0.11, 12.0, 0.0, 0.15]), ("positional", [0.05, 20.0, 0.25, 0.0]))}
 print(f"tied   semantic: q={tied_fp['semantic'].order['q']:.4f} theta={tied_fp['semantic'].order['theta']:.4f} "
@@ -281,11 +281,11 @@ plt.close(fig)
 show(OUT / "untied_vs_tied_transition.png")
 
 # %% [markdown]
-# Measured with the default rule (`docs/extensions.md`, `tests/test_extensions.py`): untied
+# Measured with the default rule (`docs/how-to/extensions.md`, `tests/test_extensions.py`): untied
 # `Φ_sem − Φ_pos = −2.6e-4` at `α = 2` and `α_c ≈ 2.28`, against `+9.2e-4` and `α_c ≈ 1.25`
 # for the tied model. (The tied positional branch holds two solutions at `α = 2`; the gap is
 # taken to the one continued from small `α`, `m ≈ 0.26`, which has the larger `Φ` and is where
-# gradient descent goes — `docs/finite_size.md`, "Disagreements" 1.) The quick run's order-4
+# gradient descent goes — `docs/reference/finite_size.md`, "Disagreements" 1.) The quick run's order-4
 # rule puts the untied `α_c` near 2.4: its error on `Φ` (~1e-4) is a sizeable fraction of the
 # small gap between the branches.
 

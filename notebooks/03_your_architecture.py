@@ -264,10 +264,10 @@ for alpha in sim_alphas:
 #
 # * **Tractability.** Time `Derivation(model).saddle_point` and `generate_module`; softmax
 #   attention with `L r + L r_t = 6` Gaussians takes seconds to derive and about a minute to
-#   generate (`docs/extensions.md`).
+#   generate (`docs/how-to/extensions.md`).
 # * **Quadrature.** Up to 6 Gaussians the default rule is a tensor Gauss–Hermite rule; in 6
 #   dimensions it beats Smolyak grids on the kinked integrands of the proximal step (study in
-#   `docs/extensions.md`). Check a fixed point against a finer rule before trusting it
+#   `docs/how-to/extensions.md`). Check a fixed point against a finer rule before trusting it
 #   (`python -m benchmarks.quadrature_6d MODEL ... --solve`).
 # * **Starting points.** The solver's generic start suits scalar order parameters; with
 #   matrix order parameters start near the branch you want (e.g. the tied solution embedded).

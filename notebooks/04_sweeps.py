@@ -29,7 +29,7 @@
 # `REPLICA_NOTEBOOK_QUICK=1` the grids are smaller and the quadrature coarser; the tests run it
 # this way (`tests/test_notebooks.py`). `REPLICA_NOTEBOOK_OUT=DIR` says where figures and
 # datasets go (default `notebooks/_out/04`, not tracked by git). The spec format, the kinds and
-# the executors are described in `docs/sweeps.md`.
+# the executors are described in `docs/how-to/sweeps.md`.
 
 # %%
 import os

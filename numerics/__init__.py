@@ -20,7 +20,7 @@ Modules:
   (data law, teacher or channel, loss, penalty, observables), minimised exactly (convex GLMs) or in
   torch, and measured; :mod:`numerics.check` — ``replica check``: that simulation extrapolated in
   ``1/d`` and held against the theory; :mod:`numerics.check_models` — the table of every declared
-  model in docs/check.md;
+  model in docs/how-to/check.md;
 * :mod:`numerics.glm` — the GLM canon's exact solvers and CLI (its models are their declarations
   at finite size); :mod:`numerics.gamp` — GAMP for a declared model or a declaration file (numpy,
   or torch with ``--backend torch``);

@@ -196,7 +196,7 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
               quadrature: str | None = None, theory_bars: bool = True,
               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Theory against simulation for ``model`` (a declared name or a path to a ``.py`` file) at
-    ``alpha``: the ``replica check`` result (module docstring; keys listed in docs/check.md).
+    ``alpha``: the ``replica check`` result (module docstring; keys listed in docs/how-to/check.md).
     ``threads``: BLAS and torch threads of the simulation (default 1: its linear algebra is small,
     and on a shared machine more threads spin-wait; 800 x 800 Cholesky solves ran 10x slower on 2).
     ``theory_result``: a ``replica solve --json`` result of this very point to use instead of solving

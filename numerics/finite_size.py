@@ -50,7 +50,7 @@ Teacher: ``--teacher normalized`` (default) rescales ``Q*`` to column norm ``√
 
 Example::
 
-    python -m numerics.finite_size --out DIR                    # docs/finite_size.md
+    python -m numerics.finite_size --out DIR                    # docs/reference/finite_size.md
     python -m numerics.finite_size --out DIR --points semantic:0.5,semantic:1,positional:1,positional:2 \\
         --ds 100,200,400,800 --seeds 12,10,8,6 --max-steps 8000 --no-linear
 """

@@ -9,7 +9,7 @@ with ``ℓ`` the per-sample loss of the generated module (for attention
 data determine, ``y = T(h*) x``). It differs from the simulator's exact risk
 ``Σ_μ ‖y − S(x+P)‖²/2d`` by the fluctuations of ``x_ℓ·x_κ/d`` around ``δ_ℓκ ρ̄_κ``, a
 finite-size effect (gradient descent on the exact risk from the same data lands O(1/d) away
-in the overlaps, docs/gamp.md).
+in the overlaps, docs/explanation/gamp.md).
 
 One iteration, with ``F_ℓ`` the ``n × d`` matrix of rows ``(x^μ_ℓ + p_ℓ)/√d`` and
 ``c_{ℓi} = mean_μ F_{ℓ,μi}²`` (the data side of the variances):
@@ -937,7 +937,7 @@ def expected_convergence(module: ModuleType, alpha: float, init: str, parameters
     Keys ``theory_branch``, ``replicon``, ``rs_stable`` (and the replicon's details, or ``null``
     with a reason where it is not implemented) and ``expected_to_converge`` (= ``rs_stable``):
     where the RS fixed point is unstable -- replicon >= 1 or a prox switching between minima --
-    GAMP cannot settle on it (docs/replicon.md).
+    GAMP cannot settle on it (docs/explanation/replicon.md).
     """
     from replica.solver import Solver
     from replica.stability import replicon_summary
@@ -985,7 +985,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--prox", default="global", metavar="global|local",
                    help="the output channel's minimiser, as the theory's prox convention: global (default, the lowest "
                         "minimum) or local (the minimum reached by descent from the origin at every iteration; "
-                        "docs/conventions.md)")
+                        "docs/explanation/conventions.md)")
     g.add_argument("--max-iter", type=int, default=1000, help="maximum iterations")
     g.add_argument("--tol", type=float, default=1e-10, help="relative change of the estimate at convergence")
     g.add_argument("--backend", choices=["numpy", "torch"], default="numpy",
@@ -1045,7 +1045,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         if expected and expected["rs_stable"] is False and not args.quiet:
             print(f"{prog}: note: the theory's {expected['theory_branch']} fixed point is RS-unstable (replicon "
                   f"{expected['replicon']:.3g}, prox switching: {expected.get('replicon_switching')}): GAMP with "
-                  "the global-minimum prox is expected not to converge (docs/replicon.md)", file=sys.stderr)
+                  "the global-minimum prox is expected not to converge (docs/explanation/replicon.md)", file=sys.stderr)
         # by its name or path: a declaration file gives its regularizer and data law to model_spec
         res = run_gamp(args.model, args.alpha, args.d, args.init, args.seeds, seed_start=args.seed_start,
                        parameters=parameters, verbose=not args.quiet, damping=args.damping,
@@ -1082,7 +1082,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         if flipping:
             print(f"{prog}: warning: {failed} run(s) did not converge; in {flipping} of them a sample's global "
                   "prox minimiser flips between minima (see each seed's message), which neither more iterations "
-                  "nor damping settle (docs/replicon.md); --local-prox follows each sample's basin instead (its "
+                  "nor damping settle (docs/explanation/replicon.md); --local-prox follows each sample's basin instead (its "
                   "fixed points are critical points of the risk, not the global-minimum state)", file=sys.stderr)
         else:
             print(f"{prog}: warning: {failed} run(s) did not converge (see each seed's message and grad_norm); "

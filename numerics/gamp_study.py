@@ -24,7 +24,7 @@ CSV the slow tests read:
     python -m numerics.gamp_study replicon-check --ds 600,1200,2400
 
 ``replicon-check`` measures GAMP's one-step fluctuation multiplier at its own fixed point
-and compares it with the replicon (docs/replicon.md).
+and compares it with the replicon (docs/explanation/replicon.md).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ import numpy as np
 #: (name, omega, alpha, start (q, m, theta, V), iterations) of the trajectory study: a point
 #: of each branch where the prox does not switch between minima along the trajectory (the
 #: paper's semantic point; positional at omega = 0.6, since at the paper's omega = 0.3 the
-#: positional prox switches, docs/gamp.md), started near (not at) the branch's fixed point.
+#: positional prox switches, docs/explanation/gamp.md), started near (not at) the branch's fixed point.
 TRAJECTORY_POINTS = {
     "semantic": (0.3, 2.0, (0.09, 0.02, 0.13, 10.0), 4),
     "positional": (0.6, 1.0, (0.028, 0.25, 0.01, 12.0), 4),
@@ -50,7 +50,7 @@ TRAJECTORY_POINTS = {
 #: (name, omega, alpha, GAMP/GD init, theory branch, GAMP's local prox) of the fixed-point
 #: study. The paper's semantic point (the prox never switches: global-minimum GAMP converges);
 #: the paper's positional point, where the global minimiser switches on a set of positive
-#: density (docs/replicon.md), with the local prox, whose fixed points are critical points of
+#: density (docs/explanation/replicon.md), with the local prox, whose fixed points are critical points of
 #: the risk as GD's are; and omega = 0.6, alpha = 1 with the global-minimum prox, where
 #: switching is rare but single samples near a switching surface still stop GAMP at finite d.
 FIXED_POINTS = {

@@ -19,7 +19,7 @@ the prose of A.3–A.4 and is stated so it can be checked):
   the feed-forward layer counts. ``residual=False`` (``z_i = (A X̃ W_V)_i``) is the other
   reading of A.1 ("similar to the identity"): its positional attention is identity plus
   uniform, but its semantic minimum reaches only 89 % test accuracy in the same budget
-  (measured, docs/experiments.md), so it is not the default;
+  (measured, docs/how-to/experiments.md), so it is not the default;
 * a feed-forward readout ``logits_i = W_2 ReLU(W_1 z_i + b_1) + b_2 ∈ R^T``, prediction
   ``argmax``; cross-entropy averaged over all output tokens (eq. 25).
 

@@ -14,7 +14,7 @@ alone cannot produce a ``d``-dimensional output, so the identity must stay; the 
 (with O(1) entries of ``U, W``) is the largest scale at which the risk stays O(d): then
 ``(x+P) U Wᵀ/√d = a Wᵀ`` with fields ``a = (x+P)U/√d`` has rows of norm O(√d), like ``x``.
 With ``1/d`` the correction would change the risk only at O(1/d). The consequences for the
-theory are worked out in docs/value_matrix.md: at leading order in ``d`` the correction only
+theory are worked out in docs/explanation/value_matrix.md: at leading order in ``d`` the correction only
 costs (``½ (WᵀW/d) ‖S a‖²`` per sample) and gains nothing (its overlap with ``y`` is
 O(d^{-1/2})), so ``U Wᵀ → 0`` and the tied model's equations and transition line hold.
 

@@ -249,8 +249,8 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
     fixed point ``fp`` with the jump-aware pre-integration's, to first order.
 
     Tensor Gauss-Hermite converges erratically across the jump set of the argmin and puts
-    nodes on symmetry planes where the prox starts miss global minima (docs/quadrature.md,
-    docs/certified.md §1); refining it then moves the fixed point by less than its error, so
+    nodes on symmetry planes where the prox starts miss global minima (docs/explanation/quadrature.md,
+    docs/reference/certified.md §1); refining it then moves the fixed point by less than its error, so
     its refinement bars under-cover. Pre-integration locates every jump on its lines and
     repairs prox misses by continuation: one map evaluation of it at ``fp`` (a different rule
     family, not a refinement), mapped through the Newton Jacobian, estimates the tensor rule's
@@ -636,7 +636,7 @@ def _convergence_guard(errors: dict[str, float], finest: FixedPoint, work: Fixed
     """Widen each bar to the previous refinement's difference where the last refinement did not
     at least halve it: ``|finest - work|`` bounds the finest value's error only when the
     refinements converge geometrically (Gauss-Hermite across the prox's jumps scatters instead,
-    docs/quadrature.md). Returns the bars and the names that mattered at ``accuracy``."""
+    docs/explanation/quadrature.md). Returns the bars and the names that mattered at ``accuracy``."""
     vf, vw, vp = values(finest), values(work), values(prev)
     size = state_sizes(finest, vf)  # (a number zero by symmetry is judged against its kind)
     out, erratic = dict(errors), []

@@ -563,7 +563,7 @@ def default_spec(module: ModuleType, branch: str | None = None) -> str:
     the bracket's minima come in mirror pairs that the folded rule treats alike, and the argmin
     barely ever switches between minima -- measured on the semantic branch of the paper's
     model), the jump-aware pre-integration (``preint:default``) elsewhere, where tensor
-    Gauss-Hermite converges erratically (docs/quadrature.md); for a model with token clusters
+    Gauss-Hermite converges erratically (docs/explanation/quadrature.md); for a model with token clusters
     always Gauss-Hermite (the solver multiplies Gaussian rules by the label configurations,
     :mod:`replica.labels`, which pre-integration does not), and for a channel model without a
     kink-aware rule (several Gaussians: e.g. a three-class argmax) or a piecewise loss."""

@@ -12,7 +12,7 @@ tensor Gauss--Hermite rule on such an integrand converges slowly and erratically
 on the positional branch of the attention model ``E[dF/dq]`` moves by ~7 % between
 orders 10 and 30. A second, independent trap: the module's prox starts miss the
 global minimum at ~1e-4 of the nodes, all next to the Maxwell set, which biases
-``E[dF/dq]`` by ~1e-3 whatever the rule (docs/quadrature.md).
+``E[dF/dq]`` by ~1e-3 whatever the rule (docs/explanation/quadrature.md).
 
 The method (pre-integration, a.k.a. conditional smoothing)
 ----------------------------------------------------------
@@ -62,7 +62,7 @@ over lines or nodes):
 
 ``F`` itself is integrated the same way, so ``Psi_y`` gets the same accuracy.
 
-What limits the accuracy (measured in docs/quadrature.md): ``P`` is continuous but
+What limits the accuracy (measured in docs/explanation/quadrature.md): ``P`` is continuous but
 not smooth where a line passes the cusp edge, and varies on short scales along the
 teacher's attention contrast ``eta_1 - eta_2``; the outer rule then converges
 algebraically. On the positional branch of the paper model the energetic averages
@@ -1106,7 +1106,7 @@ class _Run:
         # the near-singularity sits at the end of a Gauss segment, not inside one. Every
         # such interval gets its break: keeping only those whose refined slope exceeds twice
         # the end slopes (3x faster on the paper's point) moved qhat by 2e-4 relative at every
-        # level, 7 times the certified reference's error (2026-11-24, docs/quadrature.md).
+        # level, 7 times the certified reference's error (2026-11-24, docs/explanation/quadrature.md).
         if mids:
             mids = self._cat(mids, ["origin", "line", "c", "h", "steep"])
             done = np.isin(mids["origin"], np.concatenate([certain["origin"], breaks["origin"]]))
@@ -1358,7 +1358,7 @@ class _Run:
 
 # ----------------------------------------------------------------------------- factory
 #: (outer order per transverse axis, u_order, segment_order, smooth_tol) per accuracy level;
-#: measurements behind the choice in docs/quadrature.md.
+#: measurements behind the choice in docs/explanation/quadrature.md.
 ACCURACY = {"fast": (8, 8, 6, 0.01), "default": (14, 12, 10, 0.005), "high": (20, 12, 10, 0.005)}
 
 

@@ -225,7 +225,7 @@ def default_rule(dim: int, accuracy: str = "default") -> QuadratureRule:
     attention, ``L = 3``) tensor Gauss-Hermite of order 5/6/8 replaces the Smolyak grid: the
     proximal argmin jumps between minima across nodes, and on such kinked integrands Smolyak
     converges poorly (or, level 7, not at all), while order 6 reaches ~1e-3 relative accuracy
-    on the fixed points (benchmarks/quadrature_6d.py, docs/extensions.md).
+    on the fixed points (benchmarks/quadrature_6d.py, docs/how-to/extensions.md).
     """
     table = {"fast": (10, 8, 5, 4), "default": (14, 10, 6, 5), "high": (20, 14, 8, 6)}
     if accuracy not in table:

@@ -92,7 +92,7 @@ def ladder_plan(solver, max_levels: int) -> list[tuple[str, int]]:
 
 
 #: pre-integration level of the jump check (two map evaluations, ~1 s on the paper's model): the
-#: ``fast`` level's own error (~5e-4 relative on the paper point, docs/accuracy.md) would dominate
+#: ``fast`` level's own error (~5e-4 relative on the paper point, docs/reference/accuracy.md) would dominate
 #: the check where the tensor rule is 1e-4-accurate
 JUMP_CHECK_LEVEL = "default"
 #: and the level a solve moves to when the check's shift alone exceeds the accuracy

@@ -1,4 +1,4 @@
-"""Stability of a replica-symmetric fixed point: the replicon (docs/replicon.md).
+"""Stability of a replica-symmetric fixed point: the replicon (docs/explanation/replicon.md).
 
 GAMP's linearisation around a fixed point, restricted to the microscopic fluctuations
 (perturbations of the ``d`` weight rows incoherent with every macroscopic direction),
@@ -49,7 +49,7 @@ class Switching:
     median gap ``ΔF`` between the global and the next minimum there; ``near``, the number of
     nodes whose gap is below ``0.05 gap_scale``. A gap density that does not vanish at
     ``ΔF = 0`` means a surface on which the minimiser -- hence ``g_out`` -- jumps: ``∂g_out/∂ω``
-    then has a delta part and the replicon is formally infinite (docs/replicon.md). ``detected``
+    then has a delta part and the replicon is formally infinite (docs/explanation/replicon.md). ``detected``
     is ``near > 0``; a gap distribution bounded away from 0 (a second minimum that never wins)
     gives ``near = 0``.
     """
@@ -517,7 +517,7 @@ def curve_stability(module: ModuleType, curve: Any, points: int = 10, switching_
     its ``parameters`` and ``branch``). The points are spread evenly over the curve's
     ``alpha`` range (the nearest computed point to each of ``points`` equally spaced
     ``alpha``); diagrams do not need the quadrature error, and 10 000 Monte-Carlo nodes see
-    the switching fractions met on the paper's branches (>= 0.2 %, docs/replicon.md).
+    the switching fractions met on the paper's branches (>= 0.2 %, docs/explanation/replicon.md).
     """
     pts = sorted(curve.points, key=lambda p: p.alpha)
     if not pts:

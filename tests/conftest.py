@@ -36,7 +36,7 @@ def pytest_configure(config):
     _os.environ["REPLICA_FROZEN_TREE"] = "1"
     # CI (CI=true) also runs the slow checks: the whole suite took 57.6 min on 2 cores in one process on
     # 2026-11-27 (CI's limit is 90), before code generation got ~5x faster (replica/codegen/dag.py) and before
-    # -n auto; docs/TEAM_NOTES.md says what was measured since and where the time goes. Locally the default stays
+    # -n auto; CONTRIBUTING.md says what was measured since and where the time goes. Locally the default stays
     # fast (addopts: -m 'not slow'); an explicit -m wins.
     import os
 

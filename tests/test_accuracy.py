@@ -303,7 +303,7 @@ def test_jump_check_refuses_models_without_pre_integration():
 
 def test_jump_check_sees_the_switches_of_the_paper_model(attention):
     """Semantic branch, alpha = 2 (the paper point): the argmin jumps on the check's lines, and
-    the tensor rule's fixed point moves by ~1e-4 against the jump-aware one (docs/accuracy.md)."""
+    the tensor rule's fixed point moves by ~1e-4 against the jump-aware one (docs/reference/accuracy.md)."""
     from replica.accuracy import jump_check
     from replica.integrators import from_spec
 
@@ -374,7 +374,7 @@ def _certified(label: str) -> dict:
 def test_bars_cover_the_certified_reference_where_the_argmin_jumps():
     """Semantic alpha = 1.25: the tensor rule gh:14 is 6e-3 off in V with refinement bars of 4e-3;
     the default solve must land within its own bar plus the reference's (the reference's bar is
-    its own n_t = 16 -> 24 refinement, docs/certified.md §2)."""
+    its own n_t = 16 -> 24 refinement, docs/reference/certified.md §2)."""
     ref = _certified("semantic, alpha = 1.25")
     out = _cli("solve", "attention", "--omega", str(ref["omega"]), "--alpha", str(ref["alpha"]), "--branch",
                ref["branch"], "--json", "--no-replicon")
@@ -390,7 +390,7 @@ def test_bars_cover_the_certified_reference_where_the_argmin_jumps():
 def test_phase_threshold_bars_cover_the_certified_reference():
     """``replica phase --accuracy 1e-3`` at omega = 0.3: the refinement differences alone under-cover
     alpha_l (1.1e-3 off the reference, bar 8.6e-4, measured); with the jump terms both thresholds
-    lie within their bar plus the reference's (docs/certified.md §6)."""
+    lie within their bar plus the reference's (docs/reference/certified.md §6)."""
     from benchmarks.certify import study
 
     saved, study.CACHE_ONLY = study.CACHE_ONLY, True

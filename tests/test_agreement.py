@@ -1,7 +1,7 @@
 """Simulation (numerics/) vs replica theory (replica/) at ω = 0.3 (issue 7, item 4).
 
 Every tolerance comes from the finite-size study ``python -m numerics.finite_size``
-(docs/finite_size.md; its fits are read from docs/figures/finite_size_fits.csv). For a mean
+(docs/reference/finite_size.md; its fits are read from docs/figures/finite_size_fits.csv). For a mean
 over K seeds at dimension d the test asserts, observable by observable,
 
     |mean_sim − theory| ≤ 4 · std_fit(d)/√K  +  b(d)  +  u_theory            (TOLERANCE MODEL)
@@ -80,11 +80,11 @@ POINTS = [("semantic", 2.0), ("positional", 0.5), ("semantic", 1.0), ("positiona
 #: Its own study fits are therefore a disagreement, not a finite-size model, and are not
 #: used as a tolerance: the check uses the fits of the same branch at α = 1. Kept as a
 #: strict xfail so that it turns into a failure (XPASS) the day theory or simulator change
-#: (docs/finite_size.md).
+#: (docs/reference/finite_size.md).
 SEMANTIC_05 = pytest.param(
     "semantic", 0.5, marks=pytest.mark.xfail(
         strict=True, reason="alpha=0.5 is below the semantic spinodal (0.748): sim theta ~0.05 vs "
-                            "Solver theta 0.0022, no finite-size trend (docs/finite_size.md)"))
+                            "Solver theta 0.0022, no finite-size trend (docs/reference/finite_size.md)"))
 FITS_FROM = {("semantic", 0.5): ("semantic", 1.0)}
 
 
@@ -138,7 +138,7 @@ def _check_point(fits, init: str, alpha: float, d: int, K: int) -> None:
         if not abs(dev) <= tol:
             failed.append(o)
     report = f"{init} init, alpha={alpha}, d={d}, K={K}:\n" + "\n".join(lines)
-    print(report)  # shown with pytest -s (the agreement table of docs/finite_size.md)
+    print(report)  # shown with pytest -s (the agreement table of docs/reference/finite_size.md)
     assert not failed, f"outside the finite-size tolerance: {failed}\n{report}"
 
 

@@ -14,7 +14,7 @@ independently to 1e-10 or better.
   integrands against each other.
 * Pseudo-arclength continuation through the two folds of ``x^3 - x + alpha = 0``
   (at ``alpha = +-2 / (3 sqrt 3)``).
-* Slow: ``docs/certified.md`` is current with the committed point cache (``--check``).
+* Slow: ``docs/reference/certified.md`` is current with the committed point cache (``--check``).
 """
 from __future__ import annotations
 
@@ -182,7 +182,7 @@ def test_continuation_through_folds():
 
 @pytest.mark.slow
 def test_certified_doc_is_current():
-    """docs/certified.md's tables are what the committed point cache renders to (no computation:
+    """docs/reference/certified.md's tables are what the committed point cache renders to (no computation:
     ``--check`` is cache-only and writes nothing)."""
     import subprocess
     import sys

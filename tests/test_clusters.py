@@ -1,4 +1,4 @@
-"""Token clusters (issue 8, item 5; paper Appendix C.10, THEORY §6, docs/extensions.md).
+"""Token clusters (issue 8, item 5; paper Appendix C.10, THEORY §6, docs/how-to/extensions.md).
 
 Gaussian-mixture tokens with correlated labels go through the same path as every model:
 declaration (``derivations/attention_clusters.py``) -> Derivation (slot order parameters,
@@ -370,7 +370,7 @@ def test_theory_vs_simulation(init, alpha):
     """Fresh seeds (1000...) at d = 800 agree with the replica fixed point of the branch the run
     starts on, within tol = 4 std/sqrt(K) + |bias| + 2 SE + u_theory, std, bias and SE as
     measured by the finite-size study at d = 800 (numerics.clusters.tolerance,
-    docs/extensions.md); every run must converge. Each point is on the branch that is the
+    docs/how-to/extensions.md); every run must converge. Each point is on the branch that is the
     global minimum there (alpha_c ~ 2.6 for the declaration's defaults)."""
     pytest.importorskip("torch")
     from numerics.clusters import run_clusters, theory, tolerance

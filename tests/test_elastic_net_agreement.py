@@ -29,7 +29,7 @@ the same minimum (d = 200, seed 100: ``q`` equal to 3e-5 relative).
 ``lam1 = 0.003`` (with ``lam2 = 0.01``): it moves the fixed points visibly from the l2 ones (semantic
 alpha = 2: q -14 %, theta -11 %, eps_g +28 %; positional alpha = 0.5: q -27 %, m -19 %), and both
 branches exist (at alpha = 0.5 the positional branch merges with ``W = 0`` near lam1 ~ 0.007).
-Report: docs/extensions.md.
+Report: docs/how-to/extensions.md.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ consistency with the tied model, exact identities of their saddle points, and th
 Fast tests use coarse quadrature rules, explicit starting points near the fixed points (the
 generic start of the solver is far from them in 6 dimensions) and small simulations; their
 tolerances come from measured spreads (see each docstring). ``@pytest.mark.slow`` tests use the
-rules and sizes of the report (docs/extensions.md).
+rules and sizes of the report (docs/how-to/extensions.md).
 """
 from __future__ import annotations
 
@@ -223,7 +223,7 @@ def test_untying_key_and_query_moves_the_transition_to_larger_alpha():
     At omega = 0.3, alpha = 2 the tied model's global minimum is semantic
     (``Phi_sem - Phi_pos = +9.2e-4`` against the larger-Phi positional solution, m ~ 0.256; +1.08e-3 against the weaker one, m ~ 0.084, that the start below reaches; its ``alpha_c ~ 1.25``) while the untied model's is still
     positional (``Phi_sem - Phi_pos = -2.6e-4``; it turns semantic between alpha = 2 and 2.5,
-    docs/extensions.md). The coarse 6-D rule used here (GH order 4) gives -3.8e-4 for the untied gap
+    docs/how-to/extensions.md). The coarse 6-D rule used here (GH order 4) gives -3.8e-4 for the untied gap
     (order 5: -2.6e-4, order 6: -2.6e-4): its error is a fraction of the gap.
     """
     unt, tied = load_module("attention_untied"), load_module("attention_tied")
@@ -376,7 +376,7 @@ def _simulate(point: str, d: int, seeds) -> list[dict[str, float]]:
 #: Calibration of the finite-size spread: (mean - theory, std) of every compared quantity over seeds
 #: 0-4 at d = 200 and 400 (every run converged), the same settings as the tests, which use other
 #: seeds (10, 11, ...). Printed by ``python -m benchmarks.extensions_calibration``; the trend with d (and
-#: d = 100, 800) is tabulated in docs/extensions.md. L3_pos is left out: its seeds land on different
+#: d = 100, 800) is tabulated in docs/how-to/extensions.md. L3_pos is left out: its seeds land on different
 #: positional minima (the spread of m does not shrink with d), see the report.
 CAL = {
     ('untied_sem', 200): {

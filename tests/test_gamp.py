@@ -3,7 +3,7 @@ solutions and zero-gradient conditions, the state evolution, gradient descent an
 
 Fast checks run by default; the d = 2000 comparisons are ``slow`` and read their tolerances
 from the committed studies (docs/figures/gamp_state_evolution.csv, gamp_fixed_points.csv;
-commands in docs/gamp.md), using seeds disjoint from the studies'.
+commands in docs/explanation/gamp.md), using seeds disjoint from the studies'.
 """
 from __future__ import annotations
 
@@ -189,7 +189,7 @@ def test_switching_samples_finds_the_samples_that_flip_between_minima():
 
 @pytest.mark.slow
 def test_a_cycling_run_names_the_sample_that_flips():
-    """The paper's semantic point alpha = 1.5 at d = 1000, seed 0 (docs/replicon.md §4): GAMP
+    """The paper's semantic point alpha = 1.5 at d = 1000, seed 0 (docs/explanation/replicon.md §4): GAMP
     locks into a period-3 cycle within 100 iterations (so measured with numpy here and on a GPU
     machine's CPU) in which one sample's global minimiser cycles through three minima while
     every other sample moves by ~1e-3 of that; the run's message and JSON name it."""
@@ -235,7 +235,7 @@ def test_gamp_fixed_point_vs_gd_and_theory_d2000(point):
 
     Only where the RS fixed point is stable (test_replicon): on the positional branch the prox
     switches between minima and GAMP does not reliably converge at d = 2000 -- measured in the
-    committed study (docs/gamp.md), not asserted here."""
+    committed study (docs/explanation/gamp.md), not asserted here."""
     from numerics.gamp_study import fixed_point_row
 
     rows = [r for r in _rows("gamp_fixed_points.csv") if r["point"] == point and int(r["d"]) == 2000]

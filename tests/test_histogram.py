@@ -113,7 +113,7 @@ def test_the_index_separates_the_two_minima_of_a_small_configuration():
 def test_both_minima_of_the_default_configuration_reach_95_percent():
     """Issue 17's check: with the default configuration (T = 10, the paper's 15 tokens) both
     frozen minima reach >= 95 % test accuracy, and the index tells them apart. The stability
-    check is left out here (two thirds of the time; docs/experiments.md reports it); the time
+    check is left out here (two thirds of the time; docs/how-to/experiments.md reports it); the time
     budget of the full run (<= 5 minutes) is measured by ``python -m benchmarks --only
     histogram``, not by a test. Measured before (seed 0): 0.9987 and 0.9965, index 0.999 and
     0.0004, so a regression of a few per cent in either fails here."""

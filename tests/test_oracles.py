@@ -226,7 +226,7 @@ def test_quadrature_against_an_independent_25_digit_route(model, alpha, lam):
 def test_reference_table_is_solved_to_its_stated_accuracy():
     """Every point of issue 13's grid: fixed-point residual ≤ 1e-12, ridge rows equal the
     random-matrix closed form to 1e-10, every classification point's certified error bound
-    (25-digit map residual × amplification) ≤ 1e-10, and docs/glm_references.md shows this very
+    (25-digit map residual × amplification) ≤ 1e-10, and docs/reference/glm_references.md shows this very
     table (``python -m tests.oracles``). ~1 min."""
     from pathlib import Path
 
@@ -235,8 +235,8 @@ def test_reference_table_is_solved_to_its_stated_accuracy():
     from tests.oracles.highprecision import accuracy_estimate
 
     rows = reference_table()
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "glm_references.md").read_text()
-    assert _markdown(rows) in doc, "docs/glm_references.md: regenerate the table with python -m tests.oracles"
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "reference" / "glm_references.md").read_text()
+    assert _markdown(rows) in doc, "docs/reference/glm_references.md: regenerate the table with python -m tests.oracles"
     assert len(rows) == 4 * (3 * 4 + 4)
     for r in rows:
         assert r["residual"] < 1e-12, r

@@ -334,7 +334,7 @@ def test_thresholds_only_agrees_with_continuation(attention, results, cache_dir)
 
     kw = {k: v for k, v in KW.items() if k != "branches"}
     # at small omega the positional sector holds nearly degenerate solutions (Phi within ~1e-6 under
-    # GH 8), and which one is followed moves alpha_c by a few 1e-3 (docs/phase.md)
+    # GH 8), and which one is followed moves alpha_c by a few 1e-3 (docs/how-to/phase.md)
     for w, tol in ((0.3, 1e-3), (0.1, 5e-3)):
         r = thresholds(attention, w, **kw)
         ref = results[w]
@@ -378,7 +378,7 @@ def test_thresholds_diagram_runs_and_cli(attention, results, cache_dir):
 
 @pytest.mark.slow
 def test_thresholds_reproduce_phase_table(attention):
-    """Every omega of docs/phase.md (GH 12, figures' settings) against the continuation, to 1e-3."""
+    """Every omega of docs/how-to/phase.md (GH 12, figures' settings) against the continuation, to 1e-3."""
     from replica.applications.attention.figures import FigureConfig
     from replica.applications.attention.phase import thresholds_diagram
 

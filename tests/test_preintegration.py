@@ -3,7 +3,7 @@ double-well model with a known answer, symmetry folding, and the paper model.
 
 Reference numbers for the paper model come from ``benchmarks/preintegration_accuracy.py
 fixed-x`` (output in ``benchmarks/results/preintegration_fixed_x.json``; see
-docs/quadrature.md).
+docs/explanation/quadrature.md).
 """
 from __future__ import annotations
 

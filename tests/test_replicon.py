@@ -1,4 +1,4 @@
-"""The replicon (replica/stability.py, docs/replicon.md) against hand-derived closed forms.
+"""The replicon (replica/stability.py, docs/explanation/replicon.md) against hand-derived closed forms.
 
 Ridge (L = R = 1, γ = 1): ``g_out = (y − ω)/(1 + V)``, so ``∂_ω g_out = −1/(1 + V)``; the ℓ2
 input channel has ``∂_B prox = 1/(λ + V̂) = V``. Hence ``replicon = α V²/(1 + V)²`` with ``V``
@@ -128,7 +128,7 @@ def test_attention_semantic_point_is_rs_stable(attention):
 def test_attention_positional_point_switches(attention):
     """The paper's positional point (omega = 0.3, alpha = 0.5): the prox switches between
     minima on a set of positive density, so the RS point is flagged unstable (GAMP with the
-    global-minimum prox does not settle there, docs/replicon.md)."""
+    global-minimum prox does not settle there, docs/explanation/replicon.md)."""
     fp = Solver(attention, {"omega": 0.3}, branch="positional").solve(0.5)
     rep = replicon(attention, fp, error_estimate=False)
     assert rep.switching.detected and rep.switching.multi_fraction > 0.01
@@ -137,7 +137,7 @@ def test_attention_positional_point_switches(attention):
 
 # --------------------------------------------------------------------------- l2 classifiers, sign teacher
 # Hand-derived closed forms (issue 16's check "ridge and l2 logistic"), in the toolkit's
-# conventions (docs/replicon.md, tests/oracles/common.py): L = R = 1, gamma = rho = 1, the
+# conventions (docs/explanation/replicon.md, tests/oracles/common.py): L = R = 1, gamma = rho = 1, the
 # l2 input channel's Jacobian J = dprox_in/dB = 1/(lam + Vhat) = V, so
 #     replicon = alpha V^2 E_{xi,y}[(d_omega g_out)^2],   g_out = (P - omega)/V,
 # with P = argmin_h (h - omega)^2/(2V) + l(y h), omega = sqrt(q) xi, P(y | xi) = Phi(y a xi),

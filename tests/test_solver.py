@@ -108,10 +108,10 @@ def test_sign_convention_m_and_theta_nonnegative(attention):
 def test_positional_point_resolution_independence_with_preintegration(attention):
     """Positional branch (omega = 0.3, alpha = 0.5): the argmin jumps across quadrature cells.
 
-    Tensor Gauss-Hermite spreads by ~1% in m and q between orders there (docs/quadrature.md);
+    Tensor Gauss-Hermite spreads by ~1% in m and q between orders there (docs/explanation/quadrature.md);
     the pre-integration integrator (the CLI default on this branch) agrees between its default
     and high resolutions to 3e-5 on phi, 2e-4 on eps_g and 1e-3 on q and m -- the accuracy
-    measured in docs/quadrature.md, asserted here with a factor ~2 margin.
+    measured in docs/explanation/quadrature.md, asserted here with a factor ~2 margin.
     """
     from replica.preintegration import make_integrator
 

@@ -58,7 +58,7 @@ def test_crossing_is_the_root_of_the_fitted_line():
 
 def test_gradient_descent_removes_the_correction():
     # At d = 100 the ridge (lam = 0.01) exceeds the spurious linear pull on U W^T (operator norm
-    # ~ sqrt(alpha) eps / sqrt(d) ~ 5e-3, docs/value_matrix.md), so U = W = 0 is the stable
+    # ~ sqrt(alpha) eps / sqrt(d) ~ 5e-3, docs/explanation/value_matrix.md), so U = W = 0 is the stable
     # minimum and GD started with ||V - I||_F/||I||_F ~ 1 must end at ~0 (tolerance of the stop
     # criterion grad_norm <= 1e-6 over lam: 1e-4), on the tied model's fixed point.
     from numerics.simulate import torch_threads
@@ -107,7 +107,7 @@ def test_value_matrix_leaves_the_gd_transition_where_the_tied_one_is_d400():
 
 @pytest.mark.slow
 def test_the_c10_declaration_of_the_doc_derives(tmp_path):
-    """docs/value_matrix.md gives the App. C.10 version (output in R^{L x r_v}) as a declaration:
+    """docs/explanation/value_matrix.md gives the App. C.10 version (output in R^{L x r_v}) as a declaration:
     it must be a valid model whose saddle point derives, exactly as printed there (the symbolic
     saddle point of this r = r_t = 2 model takes about 90 CPU-seconds: slow suite)."""
     import re
@@ -116,9 +116,9 @@ def test_the_c10_declaration_of_the_doc_derives(tmp_path):
     from replica import Derivation
     from replica.registry import load_model
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "value_matrix.md").read_text()
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "explanation" / "value_matrix.md").read_text()
     block = re.search(r"```python\n(# value-matrix attention of App\. C\.10.*?)```", doc, re.S)
-    assert block, "the C.10 declaration block is missing from docs/value_matrix.md"
+    assert block, "the C.10 declaration block is missing from docs/explanation/value_matrix.md"
     path = tmp_path / "attention_value_c10.py"
     path.write_text(block.group(1))
     model = load_model(str(path))

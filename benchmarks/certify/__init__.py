@@ -10,5 +10,5 @@ An independent implementation of THEORY §1-5 for ``L = 2``, ``r = r_t = 1`` (it
   minimiser located (adaptive, error-estimated), and plain tensor Gauss-Hermite for comparison;
 * :mod:`.fixedpoint` -- Newton on the reduced saddle point, observables;
 * :mod:`.continuation` -- pseudo-arclength continuation through folds;
-* ``python -m benchmarks.certify`` -- the tables and figures of ``docs/certified.md``.
+* ``python -m benchmarks.certify`` -- the tables and figures of ``docs/reference/certified.md``.
 """

@@ -1,9 +1,9 @@
-"""``python -m benchmarks.certify``: regenerate the tables and figures of ``docs/certified.md``.
+"""``python -m benchmarks.certify``: regenerate the tables and figures of ``docs/reference/certified.md``.
 
 Every reference fixed point is cached in ``benchmarks/certify/results/points.jsonl`` (committed),
 so a rerun only renders (seconds); ``--recompute`` moves the cache aside and recomputes everything
 (hours on 2 cores). ``--only table,branch,thresholds,ladder,gd`` restricts the tasks; ``--check``
-renders from the cache alone and fails if ``docs/certified.md`` is not current (the slow test).
+renders from the cache alone and fails if ``docs/reference/certified.md`` is not current (the slow test).
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-only", action="store_true",
                     help="render from the cache only; a missing point is an error (exit 1) instead of a computation")
     ap.add_argument("--check", action="store_true",
-                    help="cache only, write nothing; exit 1 if docs/certified.md differs from the rendering")
-    ap.add_argument("--no-doc", action="store_true", help="do not rewrite the tables in docs/certified.md")
+                    help="cache only, write nothing; exit 1 if docs/reference/certified.md differs from the rendering")
+    ap.add_argument("--no-doc", action="store_true", help="do not rewrite the tables in docs/reference/certified.md")
     a = ap.parse_args(argv)
     tasks = {t.strip() for t in a.only.split(",") if t.strip()}
     bad = tasks - {"table", "branch", "thresholds", "ladder", "gd"}
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
             doc = report.replace_block(doc, "GD", gd_markdown())
     if a.check:
         if doc != original:
-            print("python -m benchmarks.certify: docs/certified.md is not current: run python -m benchmarks.certify",
+            print("python -m benchmarks.certify: docs/reference/certified.md is not current: run python -m benchmarks.certify",
                   file=sys.stderr)
             return 1
         return 0

@@ -31,7 +31,7 @@ KINDS = {
                           for d in (400, 800, 1600)],
     "positional_omega0.1": [dict(omega=0.1, alpha=0.7, d=d, init=init, seeds=3, steps=20000)
                             for d in (1000, 2000) for init in ("positional", "semantic")],
-    # Which prox convention describes gradient descent (docs/conventions.md): normalised teacher (rho = sigma^2
+    # Which prox convention describes gradient descent (docs/explanation/conventions.md): normalised teacher (rho = sigma^2
     # exactly, as the theory assumes), semantic initialisation, the sizes in increasing order so that a partial run
     # already gives a 1/d fit.
     # d = 4000 wants a GPU (benchmarks/cuda_check.sh shows how to run on one)
@@ -40,7 +40,7 @@ KINDS = {
                       + [dict(omega=0.3, alpha=a, d=2000, init="semantic", seeds=3, steps=30000, normalize=True)
                          for a in (0.6, 0.8, 1.0, 1.25)],
 }
-#: the runs docs/certified.md §7 renders (the judge runs render in docs/conventions.md)
+#: the runs docs/reference/certified.md §7 renders (the judge runs render in docs/explanation/conventions.md)
 CERTIFIED_KINDS = ("semantic_alpha0.5", "positional_omega0.1")
 
 

@@ -1,4 +1,4 @@
-"""The mixed-state question of docs/certified.md §7: at ``omega = 0.3, alpha = 0.5`` (below the
+"""The mixed-state question of docs/reference/certified.md §7: at ``omega = 0.3, alpha = 0.5`` (below the
 semantic branch's merger) gradient descent from the semantic initialisation ends at ``theta ~ 0.05``.
 Is that a converged stationary point, and is there a replica-symmetric fixed point there?
 
@@ -23,7 +23,7 @@ import numpy as np
 
 OUT = Path(__file__).resolve().parent / "results" / "mixed"
 OMEGA, ALPHA = 0.3, 0.5
-#: (q, m, theta, V) starts: GD's d = 400 end state, the 1/d-extrapolated one (docs/certified.md §7),
+#: (q, m, theta, V) starts: GD's d = 400 end state, the 1/d-extrapolated one (docs/reference/certified.md §7),
 #: and one in between; V (not measured by GD) near the agnostic fixed point's
 STARTS = ((0.0373, 0.0517, 0.0514, 30.0), (0.038, 0.019, 0.051, 30.0), (0.038, 0.03, 0.054, 28.0))
 

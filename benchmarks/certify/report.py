@@ -1,4 +1,4 @@
-"""Tables (CSV + the Markdown blocks of ``docs/certified.md``) and figures of the certified study."""
+"""Tables (CSV + the Markdown blocks of ``docs/reference/certified.md``) and figures of the certified study."""
 from __future__ import annotations
 
 import csv
@@ -11,7 +11,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 FIG = ROOT / "docs" / "figures"
-DOC = ROOT / "docs" / "certified.md"
+DOC = ROOT / "docs" / "reference" / "certified.md"
 
 
 def fmt(v: float, bar: float | None = None) -> str:
@@ -43,7 +43,7 @@ def rel_diff(a, b) -> str:
 def replace_block(text: str, name: str, body: str) -> str:
     pat = re.compile(rf"(<!-- BEGIN {name} -->\n)(.*?)(<!-- END {name} -->)", re.S)
     if not pat.search(text):
-        raise KeyError(f"docs/certified.md has no block {name}")
+        raise KeyError(f"docs/reference/certified.md has no block {name}")
     return pat.sub(lambda m: m.group(1) + body.rstrip() + "\n" + m.group(3), text)
 
 

@@ -1,10 +1,10 @@
-"""The certified study of the paper's model: every number of ``docs/certified.md``.
+"""The certified study of the paper's model: every number of ``docs/reference/certified.md``.
 
 Each task solves reference fixed points (cached in ``results/points.jsonl`` so that a rerun only
 computes what is missing), asks ``replica`` for its value of the same number (``replica solve
 ... --json`` in a fresh process, what a user gets), and writes CSV tables.
 
-Error bars of the reference (the protocol of ``docs/certified.md``): a point is solved with the
+Error bars of the reference (the protocol of ``docs/reference/certified.md``): a point is solved with the
 ``fine`` rule and with the ``check`` rule (fewer teacher nodes); the bar on every reported number
 is ``|fine - check|`` plus the first-order effect of the remaining knobs at the fine solution:
 the switch-detection grid doubled and the prox certified at every grid/bisection point
@@ -249,13 +249,13 @@ TABLE_POINTS = [
 
 #: rule pairs (check, fine): the semantic states are cheap (narrow prox-centre Gaussian) and get
 #: 16 -> 24 teacher nodes; the wide agnostic/positional ones 12 -> 16 (their n_t-convergence is
-#: erratic at the 1e-4 level, which the difference covers: see docs/certified.md) with the looser
+#: erratic at the 1e-4 level, which the difference covers: see docs/reference/certified.md) with the looser
 #: inner tolerance
 RULE_PAIRS = {"semantic": ("check", "fine"), "positional": ("scan4", "mid"), "agnostic": ("scan4", "mid")}
 #: points where the remaining knobs (detection grid x2, certified prox at every grid/bisection
 #: point, adaptive tolerance / 10) are measured (2e-9 relative at the paper point); elsewhere
 #: they are not part of the bar (the agnostic and positional variants did not fit in the CPU
-#: budget of the session that computed the cache: docs/certified.md §8)
+#: budget of the session that computed the cache: docs/reference/certified.md §8)
 VARIANT_POINTS = ("paper point (Fig. 2)",)
 
 

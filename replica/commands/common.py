@@ -49,7 +49,7 @@ def add_numeric_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prox", default="global", metavar="global|local",
                    help="which minimiser of the bracket the equations use: global (default, the lowest minimum: the "
                         "theory of the global minimiser of the risk) or local (the minimum reached by descent from "
-                        "--prox-start, as theory codes that run a local minimiser from the origin; docs/conventions.md)")
+                        "--prox-start, as theory codes that run a local minimiser from the origin; docs/explanation/conventions.md)")
     g.add_argument("--prox-start", default=None, metavar="H1,H2,...",
                    help="start of the local convention's descent (one number for every coordinate, or PROX_DIM "
                         "numbers; default: the origin)")

@@ -35,7 +35,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--dpi", type=int, default=None, help="PNG resolution (default 150, 100 with --quick)")
     p.add_argument("--replicon-points", type=int, default=None, metavar="N",
                    help="replicon evaluations per followed branch, RS-unstable ranges hatched (default 10, "
-                        "0 with --quick; 0 skips; docs/replicon.md)")
+                        "0 with --quick; 0 skips; docs/explanation/replicon.md)")
     add_cache_flags(p, jobs_help="worker processes, parallel over omega (default: all CPUs of this machine)")
     p.set_defaults(func=run)
     return p

@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
                 errors, met, note = with_jump_terms(module, params, res, fine_settings, errors, args.accuracy, note)
                 if errors and not args.thresholds_only and coarser is not None:
                     # reported with their bars, not held to --accuracy: a spinodal's resolution is the
-                    # continuation's smallest step, not the rules' (docs/accuracy.md)
+                    # continuation's smallest step, not the rules' (docs/reference/accuracy.md)
                     errors["spinodals"] = spinodal_errors(res, coarser)
     finally:
         progress.close()

@@ -35,7 +35,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-replicon", dest="replicon", action="store_false",
                    help="skip the replicon (RS stability of the fixed point, under a second at the paper's point; "
-                        "docs/replicon.md): no 'replicon'/'rs_stable' in the output")
+                        "docs/explanation/replicon.md): no 'replicon'/'rs_stable' in the output")
     p.set_defaults(func=run)
     return p
 
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         res = result_dict(module, fp)
         if args.replicon:
             # The replicon's bar: its quadrature error plus what the fixed point's own bars move it
-            # by (docs/replicon.md); null where the replicon is not computed. The replicons at the
+            # by (docs/explanation/replicon.md); null where the replicon is not computed. The replicons at the
             # perturbed states are computed beside the replicon itself.
             perturbed = pool.submit(perturbed_replicons, module, fp, fp.errors) if fp.errors else None
             res.update(early[0][1].result() if early and early[0][0] is fp else replicon_summary(module, fp))

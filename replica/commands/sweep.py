@@ -34,7 +34,7 @@ examples:
   replica sweep ridge.toml --dry-run
 
 Interrupted (Ctrl-C, kill): finished points are in the cache; the same command resumes.
-Spec format and the dataset's variables: docs/sweeps.md."""
+Spec format and the dataset's variables: docs/how-to/sweeps.md."""
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

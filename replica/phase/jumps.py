@@ -3,7 +3,7 @@
 
 ``replica phase --accuracy`` refines the rules until the thresholds stop moving; where the argmin
 of the bracket jumps, tensor Gauss-Hermite refinements move a fixed point by less than their error
-(docs/accuracy.md, step 5), so that difference alone under-covers (measured at the paper's
+(docs/reference/accuracy.md, step 5), so that difference alone under-covers (measured at the paper's
 ``omega = 0.3``: ``alpha_l`` 1.1e-3 off the certified reference with a bar of 8.6e-4). Each
 branch that defines a threshold is solved at it on the finest rule and checked against the
 jump-aware rule; the first-order shifts go through the thresholds' exact derivatives:

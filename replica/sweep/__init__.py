@@ -4,7 +4,7 @@ executor (:mod:`~replica.sweep.run`, :mod:`replica.executors`) -> a labelled dat
 
 What a point computes is a registered task kind (:mod:`~replica.sweep.kinds`: ``solve``,
 ``thresholds``, ``phase``, ``simulate``). The command line is ``replica sweep SPEC``;
-``docs/sweeps.md`` has the spec format and examples.
+``docs/how-to/sweeps.md`` has the spec format and examples.
 
     from replica.sweep import load_spec, run_sweep
     ds = run_sweep(load_spec("ridge.toml"), jobs=2).dataset()

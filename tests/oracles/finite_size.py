@@ -1,5 +1,5 @@
 """Oracle (state evolution) vs ERM (numerics/glm.py) at d = 200, 400, 800: the finite-size study
-behind the GLM agreement test's tolerance (docs/glm_references.md).
+behind the GLM agreement test's tolerance (docs/reference/glm_references.md).
 
 ``python -m tests.oracles.finite_size run --csv docs/figures/glm_finite_size.csv`` runs every point of
 :data:`POINTS` at each ``d`` with its seeds, one CSV row per run, resuming a partial file (rows already

@@ -286,7 +286,7 @@ def _mark_ends(ax, r: PhaseResult, fams: Mapping[str, Sequence[str]], scale: flo
                 first = False
 
 
-#: how RS-unstable ranges are drawn (docs/replicon.md)
+#: how RS-unstable ranges are drawn (docs/explanation/replicon.md)
 RS_HATCH = dict(hatch="////", facecolor="none", lw=0.0)
 RS_LABEL = "RS unstable (replicon)"
 
