@@ -32,6 +32,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="semantic (m = 0), positional (theta = 0), agnostic (both), or free (default)")
     add_parameter_flags(p)
     add_numeric_flags(p)
+    p.add_argument("--spectrum", metavar="FILE.csv", default=None,
+                   help="a GLM (ridge, logistic, ...) on structured data: columns k, lambda, theta give the input "
+                        "covariance diag(lambda) and the teacher weights theta (docs/how-to/structured_data.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-replicon", dest="replicon", action="store_false",
                    help="skip the replicon (RS stability of the fixed point, under a second at the paper's point; "
@@ -83,6 +86,11 @@ def run(args: argparse.Namespace) -> int:
     validation.sample_complexity(args.alpha, "alpha")
     check_numeric_args(args)
     module = load_module(args.model)
+    if args.spectrum is not None:  # the Gaussian covariate data law (sympy: the per-mode entropic term)
+        from ..spectral_modes import gcm_module
+        from ..spectrum import Spectrum
+
+        module = gcm_module(module, Spectrum.from_csv(args.spectrum))
     params = parameters_from_args(module, args)
     entropic = entropic_rule_from_args(module, args)
     solver = Solver(module, params, branch=args.branch,
