@@ -21,6 +21,7 @@ itself is derived with sympy from the model's declaration by :mod:`replica.spect
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import math
 import types
@@ -285,9 +286,7 @@ def spectral_module(module: types.ModuleType, spectrum: Spectrum, terms: ModeFun
                                          f"is derived with rho = {rho0:g}; rescale theta by "
                                          f"{math.sqrt(rho0 / spectrum.rho):.12g}")
     entropic = SpectralEntropic(module, spectrum, terms)
-    out = types.ModuleType(f"{module.__name__}__spectrum")
-    out.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
-    out.__doc__ = f"{module.MODEL} on the spectrum {spectrum.source} (N = {spectrum.N} modes)"
+    tag = f"+spectrum-{spectrum.digest()[:16]}"
 
     def entropic_update(xhat, p):
         """Order parameters from conjugates: ``x = -K^{-T} ∇ Ψ_w``, spectral sums."""
@@ -305,11 +304,19 @@ def spectral_module(module: types.ModuleType, spectrum: Spectrum, terms: ModeFun
         """The eigenvalues of the spectral law, one row per mode."""
         return spectrum.eigenvalues.reshape(-1, 1)
 
-    out.entropic_update = entropic_update
-    out.entropic_potential = entropic_potential
-    out.atom_eigenvalues = atom_eigenvalues
-    out.ISOTROPIC_TOKENS = spectrum.isotropic
-    out.SOURCE_HASH = f"{module.SOURCE_HASH}+spectrum-{spectrum.digest()[:16]}"
+    changes = dict(entropic_update=entropic_update, entropic_potential=entropic_potential,
+                   atom_eigenvalues=atom_eigenvalues, ISOTROPIC_TOKENS=spectrum.isotropic)
+    if hasattr(module, "replace") and dataclasses.is_dataclass(module):
+        # a typed generated model (replica.generated_model): its cache key is read off its stamp
+        stamp = getattr(module, "stamp", None)
+        if stamp is not None and dataclasses.is_dataclass(stamp) and hasattr(stamp, "declaration"):
+            changes["stamp"] = dataclasses.replace(stamp, declaration=f"{stamp.declaration}{tag}")
+        out = module.replace(**changes)
+    else:
+        out = types.ModuleType(f"{module.__name__}__spectrum")
+        out.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+        out.__doc__ = f"{module.MODEL} on the spectrum {spectrum.source} (N = {spectrum.N} modes)"
+        out.__dict__.update(changes, SOURCE_HASH=f"{module.SOURCE_HASH}{tag}")
     out.SPECTRUM = spectrum
     out.SPECTRAL_ENTROPIC = entropic
     return out

@@ -1,0 +1,249 @@
+"""The Gaussian covariate data law (replica.spectrum, replica.spectral_modes, ``replica solve --spectrum``).
+
+Oracles: the isotropic generated modules (a spectrum with Omega = I is the same model), the ridge
+learning curve written by hand from the resolvent of Omega (below), and finite-N empirical risk
+minimisation with scikit-learn on x ~ N(0, diag(lambda)).
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+
+from replica.errors import InvalidStateError, ParameterError
+from replica.registry import load_module
+from replica.solver import Solver
+from replica.spectral_modes import gcm_module, mode_term
+from replica.spectrum import Spectrum, power_law
+from tests.test_hardening import cli, strict_json
+
+RIDGE = {"lam": 0.1, "Delta": 0.25}
+
+
+@pytest.fixture(scope="module")
+def ridge():
+    return load_module("ridge")
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    return load_module("logistic")
+
+
+def ridge_oracle(spec: Spectrum, alpha: float, lam: float, Delta: float) -> dict[str, float]:
+    """Well-specified ridge on the spectrum, by hand: with g_k = lambda_k, t_k = g_k theta_k,
+    Vhat = thetahat = alpha / (1 + V) and V the root of V = <g / (lam + Vhat g)>; then theta and q
+    from the resolvent sums (q's equation is linear in q); eps_g = (rho + Delta - 2 theta + q) / 2."""
+    g, t, rho = spec.eigenvalues, spec.projections, spec.rho
+
+    def V_eq(V):
+        vh = alpha / (1 + V)
+        return np.mean(g / (lam + vh * g)) - V
+
+    V = brentq(V_eq, 1e-12, np.mean(g) / lam + 1.0, xtol=1e-15, rtol=1e-15)
+    vh = alpha / (1 + V)
+    R = lam + vh * g
+    theta = np.mean(t * t * vh / R)
+    a = np.mean(g * g / R ** 2)
+    c = np.mean(g * t * t / R ** 2) * vh ** 2
+    k = alpha / (1 + V) ** 2
+    q = (a * k * (rho + Delta - 2 * theta) + c) / (1 - a * k)
+    return {"V": V, "theta": theta, "q": q, "eps_g": (rho + Delta - 2 * theta + q) / 2}
+
+
+def test_mode_term_is_the_l2_resolvent_term():
+    """The sympy-derived per-mode term of ridge is 1/2 (g qhat + t^2 thetahat^2) / (lam + g Vhat)."""
+    import sympy as sp
+
+    from derivations.ridge import model
+    from replica.spectral_modes import GAMMA, PROJECTION
+
+    term = mode_term(model)
+    qh, Vh, mh, th = term.conjugates
+    lam = next(s for s in term.parameters if s.name == "lam")
+    hand = (GAMMA * qh + PROJECTION ** 2 * th ** 2) / (2 * (lam + GAMMA * Vh))
+    assert sp.simplify(term.potential - hand) == 0
+    assert sp.simplify(term.gradient[2]) == 0  # no mean: mhat does not enter
+
+
+@pytest.mark.parametrize("name, params, alpha", [("ridge", RIDGE, 1.5), ("logistic", {"lam": 0.1}, 2.0)])
+def test_identity_spectrum_is_the_isotropic_model(name, params, alpha):
+    """Omega = I and |theta|^2 = N: the spectral sums are the isotropic closed form, to round-off."""
+    iso = load_module(name)
+    N = 37
+    spec = Spectrum.well_specified(np.ones(N), np.ones(N))
+    a = Solver(iso, params, tol=1e-12).solve(alpha)
+    b = Solver(gcm_module(iso, spec), params, tol=1e-12).solve(alpha)
+    for k in ("q_1", "V_1", "theta_1"):
+        assert b.order[k] == pytest.approx(a.order[k], rel=1e-10, abs=1e-13), k
+    assert b.eps_g == pytest.approx(a.eps_g, rel=1e-10)
+    assert b.psi_w == pytest.approx(a.psi_w, rel=1e-10)
+
+
+def test_rotated_matrices_are_the_diagonal_spectrum(ridge):
+    """Omega = O diag(lambda) O^T with theta rotated alike: the same modes, the same fixed point."""
+    spec = power_law(60, 1.2, 0.3)
+    rng = np.random.default_rng(1)
+    O, _ = np.linalg.qr(rng.standard_normal((60, 60)))
+    rot = Spectrum.from_matrices(O @ np.diag(spec.eigenvalues) @ O.T, O @ spec.teacher)
+    assert rot.rho == pytest.approx(1.0, rel=1e-12)
+    a = Solver(gcm_module(ridge, spec), RIDGE, tol=1e-12).solve(1.5)
+    b = Solver(gcm_module(ridge, rot), RIDGE, tol=1e-12).solve(1.5)
+    for k in ("q_1", "V_1", "theta_1"):
+        assert b.order[k] == pytest.approx(a.order[k], rel=1e-9), k
+
+
+@pytest.mark.parametrize("alpha", [0.5, 2.0])
+def test_ridge_on_a_power_law_against_the_resolvent(ridge, alpha):
+    """Ridge on a power-law spectrum (N = 400) against the hand-written resolvent equations; the
+    energetic average of a square loss is exact on Gauss-Hermite nodes, so only the fixed point's
+    tolerance separates the two."""
+    spec = power_law(400, 1.5, 0.5)
+    fp = Solver(gcm_module(ridge, spec), RIDGE, tol=1e-13).solve(alpha)
+    want = ridge_oracle(spec, alpha, **RIDGE)
+    got = {"V": fp.order["V_1"], "theta": fp.order["theta_1"], "q": fp.order["q_1"], "eps_g": fp.eps_g}
+    for k in want:
+        assert got[k] == pytest.approx(want[k], rel=1e-9), k
+
+
+def test_misspecified_ridge_against_the_resolvent(ridge):
+    """Psi != Omega (a teacher seeing other features): t = Phi^T theta and rho = theta^T Psi theta / N
+    enter the resolvent equations unchanged."""
+    rng = np.random.default_rng(3)
+    N = 80
+    g = np.sort(rng.uniform(0.2, 3.0, N))
+    Omega = np.diag(g)
+    Phi = np.diag(np.sqrt(g))                       # cross-covariance of a teacher seeing sqrt-features
+    Psi = np.eye(N) * 2.0
+    theta = rng.standard_normal(N)
+    theta /= math.sqrt(theta @ Psi @ theta / N)    # rho = 1
+    spec = Spectrum.from_matrices(Omega, theta, psi=Psi, phi=Phi)
+    assert spec.teacher is None
+    fp = Solver(gcm_module(ridge, spec), RIDGE, tol=1e-13).solve(1.2)
+    want = ridge_oracle(spec, 1.2, **RIDGE)
+    assert fp.order["theta_1"] == pytest.approx(want["theta"], rel=1e-9)
+    assert fp.order["q_1"] == pytest.approx(want["q"], rel=1e-9)
+
+
+def test_a_hundred_thousand_modes(ridge):
+    """N = 1e5 eigenvalues: the sums are vectorised (one pass over the modes per map evaluation)."""
+    spec = power_law(100_000, 1.3, 0.4)
+    fp = Solver(gcm_module(ridge, spec), RIDGE, tol=1e-12).solve(1.0)
+    assert fp.order["V_1"] == pytest.approx(ridge_oracle(spec, 1.0, **RIDGE)["V"], rel=1e-9)
+
+
+def test_rho_must_match_the_model(ridge):
+    spec = Spectrum.well_specified(np.ones(10), 2 * np.ones(10))
+    with pytest.raises(ParameterError, match="spectrum: .*rho = .*= 4.*rescale theta by 0.5"):
+        gcm_module(ridge, spec)
+
+
+def test_nonfinite_sums_are_an_invalid_state(ridge):
+    """lam + gamma Vhat <= 0 for some mode: an InvalidStateError, never a NaN state."""
+    mod = gcm_module(ridge, power_law(20, 1.0))
+    p = np.asarray(mod.DEFAULTS, dtype=float)
+    p[list(mod.PARAMETERS).index("lam")] = 0.0
+    with pytest.raises(InvalidStateError, match="entropic_update"):
+        mod.entropic_update(np.zeros(4), p)
+
+
+# ------------------------------------------------------------------ the command line
+def _write(tmp_path, text, name="spec.csv"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize("text, why", [
+    ("k,lambda\n1,1\n", "missing column.*theta"),
+    ("k,lambda,theta\n1,-1,1\n2,1,1\n", "lambda must be >= 0"),
+    ("k,lambda,theta\n1,nan,1\n", "not finite"),
+    ("k,lambda,theta\n1,1,abc\n", "not a number"),
+    ("k,lambda,theta\n", "empty"),
+    ("", "missing column"),
+])
+def test_bad_spectrum_file_is_one_line_exit_2(tmp_path, text, why):
+    rc, out, err = cli("solve", "ridge", "--alpha", "1", "--spectrum", _write(tmp_path, text), "--json")
+    assert rc == 2 and out == ""
+    line = err.strip()
+    assert "\n" not in line and "spectrum" in line and "Traceback" not in line
+    import re
+    assert re.search(why, line), line
+
+
+def test_missing_spectrum_file_is_one_line_exit_2(tmp_path):
+    rc, out, err = cli("solve", "ridge", "--alpha", "1", "--spectrum", tmp_path / "nope.csv")
+    assert rc == 2 and "spectrum" in err and "\n" not in err.strip()
+
+
+def test_solve_json_contract(tmp_path):
+    """``replica solve logistic --spectrum`` reports q, theta, V, eps_g and classification_error,
+    each with its error bar, as strict JSON."""
+    path = tmp_path / "pl.csv"
+    power_law(200, 1.5, 0.5).write_csv(path)
+    rc, out, err = cli("solve", "logistic", "--alpha", "2", "--param", "lam=0.1", "--spectrum", path, "--json")
+    assert rc == 0, err
+    d = strict_json(out)
+    for k in ("q", "theta", "V", "eps_g", "classification_error"):
+        assert isinstance(d[k], float) and math.isfinite(d[k]), k
+        bar = d["errors"][k]
+        assert isinstance(bar, float) and 0 <= bar < 1e-5, (k, bar)
+    assert d["converged"] and json.loads(out)["parameters"] == {"lam": 0.1}
+    assert d["replicon"] is None and "isotropic" in d["replicon_reason"]
+
+
+# ------------------------------------------------------------------ finite N
+def _erm(kind: str, spec: Spectrum, alpha: float, lam: float, Delta: float, seed: int) -> dict[str, float]:
+    """One finite-N estimator with scikit-learn on x ~ N(0, diag(lambda)), labels from theta."""
+    from sklearn.linear_model import LogisticRegression, Ridge
+
+    rng = np.random.default_rng(seed)
+    g, th = spec.eigenvalues, spec.teacher
+    N = spec.N
+    n = int(round(alpha * N))
+    X = rng.standard_normal((n, N)) * np.sqrt(g) / math.sqrt(N)   # rows x / sqrt(N)
+    nu = X @ th
+    if kind == "ridge":
+        y = nu + math.sqrt(Delta) * rng.standard_normal(n)
+        # sklearn: |y - X w|^2 + a |w|^2 = 2 [sum (y - h)^2 / 2 + a/2 |w|^2]: a = lam
+        w = Ridge(alpha=lam, fit_intercept=False, solver="cholesky").fit(X, y).coef_
+    else:
+        y = np.sign(nu)
+        # sklearn: 1/2 |w|^2 + C sum log(1 + e^{-y h}) = ours / lam: C = 1 / lam
+        w = LogisticRegression(C=1 / lam, fit_intercept=False, solver="newton-cholesky", tol=1e-10,
+                               max_iter=200).fit(X, y).coef_.ravel()
+    q = float(np.mean(g * w * w))
+    theta = float(np.mean(g * th * w))
+    out = {"q": q, "theta": theta}
+    if kind == "ridge":
+        out["eps_g"] = (q - 2 * theta + spec.rho + Delta) / 2           # exact given w (Gaussian fields)
+    else:
+        out["classification_error"] = math.acos(theta / math.sqrt(q * spec.rho)) / math.pi
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, alpha", [("ridge", 0.7), ("ridge", 2.0), ("logistic", 0.7), ("logistic", 2.0)])
+def test_finite_n_erm_against_theory(kind, alpha):
+    """N = 400 modes, 20 seeds: the theory within 3 standard errors of the seed mean of
+    scikit-learn's estimator (the finite-N bias, O(1/N), is below one standard error here)."""
+    spec = power_law(400, 1.2, 0.4)
+    mod = gcm_module(load_module(kind), spec)
+    params = RIDGE if kind == "ridge" else {"lam": 0.1}
+    fp = Solver(mod, params, tol=1e-12).solve(alpha)
+    theory = {"q": fp.order["q_1"], "theta": fp.order["theta_1"], **fp.observables}
+    runs = [_erm(kind, spec, alpha, params["lam"], params.get("Delta", 0.0), s) for s in range(20)]
+    for k in runs[0]:
+        v = np.array([r[k] for r in runs])
+        se = v.std(ddof=1) / math.sqrt(len(v))
+        assert abs(v.mean() - theory[k]) < 3 * se, (k, v.mean(), se, theory[k])
+
+
+def test_cache_key_carries_the_spectrum(ridge):
+    """Results cached under the module's source hash never mix two spectra (or the isotropic model)."""
+    a = gcm_module(ridge, power_law(30, 1.0))
+    b = gcm_module(ridge, power_law(30, 1.5))
+    assert len({ridge.SOURCE_HASH, a.SOURCE_HASH, b.SOURCE_HASH}) == 3
