@@ -194,14 +194,16 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
               tol: float | None = None, max_iter: int = 20000, device: str = "cpu", constrain: bool = True,
               replicon: bool = True, threads: int = 1, theory_result: Mapping[str, Any] | None = None,
               quadrature: str | None = None, theory_bars: bool = True,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[str], None] | None = None, spectrum=None) -> dict[str, Any]:
     """Theory against simulation for ``model`` (a declared name or a path to a ``.py`` file) at
     ``alpha``: the ``replica check`` result (module docstring; keys listed in docs/how-to/check.md).
     ``threads``: BLAS and torch threads of the simulation (default 1: its linear algebra is small,
     and on a shared machine more threads spin-wait; 800 x 800 Cholesky solves ran 10x slower on 2).
     ``theory_result``: a ``replica solve --json`` result of this very point to use instead of solving
     (:func:`check_theory_result` checks that it is); ``quadrature``: the solve's energetic rule
-    (``replica solve --quadrature``; default ``auto``); ``theory_bars=False``: solve without error bars."""
+    (``replica solve --quadrature``; default ``auto``); ``theory_bars=False``: solve without error bars.
+    ``spectrum``: a :class:`replica.spectrum.Spectrum` for a GLM on structured data (``replica solve
+    --spectrum``; simulated by :class:`numerics.structured.SpectralProblem` at ``d`` = its number of modes)."""
     from replica.registry import load_model, load_module
 
     from .problem import DEFAULT_TOL, Problem
@@ -210,7 +212,19 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
     t0 = time.perf_counter()
     module = load_module(model)
     decl = load_model(model)
-    problem = Problem(decl, module, parameters)
+    if spectrum is None:
+        problem = Problem(decl, module, parameters)
+    else:
+        from replica.errors import ParameterError
+        from replica.spectral_modes import gcm_module
+
+        from .structured import SpectralProblem
+
+        if any(int(d) != spectrum.N for d in ds):
+            raise ParameterError("d", f"a spectrum of {spectrum.N} modes is simulated at d = {spectrum.N}, "
+                                      f"got {', '.join(str(int(d)) for d in ds)}")
+        module = gcm_module(module, spectrum)
+        problem = SpectralProblem(decl, module, parameters, spectrum)
     from replica.errors import ParameterError
 
     from .simulate import check_memory

@@ -247,3 +247,36 @@ def test_cache_key_carries_the_spectrum(ridge):
     a = gcm_module(ridge, power_law(30, 1.0))
     b = gcm_module(ridge, power_law(30, 1.5))
     assert len({ridge.SOURCE_HASH, a.SOURCE_HASH, b.SOURCE_HASH}) == 3
+
+
+@pytest.mark.slow
+def test_replica_check_simulates_the_spectrum(tmp_path):
+    """``replica check ridge --spectrum``: x ~ N(0, diag(lambda)) at d = N with the file's teacher; the
+    simulated q, theta and eps_g agree with the theory (ridge: the exact solver, 4 seeds)."""
+    path = tmp_path / "pl.csv"
+    power_law(200, 1.2, 0.4).write_csv(path)
+    rc, out, err = cli("check", "ridge", "--alpha", "1.5", "--spectrum", path, "--seeds", "4", "--n-test", "2000",
+                       "--no-replicon", "--no-theory-bars", "--quiet", "--json")
+    assert rc == 0, err
+    res = strict_json(out)
+    assert res["d"] == [200] and res["agrees"]
+    assert set(res["quantities"]) >= {"q", "theta", "eps_g"}
+    rc, out, err = cli("check", "ridge", "--alpha", "1.5", "--spectrum", path, "--d", "100,200", "--quiet")
+    assert rc == 2 and err.strip().count("\n") == 0 and "d: a spectrum of 200 modes" in err
+
+
+def test_spectral_problem_draws_the_declared_covariance():
+    """The simulator's inputs have covariance diag(lambda) and its teacher is the spectrum's theta."""
+    from numerics.structured import SpectralProblem
+    from replica.registry import load_model
+
+    spec = power_law(50, 1.0, 0.3)
+    mod = gcm_module(load_module("ridge"), spec)
+    inst = SpectralProblem(load_model("ridge"), mod, RIDGE, spec).instance(200.0, 50, seed=0)
+    X = inst.X[:, 0, :]
+    # 10^4 samples: the empirical variances within 5 standard errors sqrt(2/n) of lambda
+    assert np.all(np.abs(X.var(axis=0) / spec.eigenvalues - 1) < 5 * math.sqrt(2 / X.shape[0]))
+    np.testing.assert_array_equal(inst.Qstar[:, 0], spec.teacher)
+    nu = X @ spec.teacher / math.sqrt(50)
+    y = inst.teacher[0]
+    np.testing.assert_allclose(y, nu)   # ridge: the teacher argument is h* itself (noise separate)

@@ -48,6 +48,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     g = p.add_argument_group("simulation")
     g.add_argument("--d", default="200,400,800", metavar="D1,D2,...",
                    help=f"comma-separated dimensions, each in [{MIN_D}, {MAX_D}] (default 200,400,800)")
+    g.add_argument("--spectrum", default=None, metavar="FILE.csv",
+                   help="a GLM on structured data (columns k, lambda, theta: replica solve --spectrum), simulated "
+                        "at d = the number of modes")
     g.add_argument("--seeds", type=int, default=4, help="independent instances per dimension, >= 2 (default 4)")
     g.add_argument("--seed0", type=int, default=0, help="first seed (default 0)")
     g.add_argument("--n-test", type=int, default=100_000,
@@ -121,6 +124,15 @@ def run(args: argparse.Namespace) -> int:
     if not alpha > 0:
         raise ParameterError("alpha", f"must be > 0 for a simulation (n = alpha d samples), got {alpha:g}")
     ds = dimensions(args.d)
+    spectrum = None
+    if args.spectrum is not None:  # the Gaussian covariate data law: one dimension, the number of modes
+        from ..spectrum import Spectrum
+
+        spectrum = Spectrum.from_csv(args.spectrum)
+        if args.d not in ("200,400,800", str(spectrum.N)):
+            raise ParameterError("d", f"a spectrum of {spectrum.N} modes is simulated at d = {spectrum.N}, "
+                                      f"got --d {args.d}")
+        ds = [spectrum.N]
     seeds = validation.integer(args.seeds, "seeds", low=2, high=MAX_SEEDS)
     validation.integer(args.seed0, "seed0", low=0)
     n_test = validation.integer(args.n_test, "n-test", low=100, high=10_000_000)
@@ -145,6 +157,10 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise ParameterError("theory", f"cannot read {args.theory}: {exc}") from None
     module = load_module(args.model)
+    if spectrum is not None:
+        from ..spectral_modes import gcm_module
+
+        module = gcm_module(module, spectrum)
     params = parameters_from_args(module, args)
     if args.branch not in (None, "free") and args.branch not in getattr(module, "BRANCHES", {}):
         raise ParameterError("branch", f"unknown branch {args.branch!r} for model {module.MODEL}; known: "
@@ -162,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
                           seed0=args.seed0, n_test=n_test, tol=tol, max_iter=args.max_iter, device=device,
                           constrain=not args.unconstrained, replicon=args.replicon, threads=threads,
                           theory_result=theory_result, quadrature=args.quadrature, theory_bars=args.theory_bars,
-                          progress=progress)
+                          progress=progress, spectrum=spectrum)
     if args.plot is not None:
         check.plot(res, args.plot)
     if args.json:
