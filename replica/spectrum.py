@@ -139,35 +139,42 @@ class Spectrum:
 
     @classmethod
     def from_matrices(cls, omega: np.ndarray, theta: Sequence[float], psi: np.ndarray | None = None,
-                      phi: np.ndarray | None = None) -> "Spectrum":
-        """The Gaussian covariate model from its matrices (student and teacher of the same
-        dimension ``N``): ``Ω`` (student covariance), ``Ψ`` (teacher covariance, default ``Ω``),
-        ``Φ = E[u xᵀ]`` (default ``Ω``) and ``θ``. ``Ω`` is diagonalised once (``O(N³)``); the
-        misspecified case (``Ψ``, ``Φ`` other than ``Ω``) has no teacher for the simulator."""
+                      phi: np.ndarray | None = None, source: str = "matrices") -> "Spectrum":
+        """The Gaussian covariate model from its matrices: ``Ω`` (``p x p``, the student's
+        covariance), ``θ`` (``d`` teacher weights), ``Ψ`` (``d x d``, the teacher's covariance, default
+        ``Ω``) and ``Φ = E[u xᵀ]`` (``d x p``, default ``Ω``). With student field ``w·x/√p`` and
+        teacher field ``θ·u/√d`` the modes are those of ``Ω`` with ``t = √(p/d) Eᵀ Φᵀ θ`` and
+        ``ρ = θᵀΨθ/d``. ``Ω`` is diagonalised once (``O(p³)``); only the well-specified case
+        (``Ψ``, ``Φ`` not given) keeps a teacher for the simulator."""
         om = np.asarray(omega, dtype=float)
         th = np.asarray(theta, dtype=float).reshape(-1)
-        N = th.size
-        names = {"Omega": om, "Psi": om if psi is None else np.asarray(psi, dtype=float),
-                 "Phi": om if phi is None else np.asarray(phi, dtype=float)}
-        for name, M in names.items():
-            if M.shape != (N, N):
-                raise ParameterError(name, f"must be {N} x {N} (theta has {N} entries), got {M.shape}")
+        d = th.size
+        p = om.shape[0] if om.ndim == 2 else -1
+        if om.shape != (p, p) or (psi is None and p != d) or (phi is None and psi is not None and p != d):
+            raise ParameterError("Omega", f"must be square, {d} x {d} where Psi or Phi are not given (theta has "
+                                          f"{d} entries), got {om.shape}")
+        names = {"Omega": (om, (p, p)),
+                 "Psi": (om if psi is None else np.asarray(psi, dtype=float), (d, d)),
+                 "Phi": (om if phi is None else np.asarray(phi, dtype=float), (d, p))}
+        for name, (M, shape) in names.items():
+            if M.shape != shape:
+                raise ParameterError(name, f"must be {shape[0]} x {shape[1]}, got {M.shape}")
             if not np.all(np.isfinite(M)):
                 raise ParameterError(name, "has entries that are not finite")
         for name in ("Omega", "Psi"):
-            M = names[name]
+            M = names[name][0]
             if not np.allclose(M, M.T, atol=1e-12 * max(1.0, np.abs(M).max())):
                 raise ParameterError(name, "is not symmetric")
         g, E = np.linalg.eigh(om)
         if g.min() < -1e-10 * max(1.0, g.max()):
             raise ParameterError("Omega", f"is not positive semi-definite (eigenvalue {g.min():.3g})")
         g = np.clip(g, 0.0, None)
-        t = E.T @ (names["Phi"].T @ th)
-        rho = float(th @ names["Psi"] @ th) / N
+        t = math.sqrt(p / d) * (E.T @ (names["Phi"][0].T @ th))
+        rho = float(th @ names["Psi"][0] @ th) / d
         if not rho > 0:
             raise ParameterError("Psi", "the teacher field has no variance (theta^T Psi theta = 0)")
         well = psi is None and phi is None
-        return cls(g, t, rho, E.T @ th if well else None, "matrices")
+        return cls(g, t, rho, E.T @ th if well else None, source)
 
     def write_csv(self, path: str | Path) -> None:
         """Write a well-specified spectrum as a ``k, lambda, theta`` file (17 significant digits)."""
@@ -320,3 +327,97 @@ def spectral_module(module: types.ModuleType, spectrum: Spectrum, terms: ModeFun
     out.SPECTRUM = spectrum
     out.SPECTRAL_ENTROPIC = entropic
     return out
+
+
+# ---------------------------------------------------------------------------- random features
+@dataclass(frozen=True)
+class GaussianEquivalence:
+    """The coefficients of ``σ(g) ≈ κ₀ + κ₁ g + κ* ξ`` (``g, ξ ~ N(0, 1)`` independent): ``κ₀ = E σ(g)``,
+    ``κ₁ = E g σ(g)``, ``κ*² = E σ(g)² − κ₀² − κ₁²`` and the quadrature's error estimate."""
+
+    kappa0: float
+    kappa1: float
+    kappa_star: float
+    error: float
+
+
+def gaussian_equivalence(activation: Callable[[float], float], breakpoints: Sequence[float] = (0.0,)
+                         ) -> GaussianEquivalence:
+    """κ₀, κ₁, κ* of ``activation`` by adaptive Gauss-Kronrod quadrature (:func:`scipy.integrate.quad`)
+    against the standard Gaussian, on the pieces between ``breakpoints`` (where the activation has a
+    kink or a jump: the rule converges fast on each smooth piece)."""
+    from scipy.integrate import quad
+
+    cuts = sorted({float(b) for b in breakpoints})
+    edges = [-math.inf, *cuts, math.inf]
+    norm = 1.0 / math.sqrt(2.0 * math.pi)
+
+    def expect(f: Callable[[float], float]) -> tuple[float, float]:
+        total, err = 0.0, 0.0
+        for a, b in zip(edges[:-1], edges[1:]):
+            v, e = quad(lambda g: f(g) * norm * math.exp(-0.5 * g * g), a, b, epsabs=1e-14, epsrel=1e-13, limit=200)
+            total, err = total + v, err + e
+        return total, err
+
+    k0, e0 = expect(lambda g: float(activation(g)))
+    k1, e1 = expect(lambda g: g * float(activation(g)))
+    m2, e2 = expect(lambda g: float(activation(g)) ** 2)
+    ks2 = m2 - k0 * k0 - k1 * k1
+    if ks2 < -1e-12:
+        raise ParameterError("activation", f"E sigma^2 - kappa0^2 - kappa1^2 = {ks2:.3g} < 0 (quadrature failed)")
+    return GaussianEquivalence(k0, k1, math.sqrt(max(ks2, 0.0)), e0 + e1 + e2)
+
+
+def marchenko_pastur_quantiles(ratio: float, n: int) -> np.ndarray:
+    """``n`` quantile midpoints ``F⁻¹((k + ½)/n)`` of the Marchenko-Pastur law of ratio ``c = ratio ≤ 1``
+    (the eigenvalues of ``FFᵀ/d``, ``F`` a ``p x d`` standard Gaussian matrix, ``c = p/d``): density
+    ``√((b − s)(s − a)) / (2π c s)`` on ``[a, b] = [(1 ∓ √c)²]``. The CDF is integrated in
+    ``s = a + (b − a)(1 − cos u)/2``, which removes the square-root edges (and the ``1/√s`` of ``c = 1``)."""
+    c = float(ratio)
+    if not 0 < c <= 1:
+        raise ParameterError("ratio", f"the Marchenko-Pastur quantiles need 0 < c <= 1, got {c}")
+    a, b = (1 - math.sqrt(c)) ** 2, (1 + math.sqrt(c)) ** 2
+    u = np.linspace(0.0, math.pi, 40001)
+    s = a + (b - a) * (1 - np.cos(u)) / 2
+    ds = (b - a) * np.sin(u) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.sqrt(np.clip((b - s) * (s - a), 0, None)) / (2 * math.pi * c * s) * ds
+    if c == 1.0:  # a = 0: f ds has a finite limit at u = 0 that the grid evaluates as 0/0
+        f[0] = f[1]
+    f = np.nan_to_num(f)
+    cdf = np.concatenate([[0.0], np.cumsum((f[1:] + f[:-1]) / 2 * np.diff(u))])
+    cdf /= cdf[-1]
+    return np.interp((np.arange(n) + 0.5) / n, cdf, s)
+
+
+def random_features(coefficients: GaussianEquivalence, p: int, d: int, F: np.ndarray | None = None,
+                    theta: np.ndarray | None = None) -> Spectrum:
+    """The Gaussian covariate model of random features ``x = σ(F z/√d)``, ``z ~ N(0, I_d)``, teacher
+    ``ν = θ·z/√d`` (``Ψ = I``, ``ρ = |θ|²/d``), student ``w·x/√p`` (Gaussian equivalence):
+    ``Ω = κ₀² 11ᵀ + κ₁² FFᵀ/d + κ*² I_p`` and ``Φ = κ₁ Fᵀ/√d``.
+
+    Without ``F`` (the ``p, d → ∞`` limit at fixed ``p/d``): the eigenvalues ``s`` of ``FFᵀ/d`` are the
+    Marchenko-Pastur quantiles (``p − d`` zeros where ``p > d``), the teacher iid with ``ρ = 1``, whose
+    projections enter only through their mean square ``t² = (p/d) κ₁² s`` (self-averaging); the
+    ``κ₀`` spike carries no teacher projection and weighs ``O(1/p)`` in the sums, so it is left out.
+    With ``F`` (``p x d``) and ``theta``: the exact matrices of that instance (``O(p³)``)."""
+    k0, k1, ks = coefficients.kappa0, coefficients.kappa1, coefficients.kappa_star
+    p, d = int(p), int(d)
+    if p < 1 or d < 1:
+        raise ParameterError("p", f"need p, d >= 1, got p={p}, d={d}")
+    if F is not None:
+        F = np.asarray(F, dtype=float)
+        if F.shape != (p, d):
+            raise ParameterError("F", f"must be p x d = {p} x {d}, got {F.shape}")
+        if theta is None:
+            raise ParameterError("theta", "an instance F needs its teacher weights theta (d of them)")
+        omega = k0 * k0 * np.ones((p, p)) + k1 * k1 * (F @ F.T) / d + ks * ks * np.eye(p)
+        return Spectrum.from_matrices(omega, theta, psi=np.eye(d), phi=k1 * F.T / math.sqrt(d),
+                                      source=f"random features (p={p}, d={d}, one F)")
+    if p <= d:
+        s = marchenko_pastur_quantiles(p / d, p)
+    else:
+        s = np.concatenate([np.zeros(p - d), (p / d) * marchenko_pastur_quantiles(d / p, d)])
+    g = k1 * k1 * s + ks * ks
+    t = k1 * np.sqrt(s * p / d)
+    return Spectrum(g, t, 1.0, None, f"random features (p/d={p / d:g}, Marchenko-Pastur, {p} modes)")
