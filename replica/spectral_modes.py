@@ -24,7 +24,7 @@ import sympy as sp
 from .errors import ParameterError
 from .order_parameters import OrderParameters
 from .regularizers import L2
-from .spectrum import ModeFunctions, Spectrum, spectral_module
+from .spectrum import GaussianEquivalence, ModeFunctions, Spectrum, gaussian_equivalence, spectral_module
 from .symbolic import symbol
 
 #: the eigenvalue ``γ`` of one mode and the teacher's projection ``t`` on it
@@ -96,3 +96,31 @@ def gcm_module(module: types.ModuleType, spectrum: Spectrum) -> types.ModuleType
 
     model = load_model(module.MODEL)
     return spectral_module(module, spectrum, mode_functions(model, tuple(module.PARAMETERS)))
+
+
+def activation_coefficients(activation: sp.Expr, variable: sp.Symbol) -> GaussianEquivalence:
+    """κ₀, κ₁, κ* of a declared activation ``σ(variable)`` (e.g. ``sp.tanh(z)``, ``sp.Max(z, 0)``) by
+    :func:`replica.spectrum.gaussian_equivalence`, on the pieces between the kinks and jumps sympy
+    finds in it (the real roots of the arguments of ``Abs``, ``sign``, ``Heaviside``, of the differences
+    of ``Max``/``Min`` arguments and of ``Piecewise`` conditions)."""
+    expr = sp.sympify(activation)
+    if expr.free_symbols - {variable}:
+        raise ParameterError("activation", f"{expr} depends on {sorted(map(str, expr.free_symbols - {variable}))} "
+                                           f"besides {variable}")
+    where: list[sp.Expr] = []
+    for node in sp.preorder_traversal(expr):
+        if isinstance(node, (sp.Abs, sp.sign, sp.Heaviside)):
+            where.append(node.args[0])
+        elif isinstance(node, (sp.Max, sp.Min)):
+            where += [a - b for i, a in enumerate(node.args) for b in node.args[i + 1:]]
+        elif isinstance(node, sp.Piecewise):
+            where += [c.lhs - c.rhs for _, c in node.args if isinstance(c, sp.core.relational.Relational)]
+    cuts: set[float] = set()
+    for w in where:
+        try:
+            roots = sp.solve(sp.Eq(w, 0), variable)
+        except (NotImplementedError, ValueError):
+            continue
+        cuts |= {float(r) for r in roots if r.is_real}
+    f = sp.lambdify(variable, expr, "numpy")
+    return gaussian_equivalence(lambda g: float(f(g)), sorted(cuts))

@@ -336,3 +336,21 @@ def test_random_features_ridge_against_erm():
     e = np.array(errs)
     se = e.std(ddof=1) / math.sqrt(len(e))
     assert abs(e.mean() - fp.eps_g) < 3 * se, (e.mean(), se, fp.eps_g)
+
+
+def test_declared_activation_coefficients():
+    """A sympy activation with a jump off the origin: sign(z - 1/3) has kappa0 = 1 - 2 Phi(1/3),
+    kappa1 = 2 phi(1/3), kappa*^2 = 1 - kappa0^2 - kappa1^2 (by hand); the jump is found symbolically."""
+    import sympy as sp
+    from scipy.stats import norm
+
+    from replica.spectral_modes import activation_coefficients
+
+    z = sp.Symbol("z", real=True)
+    ge = activation_coefficients(sp.sign(z - sp.Rational(1, 3)), z)
+    k0, k1 = 1 - 2 * norm.cdf(1 / 3), 2 * norm.pdf(1 / 3)
+    assert ge.kappa0 == pytest.approx(k0, abs=1e-12)
+    assert ge.kappa1 == pytest.approx(k1, abs=1e-12)
+    assert ge.kappa_star == pytest.approx(math.sqrt(1 - k0 ** 2 - k1 ** 2), abs=1e-12)
+    with pytest.raises(ParameterError, match="activation"):
+        activation_coefficients(sp.tanh(z * sp.Symbol("a")), z)
