@@ -282,7 +282,7 @@ show(OUT / "untied_vs_tied_transition.png")
 
 # %% [markdown]
 # Measured with the default rule (`docs/how-to/extensions.md`, `tests/test_extensions.py`): untied
-# `Φ_sem − Φ_pos = −2.6e-4` at `α = 2` and `α_c ≈ 2.28`, against `+9.2e-4` and `α_c ≈ 1.25`
+# `Φ_sem − Φ_pos = −2.6e-4` at `α = 2` and untied `α_c ≈ 2.28`, against `+9.2e-4` and `α_c` ≈ <!--n:alpha_c@0.3:2-->1.25<!--/n-->
 # for the tied model. (The tied positional branch holds two solutions at `α = 2`; the gap is
 # taken to the one continued from small `α`, `m ≈ 0.26`, which has the larger `Φ` and is where
 # gradient descent goes — `docs/reference/finite_size.md`, "Disagreements" 1.) The quick run's order-4
