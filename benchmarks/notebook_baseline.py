@@ -1,7 +1,7 @@
 """A notebook-style fixed-point update for the paper's model, as a theorist would type it.
 
 This is the *baseline* of ``python -m benchmarks`` (issue 9): the saddle-point update of
-THEORY §4-§5 for tied attention (``L = 2``, ``r = r_t = 1``, token-reduced scalars
+docs/explanation/theory.md §4–§6 for tied attention (``L = 2``, ``r = r_t = 1``, token-reduced scalars
 ``q, V, m, theta``), written by hand from the formulas, with
 
 * hand-typed loss, bracket and envelope gradients (no sympy, no generated code),
@@ -27,7 +27,7 @@ def sigmoid(u):
 
 
 def loss_and_grads(h1, h2, s1, s2, omega, sigma, A):
-    """Per-sample loss l(h, h*) = 1/2 sum_{l,k} rho_bar (T - S)^2_{lk} for L = 2 (THEORY §1),
+    """Per-sample loss l(h, h*) = 1/2 sum_{l,k} rho_bar (T - S)^2_{lk} for L = 2 (docs/explanation/theory.md §1),
     with its derivatives in the student fields (dl/dh1, dl/dh2) and the teacher fields.
 
     Row l of softmax(h h^T) for two tokens: S_ll = sigmoid(h_l^2 - h_l h_k), S_lk = 1 - S_ll.
@@ -106,10 +106,10 @@ def fixed_point_update(state, alpha, params, nodes, weights, branch="semantic"):
         dPsi[2] = 0.0
     if branch in ("positional", "agnostic"):
         dPsi[3] = 0.0
-    # conjugates (THEORY §4-§5): Vhat = -2 alpha dPsi/dq, qhat = 2 alpha dPsi/dV, ...
+    # conjugates (docs/explanation/theory.md §4–§6): Vhat = -2 alpha dPsi/dq, qhat = 2 alpha dPsi/dV, ...
     Vhat, qhat = -2 * alpha * dPsi[0], 2 * alpha * dPsi[1]
     mhat, thhat = alpha * dPsi[2], alpha * dPsi[3]
-    # entropic side, closed form for l2 and Sigma = sigma^2 I (THEORY §5)
+    # entropic side, closed form for l2 and Sigma = sigma^2 I (docs/explanation/theory.md §6)
     s2 = sigma ** 2
     den = lam + s2 * Vhat
     new = np.array([s2 * (s2 * qhat + mhat ** 2 + s2 ** 2 * thhat ** 2) / den ** 2,

@@ -29,7 +29,7 @@
 # 4. Fig. 3: the free-entropy difference `Φ_pos − Φ_sem` for several `ω`, and the phase diagram
 #    `α_c(ω)`, `α_l(ω)`.
 #
-# Theory: `shared/THEORY.md`; notation: `docs/reference/notation.md`; how the thresholds are found:
+# Theory: `docs/explanation/theory.md`; notation: `docs/reference/notation.md`; how the thresholds are found:
 # `docs/how-to/phase.md`; how far the simulator is from `d = ∞`: `docs/reference/finite_size.md`.
 #
 # **Running it.** From the repository root, `python notebooks/01_paper_reproduction.py` (or open

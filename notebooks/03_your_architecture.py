@@ -78,7 +78,7 @@ print("loss:", model.loss)
 #   `baseline="linear"` gives `replica phase` its pair and its baseline; `observables=[...]` adds
 #   what the model reports besides the test loss (`replica.observables`).
 # * **Reductions.** With `p_2 = −p_1` and equal covariances the two tokens share `q, V, θ` and
-#   `m_2 = −m_1` (THEORY §5); `TokenReduction` states it once, the conjugates follow.
+#   `m_2 = −m_1` (docs/explanation/theory.md §6); `TokenReduction` states it once, the conjugates follow.
 # * **Dimension of the average.** The energetic average is over `L r + L r_t` Gaussians
 #   (here 4); it sets the quadrature cost (see the last section).
 
@@ -174,7 +174,7 @@ for alpha in alphas:
 #
 # The simulator trains any student whose output is `S(h)(x + P)` (an `AttentionStudent`):
 # linear attention is three lines on top of `TiedAttention`. Data, teacher, training (full-batch
-# gradient descent on the same risk, THEORY §7), test error and order parameters all come from
+# gradient descent on the same risk, docs/explanation/theory.md §9), test error and order parameters all come from
 # `numerics`. The teacher columns are normalised to norm `√d` so that `ρ = σ²` exactly, as in the
 # theory (otherwise `ρ` fluctuates by `O(d^{-1/2})` from seed to seed).
 

@@ -1,4 +1,4 @@
-"""PyTorch simulator of the attention model, to check the replica theory (THEORY §1, §7).
+"""PyTorch simulator of the attention model, to check the replica theory (docs/explanation/theory.md §1, §9).
 
 Modules:
 

@@ -10,7 +10,7 @@ import numpy as np
 
 __all__ = ["INITS", "check_row_stochastic", "run_cli"]
 
-#: Initialisations of the attention students (THEORY §7).
+#: Initialisations of the attention students (docs/explanation/theory.md §9).
 INITS: tuple[str, ...] = ("semantic", "positional", "random")
 
 

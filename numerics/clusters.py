@@ -1,4 +1,4 @@
-"""Token clusters (paper Appendix C.10, THEORY §6): Gaussian-mixture tokens with correlated labels.
+"""Token clusters (paper Appendix C.10, docs/explanation/theory.md §8): Gaussian-mixture tokens with correlated labels.
 
 Data model: token ``ℓ`` of a sentence is drawn from cluster ``c_ℓ``,
 
@@ -169,7 +169,7 @@ class ClusterDataModel:
 
 
 def slot_order_parameters(W: np.ndarray, Qstar: np.ndarray, data: ClusterDataModel) -> dict[str, Any]:
-    """Per-slot ``q, m, θ, ρ, ρ̄`` (THEORY §2 with slots), signs fixed on slot 1a.
+    """Per-slot ``q, m, θ, ρ, ρ̄`` (docs/explanation/theory.md §2 with slots), signs fixed on slot 1a.
 
     :func:`numerics.metrics.order_parameters` with the slot covariances and the shifts
     ``μ_s + p_ℓ`` in place of the token covariances and encodings. Returns

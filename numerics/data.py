@@ -1,6 +1,6 @@
-"""Synthetic sentences, teachers and targets of the attention model (THEORY §1).
+"""Synthetic sentences, teachers and targets of the attention model (docs/explanation/theory.md §1).
 
-Conventions (THEORY §1):
+Conventions (docs/explanation/theory.md §1):
 
 * a sentence is ``x ∈ R^{L×d}`` with independent rows ``x_ℓ ~ N(0, Σ_ℓ)``; here the
   ``Σ_ℓ`` are diagonal (isotropic ``σ² I`` by default, σ = 0.5), which is the common

@@ -1,6 +1,6 @@
 """Generalized Approximate Message Passing for any declared model (paper Appendix B, Algorithm 1).
 
-The empirical risk GAMP minimises is the paper's simplified risk (its eq. 41, THEORY §1):
+The empirical risk GAMP minimises is the paper's simplified risk (its eq. 41, docs/explanation/theory.md §1):
 
     R(W) = Σ_μ ℓ(h^μ, h*^μ) + Σ_i r(W_i),     h^μ_ℓ = Wᵀ(x^μ_ℓ + p_ℓ)/√d ∈ R^R,
 

@@ -1,4 +1,4 @@
-"""Order parameters in the theory's conventions (THEORY §2, §5) and seed statistics.
+"""Order parameters in the theory's conventions (docs/explanation/theory.md §2, §5) and seed statistics.
 
 For each token ℓ, with ``W ∈ R^{d×r}`` the student weights (``W = Q`` tied, ``[Q K]``
 untied) and ``Σ_ℓ = diag(v_ℓ)``:
@@ -6,7 +6,7 @@ untied) and ``Σ_ℓ = diag(v_ℓ)``:
     q_ℓ = Wᵀ Σ_ℓ W / d  (r×r)      m_ℓ = Wᵀ p_ℓ / √d  (r)      θ_ℓ = Wᵀ Σ_ℓ Q* / d  (r×r_t)
     ρ_ℓ = Q*ᵀ Σ_ℓ Q* / d  (r_t×r_t)                             ρ̄_ℓ = tr Σ_ℓ / d
 
-Sign convention. ``S`` and ``T`` are even in ``h`` and ``h*`` (THEORY §5), so the sign of
+Sign convention. ``S`` and ``T`` are even in ``h`` and ``h*`` (docs/explanation/theory.md §6), so the sign of
 each student column group (see ``sign_groups`` in :mod:`numerics.models`) and of each
 teacher column is arbitrary. We fix them as follows:
 
@@ -76,7 +76,7 @@ def order_parameters(
     sign_groups: Sequence[Sequence[int]] | None = None,
     fix_sign: bool = True,
 ) -> dict[str, Any]:
-    """Order parameters of ``W`` (d×r) against ``Q*`` (d×r_t) for every token (THEORY §2).
+    """Order parameters of ``W`` (d×r) against ``Q*`` (d×r_t) for every token (docs/explanation/theory.md §2).
 
     ``variances``: (L, d) diagonals of ``Σ_ℓ``; ``P``: (L, d) encodings. Returns
     ``{"per_token": {"q": (L,r,r), "m": (L,r), "theta": (L,r,r_t), "rho": (L,r_t,r_t),
@@ -139,7 +139,7 @@ def linear_formula_mc(
     n_mc: int = 200_000,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Monte-Carlo of the linear baseline's large-d limit (paper Result 5.1, THEORY §5):
+    """Monte-Carlo of the linear baseline's large-d limit (paper Result 5.1, docs/explanation/theory.md §6):
 
         B̂ = E[T(h*)],   ε_g^lin = ½ Σ_{ℓκ} ρ̄_κ Var[T(h*)_{ℓκ}],   h*_ℓ ~ N(0, ρ_ℓ) indep.
 

@@ -1,4 +1,4 @@
-"""Student models (THEORY §1 and §6). Every student maps sentences ``x`` (n, L, d) to
+"""Student models (docs/explanation/theory.md §1 and §8). Every student maps sentences ``x`` (n, L, d) to
 outputs ``f(x)`` (n, L, d), so one risk function (:func:`numerics.train.sample_losses`)
 serves them all.
 
@@ -52,7 +52,7 @@ def init_columns(
     rng: np.random.Generator,
     noise: float = POSITIONAL_NOISE,
 ) -> np.ndarray:
-    """Initial ``Q ∈ R^{d×r}`` for one weight matrix (THEORY §7).
+    """Initial ``Q ∈ R^{d×r}`` for one weight matrix (docs/explanation/theory.md §9).
 
     * ``semantic``: ``Q = Q*`` (informed). If ``r > r_t`` the extra columns are
       ``noise·N(0,1)``; if ``r < r_t`` the first ``r`` teacher columns are used.
@@ -147,7 +147,7 @@ class TiedAttention(AttentionStudent):
 
 
 class UntiedAttention(AttentionStudent):
-    """Untied key/query attention (THEORY §6): ``W = [Q K]``, ``h^Q = (x+P)Q/√d``,
+    """Untied key/query attention (docs/explanation/theory.md §8): ``W = [Q K]``, ``h^Q = (x+P)Q/√d``,
     ``h^K = (x+P)K/√d``, ``S = softmax_row(h^Q h^Kᵀ)``."""
 
     def __init__(

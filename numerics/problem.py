@@ -18,7 +18,7 @@ At dimension ``d`` and sample complexity ``alpha`` one *instance* (:meth:`Proble
 * ``n = round(alpha d)`` training samples; the student fields ``h_l = W^T (x_l + p_l) / sqrt(d)``.
 
 :meth:`Problem.fit` minimises ``R(W) = sum_mu loss(h_mu, ...) + sum_i r(w_i)`` (the loss summed
-over samples, the penalty over the rows of ``W``; THEORY §1):
+over samples, the penalty over the rows of ``W``; docs/explanation/theory.md §1):
 
 * convex GLMs (one token, rank one, no encodings; a square loss with an l2 or l1 penalty, or the
   logistic or hinge loss of a +-1 label with an l2 penalty, recognised from the declared

@@ -429,7 +429,7 @@ def run_attention(
 ) -> dict[str, Any]:
     """Train the attention student on ``seeds`` seeds; means, standard errors, per-seed values.
 
-    Parameters (THEORY notation): ``omega`` positionality ω, ``alpha`` = n/d, ``d``,
+    Parameters (the notation of docs/explanation/theory.md): ``omega`` positionality ω, ``alpha`` = n/d, ``d``,
     ``init`` ∈ {semantic, positional, random}, ``seeds`` a count K (seeds
     ``seed_start..seed_start+K−1``) or an explicit list; keyword arguments of
     :func:`run_attention_seed` (``sigma=0.5, lam=0.01, A=[[.6,.4],[.4,.6]], r=1, r_t=1,

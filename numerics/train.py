@@ -1,6 +1,6 @@
-"""Empirical risk, training and test error (THEORY §1 and §7).
+"""Empirical risk, training and test error (docs/explanation/theory.md §1 and §9).
 
-The risk is exactly THEORY §1's (a SUM over samples, not a mean):
+The risk is exactly docs/explanation/theory.md §1's (a SUM over samples, not a mean):
 
     R(W) = Σ_μ (1/2d) ‖y^μ − f_W(x^μ)‖_F² + Σ_params r(param),
 
@@ -100,7 +100,7 @@ class Regularizer:
 
 class TheoryRegularizer(Regularizer):
     """A penalty of :mod:`replica.regularizers` -- the very sympy expression the theory uses --
-    applied to a torch weight matrix ``W`` (``d x r``): ``r(W) = Σ_rows r(w)`` (THEORY §1).
+    applied to a torch weight matrix ``W`` (``d x r``): ``r(W) = Σ_rows r(w)`` (docs/explanation/theory.md §1).
 
     The expression is lambdified to torch once per ``r``. Its terms with ``Abs`` form the
     non-smooth part, which must be a sum over the coordinates of one scalar function ``g(w_i)``
@@ -275,7 +275,7 @@ def penalty(student: nn.Module, regs: Regularizers, smooth_only: bool = False) -
 
 
 def risk(student: nn.Module, X: torch.Tensor, Y: torch.Tensor, regs: Regularizers) -> torch.Tensor:
-    """Empirical risk ``R = Σ_μ (1/2d)‖y^μ − f(x^μ)‖_F² + Σ r(param)`` (THEORY §1)."""
+    """Empirical risk ``R = Σ_μ (1/2d)‖y^μ − f(x^μ)‖_F² + Σ r(param)`` (docs/explanation/theory.md §1)."""
     return data_risk(student, X, Y) + penalty(student, regs)
 
 
@@ -308,7 +308,7 @@ class NonConvergenceWarning(RuntimeWarning):
 
 @dataclass
 class TrainConfig:
-    """Settings of :func:`train` (defaults: THEORY §7, full-batch GD, lr 0.15, 5000 steps).
+    """Settings of :func:`train` (defaults: docs/explanation/theory.md §9, full-batch GD, lr 0.15, 5000 steps).
 
     ``tol_grad``: bound on ``grad_norm = ‖G‖_F/√d`` for ``converged``. ``tol_loss``: bound
     on the relative change of ``R`` over ``check_every`` steps. ``stop_grad``: stop before
@@ -377,7 +377,7 @@ def train(
     progress: Callable[[str], None] | None = None,
     use_gram: bool = True,
 ) -> TrainResult:
-    """Minimise ``R`` (THEORY §1) over the parameters of ``student`` in place.
+    """Minimise ``R`` (docs/explanation/theory.md §1) over the parameters of ``student`` in place.
 
     Full-batch gradient descent (``torch.optim.SGD`` with plain ``lr``, no momentum) on
     ``R`` itself, or Adam; a regulariser with a non-smooth part is applied by its proximal

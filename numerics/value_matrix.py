@@ -5,7 +5,7 @@ Student (same data, teacher and targets as :mod:`numerics.data`)::
     f(x) = S(h) (x + P) V,   V = I_d + U Wᵀ/√d,   U, W ∈ R^{d×r_v},   S(h) = softmax_row(h hᵀ),
 
 with ``h = (x + P) Q/√d`` as in :class:`numerics.models.TiedAttention`, and the risk of
-THEORY §1 with ``λ/2 (‖Q‖² + ‖U‖² + ‖W‖²)``. ``Q, U, W`` are trained together by full-batch
+docs/explanation/theory.md §1 with ``λ/2 (‖Q‖² + ‖U‖² + ‖W‖²)``. ``Q, U, W`` are trained together by full-batch
 gradient descent (:func:`numerics.train.train`).
 
 Why ``I + U Wᵀ/√d``. The paper keeps the target ``y = T(h*) x ∈ R^{L×d}`` and says only that
@@ -19,7 +19,7 @@ costs (``½ (WᵀW/d) ‖S a‖²`` per sample) and gains nothing (its overlap w
 O(d^{-1/2})), so ``U Wᵀ → 0`` and the tied model's equations and transition line hold.
 
 Protocol. ``Q`` starts at the informed (semantic, ``Q = Q*``) or positional (``Q = 1_d/√d``)
-initialisation of THEORY §7, ``U, W`` at iid ``N(0, 1)`` entries (``value_init = 1``: the
+initialisation of docs/explanation/theory.md §9, ``U, W`` at iid ``N(0, 1)`` entries (``value_init = 1``: the
 correction starts as large as the identity, ``‖V − I‖_F/‖I‖_F ≈ 1``, far from the tied
 model). Full-batch GD at ``lr = 1.5`` until ``grad_norm ≤ 1e-6`` as in
 :mod:`numerics.finite_size` (same minimum as lr 0.15, ten times sooner; at d = 200, α = 1.2

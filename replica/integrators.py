@@ -309,7 +309,7 @@ class AlignedEntropicRule:
     """The entropic average of a scalar (``r = 1``) separable regularizer, aligned with its kinks.
 
     The entropic bracket ``B(w; nu) = r(w) + 1/2 Vhat w^2 - w b(nu)`` depends on the Gaussians
-    ``nu = (xi, tau)`` through one affine combination ``b = b_0 + c . nu`` (THEORY §3). In the
+    ``nu = (xi, tau)`` through one affine combination ``b = b_0 + c . nu`` (docs/explanation/theory.md §3). In the
     rotated coordinates ``u = c . nu / |c|`` (first axis) and the orthogonal complement
     (Householder), the minimiser depends on ``u`` alone and every integrand (``B``, ``dB/dxhat``,
     entropic observables) is a polynomial of degree <= 2 in the transverse coordinates:

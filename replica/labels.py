@@ -1,4 +1,4 @@
-"""Averages over cluster labels: Gaussian rules x label configurations (THEORY §6, token clusters).
+"""Averages over cluster labels: Gaussian rules x label configurations (docs/explanation/theory.md §8, token clusters).
 
 A generated module of a model with token clusters evaluates its bracket at nodes
 ``z = (Gaussians, DISCRETE)``: the Gaussian coordinates, then the one-hot label indicators

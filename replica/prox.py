@@ -7,7 +7,7 @@ every step a descent step. No Python loop runs over nodes; the loops below run o
 Newton iterations and line-search halvings, on the still-active subset only.
 
 The lowest bracket over the starts is kept (the global minimum the free entropy
-needs, THEORY §3). Nodes where the starts reach different minima, and nodes where
+needs, docs/explanation/theory.md §3). Nodes where the starts reach different minima, and nodes where
 Newton did not converge, are counted; the latter get a robust fallback (scipy's
 L-BFGS per node), which should be rare.
 

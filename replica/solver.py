@@ -1,6 +1,6 @@
 """Fixed-point solver that runs any generated module (see :mod:`replica.codegen`).
 
-One iteration of the saddle-point map (THEORY §4):
+One iteration of the saddle-point map (docs/explanation/theory.md §4):
 
 1. energetic side: solve the proximal problem at every quadrature node
    (:func:`replica.prox.prox`), average ``dF/dx`` at the minimiser to get
@@ -87,7 +87,7 @@ class FixedPoint:
     nothing else.
 
     ``order`` / ``conjugates`` map names (``q``, ``m``, ``theta_1``, ``qhat`` ...) to values.
-    ``phi`` is the free entropy, ``train_loss = -phi`` (THEORY §4), ``eps_g`` the test
+    ``phi`` is the free entropy, ``train_loss = -phi`` (docs/explanation/theory.md §5), ``eps_g`` the test
     error with its quadrature error estimate ``eps_g_error``; ``observables`` every
     observable the model declares (:mod:`replica.observables`, ``eps_g`` first) and
     ``observable_errors`` their quadrature error estimates (``nan`` where none);
@@ -889,7 +889,7 @@ class Solver:
         """Cold solves from several generic starts; the fixed point with the largest ``Phi``.
 
         The saddle-point equations of a branch can have several solutions at one ``alpha``
-        (e.g. two positional ones at ``omega = 0.3, alpha = 1.5``, THEORY §5); which one a
+        (e.g. two positional ones at ``omega = 0.3, alpha = 1.5``, docs/explanation/theory.md §6); which one a
         single cold start reaches depends on its basin. Each start scales the generic
         :meth:`initial_state` (``q`` by the first factor, ``m``/``theta`` by the second);
         the solution with the largest free entropy -- the lowest training loss, i.e. the

@@ -2,7 +2,7 @@
 
 In the eigenbasis of the student covariance ``Ω`` a penalty diagonal in that basis makes the
 entropic potential a sum of independent one-mode terms (:mod:`replica.spectrum`). One mode with
-eigenvalue ``γ`` and teacher projection ``t = e_kᵀ Φᵀ θ`` is the entropic problem of THEORY §3
+eigenvalue ``γ`` and teacher projection ``t = e_kᵀ Φᵀ θ`` is the entropic problem of docs/explanation/theory.md §3
 with a single atom: curvature ``A = γ V̂``, noise ``B = γ q̂`` and field ``b = θ̂ t`` (no mean,
 ``π = 0``), and for an l2 penalty ``r(w) = ½ wᵀ Λ w``
 

@@ -1,6 +1,6 @@
 """The notebook-style baseline of the benchmarks and the generated solver compute the same map.
 
-``benchmarks/notebook_baseline.py`` is typed by hand from THEORY §4-§5 (per-node scipy
+``benchmarks/notebook_baseline.py`` is typed by hand from docs/explanation/theory.md §4–§6 (per-node scipy
 minimisation, Python loops); agreement with the generated module on the same nodes checks
 the whole pipeline (derivation, code generation, symmetry folding, prox) independently.
 No timing here: timings live in ``python -m benchmarks``.

@@ -1,4 +1,4 @@
-"""Token clusters (issue 8, item 5; paper Appendix C.10, THEORY §6, docs/how-to/extensions.md).
+"""Token clusters (issue 8, item 5; paper Appendix C.10, docs/explanation/theory.md §8, docs/how-to/extensions.md).
 
 Gaussian-mixture tokens with correlated labels go through the same path as every model:
 declaration (``derivations/attention_clusters.py``) -> Derivation (slot order parameters,
@@ -44,7 +44,7 @@ def _softmax_rows(M):
 
 
 def _oracle_bracket(h, z, x, pd, config):
-    """Hand-typed F(h; omega, h*, V) of THEORY §3 for L = 2, r = r_t = 1 with the parameters of
+    """Hand-typed F(h; omega, h*, V) of docs/explanation/theory.md §3 for L = 2, r = r_t = 1 with the parameters of
     the slots (l, c_l) of ``config``: the oracle the generated bracket must match."""
     q, V, m, th = x[0:4], x[4:8], x[8:12], x[12:16]
     xi, eta = z[0:2], z[2:4]
@@ -228,7 +228,7 @@ def test_identical_clusters_reproduce_attention_tied(clusters, attention, branch
     for s in ("1a", "1b", "2a", "2b"):
         for f in ("q", "V", "theta"):
             assert fc.order[f"{f}_{s}"] == pytest.approx(ft.order[f], rel=1e-7, abs=1e-10)
-        sign = 1 if s[0] == "1" else -1          # m_2 = -m_1 (THEORY §5)
+        sign = 1 if s[0] == "1" else -1          # m_2 = -m_1 (docs/explanation/theory.md §6)
         assert fc.order[f"m_{s}"] == pytest.approx(sign * ft.order["m"], rel=1e-7, abs=1e-10)
     assert fc.eps_g == pytest.approx(ft.eps_g, rel=1e-9)
     assert fc.phi == pytest.approx(ft.phi, rel=1e-7)
@@ -236,7 +236,7 @@ def test_identical_clusters_reproduce_attention_tied(clusters, attention, branch
 
 def test_positional_fixed_point_has_one_weight_vector(clusters):
     """Structure of any fixed point with isotropic clusters (one student vector Q):
-    q_s, V_s, theta_s proportional to sigma_s^2, and m_s = mu_s k_u + pi_l k_p (THEORY §6)."""
+    q_s, V_s, theta_s proportional to sigma_s^2, and m_s = mu_s k_u + pi_l k_p (docs/explanation/theory.md §8)."""
     from replica.solver import Solver
 
     fp = Solver(clusters, branch="positional", rule=gauss_hermite(4, 6), test_rule=gauss_hermite(4, 8)).solve(0.5)

@@ -1,7 +1,7 @@
 """Elastic-net attention (derivations/attention_elastic_net): replica theory vs proximal gradient descent.
 
 Penalty map. The declaration's ``r(w) = lam1 |w|_1 + lam2/2 |w|^2`` acts on the rows ``w = Q_i`` of
-``Q`` (entries O(1), ``h = Q^T x / sqrt(d)``) and is added to the sum risk of THEORY §1; the
+``Q`` (entries O(1), ``h = Q^T x / sqrt(d)``) and is added to the sum risk of docs/explanation/theory.md §1; the
 simulator's ``ElasticNet(l1, l2)`` (numerics/train.py) adds ``l1 sum|Q_ij| + l2/2 sum Q_ij^2`` to the
 same sum risk, so ``lam1 = l1`` and ``lam2 = lam`` of ``run_attention_seed`` (no factor of d).
 

@@ -86,7 +86,7 @@ def test_linear_baseline_independent_of_A(attention):
 # --------------------------------------------------------------------------- thresholds
 def test_paper_orientation_at_omega_03(results):
     r = results[0.3]
-    # THEORY §5 / paper Fig. 2: alpha_c a little above 1.2, alpha_l a little below 1.5
+    # docs/explanation/theory.md §6 / paper Fig. 2: alpha_c a little above 1.2, alpha_l a little below 1.5
     assert 1.2 < r.alpha_c.value < 1.3, r.alpha_c
     assert 1.42 < r.alpha_l.value < 1.5, r.alpha_l
     assert r.alpha_l.value > r.alpha_c.value

@@ -40,7 +40,7 @@ def test_semantic_point_is_quadrature_order_independent(attention, semantic_2):
 
 @pytest.mark.parametrize("alpha,winner", [(0.5, "positional"), (2.0, "semantic")])
 def test_branch_with_larger_free_entropy(attention, alpha, winner):
-    """THEORY §5: at omega = 0.3 the positional minimum is global at alpha = 0.5, the semantic one at 2."""
+    """docs/explanation/theory.md §6: at omega = 0.3 the positional minimum is global at alpha = 0.5, the semantic one at 2."""
     phi = {b: Solver(attention, {"omega": 0.3}, branch=b, **FAST).solve(alpha).phi
            for b in ("semantic", "positional")}
     assert max(phi, key=phi.get) == winner

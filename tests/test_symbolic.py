@@ -25,12 +25,12 @@ def paper_derivation():
 
 
 def test_entropic_equations_match_theory_section_5(paper_derivation):
-    """L=2, r=r_t=1, Sigma = sigma^2 I, l2: THEORY §5's four explicit equations, exactly."""
+    """L=2, r=r_t=1, Sigma = sigma^2 I, l2: docs/explanation/theory.md §6's four explicit equations, exactly."""
     d = paper_derivation
     qh, Vh, mh, th_h = d.conjugate_symbols
     sigma, lam = (s for s in d.model.parameter_symbols if s.name in ("sigma", "lam"))
     den = lam + sigma ** 2 * Vh
-    oracle = {  # hand-typed from THEORY §5: the oracle, not used by the solver
+    oracle = {  # hand-typed from docs/explanation/theory.md §6: the oracle, not used by the solver
         "q": sigma ** 2 * (sigma ** 2 * qh + mh ** 2 + sigma ** 4 * th_h ** 2) / den ** 2,
         "V": sigma ** 2 / den,
         "m": mh / den,

@@ -1,6 +1,6 @@
 """Certified reference solver for the paper's tied attention model (issue 14).
 
-An independent implementation of THEORY §1-5 for ``L = 2``, ``r = r_t = 1`` (it does not import
+An independent implementation of docs/explanation/theory.md §1–6 for ``L = 2``, ``r = r_t = 1`` (it does not import
 ``replica``'s solver, prox or quadrature), built to *settle* numbers rather than to be fast:
 
 * :mod:`.model` -- the loss, bracket, targets and the closed-form entropic side, by hand;

@@ -1,6 +1,6 @@
 """Newton on the reduced saddle-point equations, observables, and error bars by refinement.
 
-The map (THEORY §4-5): ``x -> dPsi_y/dx = -E[dF/dx] -> xhat -> x_new`` (closed-form entropic
+The map (docs/explanation/theory.md §4–6): ``x -> dPsi_y/dx = -E[dF/dx] -> xhat -> x_new`` (closed-form entropic
 side). Newton runs on ``G(x) = x_new(x) - x`` over the free entries of the branch
 (``semantic``: ``m = 0``; ``positional``: ``theta = 0``; ``agnostic``: both), with a
 central-difference Jacobian and a backtracking line search on ``|G|``. Because every

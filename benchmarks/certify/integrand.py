@@ -1,6 +1,6 @@
 """The energetic integrand at a node: prox centre, targets, and ``dF/dx`` at the minimiser.
 
-Node coordinates are the four independent standard normals of THEORY §3,
+Node coordinates are the four independent standard normals of docs/explanation/theory.md §3,
 ``z = (xi_1, xi_2, eta_1, eta_2)``, so that every integration scheme of
 :mod:`benchmarks.certify.energetic` only decides where the nodes go. With ``x = (q, V, m, theta)``::
 

@@ -1,9 +1,9 @@
-"""The paper's tied attention model (THEORY §1-5, L = 2, r = r_t = 1), written out by hand.
+"""The paper's tied attention model (docs/explanation/theory.md §1–6, L = 2, r = r_t = 1), written out by hand.
 
 This module is deliberately independent of ``replica`` (no generated module, no sympy): it is
 the second, hand-derived implementation that the certified reference solver runs on.
 
-Per-sample loss (THEORY §1 with rows of ``S`` and ``T`` summing to one, ``rho_bar = sigma^2``)::
+Per-sample loss (docs/explanation/theory.md §1 with rows of ``S`` and ``T`` summing to one, ``rho_bar = sigma^2``)::
 
     l(h; t) = sigma^2 [ (t_1 - s(u_1))^2 + (t_2 - s(u_2))^2 ],
     u_1 = h_1 (h_1 - h_2),  u_2 = h_2 (h_2 - h_1),  s = logistic sigmoid,
@@ -11,11 +11,11 @@ Per-sample loss (THEORY §1 with rows of ``S`` and ``T`` summing to one, ``rho_b
 because ``softmax_row(h h^T)_{11} = s(h_1^2 - h_1 h_2)`` and, each row summing to one, the two
 entries of a row carry the same squared error. The target diagonal is
 ``t_i = (1 - omega) s(u*_i) + omega A_ii`` with ``u*`` the same function of the teacher
-fields ``h*``. The Moreau bracket (THEORY §3) at prox centre ``y`` is::
+fields ``h*``. The Moreau bracket (docs/explanation/theory.md §3) at prox centre ``y`` is::
 
     F(h; y, t, V) = |h - y|^2 / (2 V) + l(h; t).
 
-Reduced order parameters ``x = (q, V, m, theta)`` (THEORY §5): token fields
+Reduced order parameters ``x = (q, V, m, theta)`` (docs/explanation/theory.md §6): token fields
 ``y_l = m pi_l + sqrt(q) xi_l`` with ``pi = (1, -1)`` and
 ``h*_l = (theta / sqrt q) xi_l + sqrt(rho - theta^2 / q) eta_l``, ``rho = sigma^2``.
 
@@ -147,7 +147,7 @@ def loss_np(h1, h2, t1, t2, sig2):
 
 # ----------------------------------------------------------------------------- the entropic side
 def entropic(xhat, p: Params):
-    """Order parameters from conjugates, THEORY §5 (l2, ``Sigma = sigma^2 I``, ``rho = sigma^2``)."""
+    """Order parameters from conjugates, docs/explanation/theory.md §6 (l2, ``Sigma = sigma^2 I``, ``rho = sigma^2``)."""
     qh, Vh, mh, th = xhat
     s2 = p.sig2
     den = p.lam + s2 * Vh
@@ -168,7 +168,7 @@ def psi_t(x, xhat) -> float:
 
 
 def conjugates(dpsi, alpha):
-    """``xhat`` from ``dPsi_y/dx`` (THEORY §4, aggregated over the two tokens)."""
+    """``xhat`` from ``dPsi_y/dx`` (docs/explanation/theory.md §4, aggregated over the two tokens)."""
     dq, dV, dm, dth = dpsi
     return np.array([2 * alpha * dV, -2 * alpha * dq, alpha * dm, alpha * dth])
 

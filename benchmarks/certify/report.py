@@ -60,7 +60,7 @@ def write_csv(path: Path, rows: list[dict], cols: list[str]) -> None:
 QUANTS = ("q", "V", "m", "theta", "eps_g", "phi")
 
 
-#: the paper's published numbers that this repository holds: THEORY §5's orientation values at
+#: the paper's published numbers that this repository holds: docs/explanation/theory.md §6's orientation values at
 #: its Fig. 2 point (the seed text has its tables and figures stripped); everything else "n/a"
 PAPER = {"paper point (Fig. 2)": {"q": "≈ 0.11", "theta": "≈ 0.16", "eps_g": "≈ 1.4e-3"}}
 

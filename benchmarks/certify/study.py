@@ -219,7 +219,7 @@ def replica_or_missing(omega: float, A, branch: str, alpha: float) -> dict:
 # ----------------------------------------------------------------------------- baseline
 def eps_lin(p: Params, n: int = 80) -> float:
     """Linear baseline ``2 sigma^2 (1 - omega)^2 Var s(h*_1 (h*_1 - h*_2))`` (paper Result 5.1,
-    THEORY §5 with rows summing to one), Gauss-Hermite 80^2 (converged to round-off)."""
+    docs/explanation/theory.md §6 with rows summing to one), Gauss-Hermite 80^2 (converged to round-off)."""
     x, w = hermite(n)
     H1, H2 = np.meshgrid(np.sqrt(p.rho) * x, np.sqrt(p.rho) * x, indexing="ij")
     W = np.outer(w, w)

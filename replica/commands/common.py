@@ -178,7 +178,7 @@ def entropic_rule_from_args(module: ModuleType, args: argparse.Namespace):
 
 
 def token_one(module: ModuleType, values: dict[str, float]) -> dict[str, object]:
-    """Token-1 value of every family (scalar, vector or matrix), in THEORY §2 conventions
+    """Token-1 value of every family (scalar, vector or matrix), in docs/explanation/theory.md §2 conventions
     (with token clusters: slot 1a, the first cluster of token 1)."""
     out: dict[str, object] = {}
     fams: dict[str, dict] = {}

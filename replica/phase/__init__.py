@@ -1,4 +1,4 @@
-"""Phase analysis of any model that declares branches (THEORY §5), split by concept:
+"""Phase analysis of any model that declares branches (docs/explanation/theory.md §6), split by concept:
 
 * :mod:`~replica.phase.settings` -- how points are solved and how steps in ``alpha`` adapt;
 * :mod:`~replica.phase.results` -- solved points, branch curves and their ends (spinodals),

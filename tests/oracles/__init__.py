@@ -1,7 +1,7 @@
 """Hand-written state-evolution oracles for the GLM canon (issues 13 and 14).
 
 Independent references the toolkit is checked against: nothing here imports :mod:`replica`,
-and the library never imports this package. Conventions (the toolkit's, shared/THEORY.md
+and the library never imports this package. Conventions (the toolkit's, docs/explanation/theory.md
 §3–4 with ``L = r = r_t = 1``, ``σ = ρ = 1``, ``m = 0``) are spelled out in
 :mod:`tests.oracles.common`; the equations of each model in its module:
 

@@ -1,7 +1,7 @@
 """Shared pieces of the hand-written GLM oracles: Gaussian helpers, the zero-temperature free
 entropy in the toolkit's conventions, the ℓ2 entropic side, and a tight fixed-point solve.
 
-Conventions (shared/THEORY.md §3–4 with ``L = 1, r = r_t = 1, σ = 1, m = 0``, ``ρ = 1``)::
+Conventions (docs/explanation/theory.md §3–5 with ``L = 1, r = r_t = 1, σ = 1, m = 0``, ``ρ = 1``)::
 
     Φ   = extr  Ψ_t + Ψ_w + α Ψ_y
     Ψ_t = ½ V̂ q − ½ q̂ V − θ̂ θ

@@ -15,7 +15,7 @@ and ``ŵ = (F + λ)⁻¹ (F w* + Xᵀ√Δ z/√d)`` gives
     ε_g = ½ (ρ − 2θ + q + Δ) = ½ (‖ŵ − w*‖²/d + Δ)      (test MSE of a fresh noisy label,
                                                           derivations/ridge.py's ``eps_g``)
 
-**State evolution (THEORY §3–4).** The square loss's Moreau envelope is explicit,
+**State evolution (docs/explanation/theory.md §3–5).** The square loss's Moreau envelope is explicit,
 ``min_h (h − ω)²/(2V) + ½(y − h)² = (y − ω)² / (2(1 + V))``, so
 
     Ψ_y = −(ρ + Δ − 2θ + q) / (2 (1 + V))
