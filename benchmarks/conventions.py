@@ -87,7 +87,7 @@ D7_VARIANTS = ("global", "local", "local-stay")
 
 
 def _convention(variant: str):
-    from replica.prox import prox_convention
+    from replica.numeric.prox import prox_convention
 
     if variant == "local-stay":
         return prox_convention("local", None, "stay")
@@ -97,9 +97,9 @@ def _convention(variant: str):
 def d7_branch(variant: str) -> list[dict]:
     """The semantic branch at omega = 0.3 on the degree-7 pair cubature alone (no refinement, no
     bars: the paper's kind of computation), continued down in alpha from alpha = 2."""
-    from replica.quadrature import degree7_pairs
-    from replica.registry import load_module
-    from replica.solver import Solver
+    from replica.numeric.quadrature import degree7_pairs
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver
 
     prox = _convention(variant)
     mod = load_module("attention")

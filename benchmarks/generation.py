@@ -83,7 +83,7 @@ def bench_generation(quick: bool, baseline: str = "quick") -> tuple[list[dict], 
     """Rows: per model, the fresh-process generation time (ratio against the tree-walking
     baseline where it was measured)."""
     from benchmarks.run import row, user_env
-    from replica.registry import declared_models
+    from replica.artifacts.registry import declared_models
 
     env = user_env()  # as a user's interpreter: bytecode cache on
     env.pop("REPLICA_FROZEN_TREE", None)  # --out writes outside the tree anyway

@@ -5,7 +5,7 @@ Two measurements on the paper model (attention_tied, omega = 0.3), see docs/expl
 ``fixed-x``
     ``E[dF/dx]`` and ``E[F]`` at one fixed state of the positional branch
     (``x = (q, V, m, theta) = (0.0307, 20.59, 0.2199, 0)``) by tensor Gauss-Hermite of
-    several orders, by :mod:`replica.preintegration` at its accuracy levels, and two
+    several orders, by :mod:`replica.numeric.preintegration` at its accuracy levels, and two
     references: scrambled Sobol (randomised QMC, ``R`` independent scramblings of
     ``2^m`` points; mean and standard error) and pre-integration at high resolution with
     direction ``REFERENCE_DIRECTION`` and a fine outer rule.
@@ -36,10 +36,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from derivations.generated import attention_tied as MOD  # noqa: E402
-from replica.preintegration import PreintegrationIntegrator, make_integrator  # noqa: E402
-from replica.prox import newton_minimize, prox  # noqa: E402
-from replica.quadrature import gauss_hermite  # noqa: E402
-from replica.solver import Solver  # noqa: E402
+from replica.numeric.preintegration import PreintegrationIntegrator, make_integrator  # noqa: E402
+from replica.numeric.prox import newton_minimize, prox  # noqa: E402
+from replica.numeric.quadrature import gauss_hermite  # noqa: E402
+from replica.numeric.solver import Solver  # noqa: E402
 
 X_POS = np.array([0.0307, 20.59, 0.2199, 0.0])
 NAMES = ["dF/dq", "dF/dV", "dF/dm", "dF/dtheta", "F"]

@@ -21,10 +21,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from replica.prox import prox
-from replica.quadrature import QuadratureRule, parse_rule
-from replica.registry import load_module
-from replica.solver import Solver
+from replica.numeric.prox import prox
+from replica.numeric.quadrature import QuadratureRule, parse_rule
+from replica.artifacts.registry import load_module
+from replica.numeric.solver import Solver
 
 
 def _chunk_average(args):
@@ -37,14 +37,14 @@ def _chunk_average(args):
 
 
 class ChunkedIntegrator:
-    """An :class:`~replica.integrators.EnergeticIntegrator` over a big rule, in chunks/processes."""
+    """An :class:`~replica.numeric.integrators.EnergeticIntegrator` over a big rule, in chunks/processes."""
 
     def __init__(self, name: str, rule: QuadratureRule, chunk: int = 20000, procs: int = 1):
         self.name, self.rule, self.chunk, self.procs = name, rule, chunk, procs
         self.dim = rule.dim
 
     def average(self, module, x, p, warm=None, multistart=True, prox_tol=1e-12):
-        from replica.integrators import EnergeticAverage
+        from replica.numeric.integrators import EnergeticAverage
 
         N = self.rule.size
         jobs = [(self.name, self.rule.nodes[:, i:i + self.chunk], self.rule.weights[i:i + self.chunk], x, p)

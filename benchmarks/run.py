@@ -135,7 +135,7 @@ def machine() -> dict:
 
 
 def backends() -> list[str]:
-    from replica.compiled import numba_available
+    from replica.numeric.compiled import numba_available
 
     return ["numba", "numpy"] if numba_available() else ["numpy"]
 
@@ -157,8 +157,8 @@ def row(section, name, value, unit, baseline=None, note=""):
 # --------------------------------------------------------------------------- sections
 def bench_iteration(quick: bool) -> tuple[list[dict], dict]:
     from benchmarks.notebook_baseline import fixed_point_update
-    from replica.quadrature import default_rule, gauss_hermite
-    from replica.solver import Solver
+    from replica.numeric.quadrature import default_rule, gauss_hermite
+    from replica.numeric.solver import Solver
 
     mod = tied()
     rows, data = [], {}
@@ -210,7 +210,7 @@ def bench_iteration(quick: bool) -> tuple[list[dict], dict]:
 
 
 def bench_point(quick: bool) -> tuple[list[dict], dict]:
-    from replica.solver import Solver
+    from replica.numeric.solver import Solver
 
     mod = tied()
     rows, data = [], {}
@@ -238,7 +238,7 @@ def bench_point(quick: bool) -> tuple[list[dict], dict]:
         data[f"warm_{b}"] = dict(seconds=w, cpu=c, iterations=fp.iterations)
     code = ("import time; t = time.perf_counter()\n"
             "from derivations.generated import attention_tied as m\n"
-            "from replica.solver import Solver\n"
+            "from replica.numeric.solver import Solver\n"
             "fp = Solver(m, {'omega': 0.3}, 'semantic').solve(2.0)\n"
             "print(time.perf_counter() - t)")
     measured = [("fresh_process", "first solve in a fresh process (imports, numba cache)", code, "")]
@@ -265,8 +265,8 @@ _LOAD_CHILD = r"""
 import time
 t = time.perf_counter()
 import numpy as np
-from replica.compiled import compiled
-from replica.registry import load_module
+from replica.numeric.compiled import compiled
+from replica.artifacts.registry import load_module
 m = load_module("attention")
 k = compiled(m)
 z, x, p = np.zeros((4, 1)), np.array([0.1, 10.0, 0.0, 0.15]), np.array(m.DEFAULTS)
@@ -284,8 +284,8 @@ ACCURACY_COMMANDS = (("solve with error bars", (), 2.0), ("solve --accuracy 1e-4
 def bench_accuracy(quick: bool) -> tuple[list[dict], dict]:
     import resource
 
-    from replica.energetic import kernel_threads
-    from replica.solver import Solver
+    from replica.numeric.energetic import kernel_threads
+    from replica.numeric.solver import Solver
 
     s = Solver(tied(), {"omega": OMEGA}, "semantic")
     fp = s.solve(ALPHA)
@@ -339,7 +339,7 @@ def bench_phase(quick: bool, jobs: int, continuation: bool = True) -> tuple[list
         phase_diagram = thresholds_diagram = None
     mod = tied()
     if phase_diagram is None:  # stand-in: warm-started solves along alpha on both branches
-        from replica.solver import Solver
+        from replica.numeric.solver import Solver
 
         def run(_jobs):
             n = 0
@@ -401,8 +401,8 @@ if name.endswith(".py"):
     mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
 else:
     mod = importlib.import_module("derivations.generated." + name)
-from replica.solver import Solver
-from replica.compiled import compiled
+from replica.numeric.solver import Solver
+from replica.numeric.compiled import compiled
 if backend == "numba":
     compiled(mod)
 s = Solver(mod, {"omega": 0.3}, "semantic", backend=backend)
@@ -427,7 +427,7 @@ def _six_module(name: str) -> str:
     if not scratch.exists():
         from derivations.attention_tied import build
         from replica.codegen import write_module
-        from replica.derivation import Derivation
+        from replica.symbolic.derivation import Derivation
 
         r = 2 if name == "attention_rank2" else 1
         write_module(Derivation(build(L=2, r=r, r_t=1, reduced=False, name=f"{name}_scratch")), scratch)
@@ -459,8 +459,8 @@ GLM_POINTS = (("logistic", 2.0, {"lam": 0.1}), ("hinge", 2.0, {"lam": 0.1}), ("l
 
 
 def bench_glm(quick: bool) -> tuple[list[dict], dict]:
-    from replica.registry import load_module
-    from replica.solver import Solver
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver
     from tests.oracles import state_evolution
 
     rows, data = [], {}

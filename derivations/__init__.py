@@ -1,5 +1,5 @@
 """Per-model declarations (each a short file), their exported LaTeX and generated solvers.
 
 Every module here defines ``model`` (a :class:`replica.Model`) or a ``build(**options)``
-function returning one; :mod:`replica.registry` lists them for ``replica models``.
+function returning one; :mod:`replica.artifacts.registry` lists them for ``replica models``.
 """

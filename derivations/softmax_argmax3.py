@@ -15,7 +15,7 @@ plane (columns ``(2, -1, -1)/sqrt 6`` and ``(0, 1, -1)/sqrt 2``; rows ``a_k``):
 
 So this declaration (``r = r_t = 2``) is exactly multinomial logistic regression with three
 classes; the label law of the argmax given the student's Gaussians is a bivariate normal orthant
-probability (``replica.channels.Argmax``, ``BivariateNormalCDF``). The order parameters are the
+probability (``replica.symbolic.channels.Argmax``, ``BivariateNormalCDF``). The order parameters are the
 2 x 2 overlaps of ``W_2`` (equivalently of ``W`` restricted to the plane). Checked against ERM
 (scikit-learn's multinomial logistic regression) in tests/test_classification.py.
 """

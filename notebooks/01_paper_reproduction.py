@@ -111,13 +111,13 @@ print("order parameters:", derivation.order_symbols, " conjugates:", derivation.
 print("loss even in (invariant subspaces, i.e. branches):", derivation.sign_flips)
 
 # %% [markdown]
-# The saddle-point equations as `replica.latex` exports them (`replica derive attention --latex`
+# The saddle-point equations as `replica.symbolic.latex` exports them (`replica derive attention --latex`
 # writes the whole appendix: model, potentials, equations, observables). The entropic side is
 # closed-form; on the energetic side `∂Ψ_y/∂x` is the average over the Gaussians
 # `ξ_1, ξ_2, η_1, η_2` of the gradient of the Moreau envelope at its global minimiser.
 
 # %%
-from replica.latex import tex
+from replica.symbolic.latex import tex
 
 show_math([f"{tex(eq.lhs)} = {tex(eq.rhs)}" for eq in saddle.entropic])
 show_math([f"{tex(eq.lhs)} = {tex(eq.rhs)}" for eq in saddle.energetic])
@@ -134,9 +134,9 @@ show_math([rf"\Psi_w = {tex(derivation.entropic_potential)}"])
 # (`docs/explanation/quadrature.md`); the quick run uses Gauss–Hermite of order 8 on both.
 
 # %%
-from replica.integrators import from_spec
-from replica.registry import load_module
-from replica.solver import Solver, linear_baseline
+from replica.numeric.integrators import from_spec
+from replica.artifacts.registry import load_module
+from replica.numeric.solver import Solver, linear_baseline
 
 attention = load_module("attention")
 PARAMS = {"omega": 0.3}
@@ -173,7 +173,7 @@ print(f"linear baseline eps_g^lin = {eps_lin:.5e}")
 # %%
 from dataclasses import replace
 
-from replica.cache import PointCache
+from replica.artifacts.cache import PointCache
 from replica.applications.attention.figures import FigureConfig, compute_figures, quick_config
 
 if QUICK:

@@ -120,7 +120,7 @@ print("L = 3 order parameters: ", derivations["attention_L3"].order_symbols)
 # fields separately):
 
 # %%
-from replica.latex import tex
+from replica.symbolic.latex import tex
 
 untied_eqs = derivations["attention_untied"].saddle_point.entropic
 show_math([f"{tex(eq.lhs)} = {tex(eq.rhs)}" for eq in untied_eqs if eq.lhs.name.startswith("q_")])
@@ -133,9 +133,9 @@ show_math([f"{tex(eq.lhs)} = {tex(eq.rhs)}" for eq in untied_eqs if eq.lhs.name.
 # fixed point moves a little, within the quadrature error.
 
 # %%
-from replica.quadrature import gauss_hermite
-from replica.registry import load_module
-from replica.solver import Solver
+from replica.numeric.quadrature import gauss_hermite
+from replica.artifacts.registry import load_module
+from replica.numeric.solver import Solver
 
 RULE_6D = gauss_hermite(6, 4) if QUICK else None   # None: the solver's default (GH order 6 in 6-D)
 TOL = 1e-7
@@ -213,7 +213,7 @@ from scipy.optimize import brentq
 
 from replica.applications.attention.phase import phase_point
 from replica.phase import SolverSettings, StepControl, follow_branch
-from replica.solver import order_vector
+from replica.numeric.solver import order_vector
 
 untied = load_module("attention_untied")
 settings_6d = SolverSettings(rule="gh:4" if QUICK else None, tol=TOL)

@@ -62,7 +62,7 @@ QUICK = os.environ.get("REPLICA_NOTEBOOK_QUICK", "") not in ("", "0")
 print((ROOT / "derivations" / "linear_attention.py").read_text())
 
 # %%
-from replica.registry import load_model
+from replica.artifacts.registry import load_model
 
 model = load_model("linear_attention")  # derivations/linear_attention.py (the registry notes the file)
 print(model.description)
@@ -76,7 +76,7 @@ print("loss:", model.loss)
 #   symmetries that make it so: `Derivation(model).symmetries`). Here `h hᵀ` is even, so `semantic`
 #   pins `m = 0`. Declaring `transition=(high, low)` (two branches whose free entropies cross) and
 #   `baseline="linear"` gives `replica phase` its pair and its baseline; `observables=[...]` adds
-#   what the model reports besides the test loss (`replica.observables`).
+#   what the model reports besides the test loss (`replica.symbolic.observables`).
 # * **Reductions.** With `p_2 = −p_1` and equal covariances the two tokens share `q, V, θ` and
 #   `m_2 = −m_1` (docs/explanation/theory.md §6); `TokenReduction` states it once, the conjugates follow.
 # * **Dimension of the average.** The energetic average is over `L r + L r_t` Gaussians
@@ -109,7 +109,7 @@ print("fold symmetries (pinned families, flipped Gaussians):", derivation.symmet
 # %%
 import tempfile
 
-from replica.latex import markdown_document, write_latex
+from replica.symbolic.latex import markdown_document, write_latex
 
 tmp = Path(tempfile.mkdtemp())
 print(write_latex(derivation, tmp / "linear_attention.tex", tmp / "linear_attention.md"))
@@ -121,14 +121,14 @@ print(md[start:start + 900])
 # ## 4. Generate the solver module
 #
 # `python -m replica generate linear_attention` writes `derivations/generated/linear_attention.py`,
-# the model's mathematics only: numpy functions, plus per-node leaves that `replica.compiled` turns
+# the model's mathematics only: numpy functions, plus per-node leaves that `replica.numeric.compiled` turns
 # into a numba unit with the library's generic kernels at first use (cached on disk). Here we
 # generate it into a temporary folder and check it is the committed one (the freshness stamp in its
 # header records the declaration's hash: `replica generate --check` lists stale artifacts).
 
 # %%
 from replica.codegen import generate_module, write_module
-from replica.registry import _import_path
+from replica.artifacts.registry import _import_path
 
 t0 = time.perf_counter()
 path = write_module(derivation, tmp / "linear_attention.py")
@@ -146,8 +146,8 @@ print(module.ORDER_PARAMETERS, module.GAUSSIANS)
 # starting point `x0` close to the branch you want (a dict of order parameters).
 
 # %%
-from replica.quadrature import gauss_hermite
-from replica.solver import Solver
+from replica.numeric.quadrature import gauss_hermite
+from replica.numeric.solver import Solver
 
 rule = gauss_hermite(4, 14)   # 4 Gaussians: a tensor Gauss-Hermite rule is accurate and cheap
 alphas = [1.0, 2.0, 3.0]
@@ -235,7 +235,7 @@ for alpha in sim_alphas:
 # seeds.
 
 # %%
-from replica.quadrature import gauss_hermite as _gh
+from replica.numeric.quadrature import gauss_hermite as _gh
 
 xi = _gh(2, 20)
 

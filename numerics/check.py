@@ -49,11 +49,11 @@ def theory(module, parameters: Mapping[str, float], alpha: float, branch: str | 
     from the CLI's cold starts, its error bars (one refinement, checked against 1e-3) and the replicon.
     ``error_bars=False`` skips the bars (their refinement and jump check take minutes for the
     six-dimensional models): no ``errors`` in the result."""
-    from replica.accuracy import DEFAULT_ACCURACY, solve_to_accuracy
-    from replica.commands.solve import result_dict
-    from replica.integrators import from_spec
-    from replica.solver import Solver
-    from replica.stability import replicon_summary
+    from replica.numeric.accuracy import DEFAULT_ACCURACY, solve_to_accuracy
+    from replica.cli.commands.solve import result_dict
+    from replica.numeric.integrators import from_spec
+    from replica.numeric.solver import Solver
+    from replica.numeric.stability import replicon_summary
 
     solver = Solver(module, dict(parameters), branch=branch, rule=from_spec(quadrature or "auto", module, branch),
                     error_estimate=False)
@@ -202,9 +202,9 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
     ``theory_result``: a ``replica solve --json`` result of this very point to use instead of solving
     (:func:`check_theory_result` checks that it is); ``quadrature``: the solve's energetic rule
     (``replica solve --quadrature``; default ``auto``); ``theory_bars=False``: solve without error bars.
-    ``spectrum``: a :class:`replica.spectrum.Spectrum` for a GLM on structured data (``replica solve
+    ``spectrum``: a :class:`replica.numeric.spectrum.Spectrum` for a GLM on structured data (``replica solve
     --spectrum``; simulated by :class:`numerics.structured.SpectralProblem` at ``d`` = its number of modes)."""
-    from replica.registry import load_model, load_module
+    from replica.artifacts.registry import load_model, load_module
 
     from .problem import DEFAULT_TOL, Problem
 
@@ -216,7 +216,7 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
         problem = Problem(decl, module, parameters)
     else:
         from replica.errors import ParameterError
-        from replica.spectral_modes import gcm_module
+        from replica.symbolic.spectral_modes import gcm_module
 
         from .structured import SpectralProblem
 
@@ -403,7 +403,7 @@ def plot(res: Mapping[str, Any], path: str) -> None:
     axes.flat[0].legend(fontsize=8)
     fig.suptitle(f"{res['model']}  alpha={res['alpha']:g}  branch={res['branch']}", fontsize=10)
     fig.tight_layout()
-    from replica.outputs import atomic_write
+    from replica.artifacts.outputs import atomic_write
 
     with atomic_write(path, "wb") as fh:
         fig.savefig(fh, format=path.rsplit(".", 1)[-1] if "." in path else "png", dpi=120)

@@ -119,8 +119,8 @@ def markdown_table(results: Sequence[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: check the models and rewrite the table between the markers of ``--out``."""
-    from replica import jsonio
-    from replica.registry import declared_models
+    from replica.artifacts import jsonio
+    from replica.artifacts.registry import declared_models
 
     p = argparse.ArgumentParser(prog="python -m numerics.check_models", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=None, help="comma-separated models (default: every declared model)")
@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         order = [_key(p) for p in points]
         results.sort(key=lambda r: order.index(_key(r)))
     table = markdown_table(results)
-    from replica.outputs import atomic_write_text
+    from replica.artifacts.outputs import atomic_write_text
 
     path = Path(a.out)
     text = path.read_text() if path.exists() else f"{BEGIN}\n{END}\n"

@@ -40,10 +40,10 @@ def check_row_stochastic(A: Any, L: int | None = None, name: str = "A") -> np.nd
 
 def run_cli(parser: Any, run: Callable[[Any, str], int], argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` with ``parser`` and return ``run(args, prog)``, with SIGTERM raising like
-    Ctrl-C inside (``replica.workers.terminate_raises``), so that every ``numerics`` command can
+    Ctrl-C inside (``replica.runtime.workers.terminate_raises``), so that every ``numerics`` command can
     end an interrupted run with one line and status 130/143. A missing optional package (torch,
     scikit-learn: :data:`numerics.deps.INSTALL`) ends it with one line saying what to install, status 2."""
-    from replica.workers import terminate_raises
+    from replica.runtime.workers import terminate_raises
 
     from .deps import missing_line
 

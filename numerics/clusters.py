@@ -6,7 +6,7 @@ Data model: token ``ℓ`` of a sentence is drawn from cluster ``c_ℓ``,
 
 with cluster means ``μ_{ℓc} = a_{ℓc} u`` along one unit direction ``u`` orthogonal to the
 encodings (a Sylvester–Hadamard row ``/√d``, entries ±1/√d, half of each sign — the direction
-:meth:`replica.data.TokenStatistics.mixture` assumes), or any given ``(L, K, d)`` means. The
+:meth:`replica.symbolic.data.TokenStatistics.mixture` assumes), or any given ``(L, K, d)`` means. The
 teacher, target, students, risk and training are those of :mod:`numerics.simulate`;
 :class:`ClusterDataModel` only replaces the sampler (it has the ``sample(n, rng)`` and ``P``
 of :class:`numerics.data.DataModel`, so :func:`numerics.data.iter_batches` and
@@ -291,9 +291,9 @@ def theory(alpha: float, branch: str, omega: float = 0.3, p_same: float = 0.8,
     """The replica fixed point of ``attention_clusters`` on ``branch`` (cold start), in the
     simulator's names (``q_1a``...), with ``u_<name>``: the quadrature uncertainty
     ``quadrature_residual · |X|`` (at least 1e-12)."""
-    from replica.integrators import from_spec
-    from replica.registry import load_module
-    from replica.solver import Solver
+    from replica.numeric.integrators import from_spec
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver
 
     mod = load_module("attention_clusters")
     params = {"omega": omega, "p_same": p_same}
@@ -446,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{p.prog}: error: {e}", file=sys.stderr)
         return 2
     if args.json:
-        from replica import jsonio
+        from replica.artifacts import jsonio
 
         from .simulate import standard_error_reasons
 

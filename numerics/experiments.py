@@ -88,7 +88,7 @@ class RunCache:
         row and never a half-written one)."""
         import io
 
-        from replica.outputs import atomic_write_text
+        from replica.artifacts.outputs import atomic_write_text
 
         settings = dict(key[6])
         self.rows[key] = dict(run, lr=settings.get("lr"), value_init=settings.get("value_init"), lam=settings.get("lam"))
@@ -308,7 +308,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
                 raise ValueError(f"omegas must lie in [0, 1] (got {w})")
         from .simulate import resolve_device
 
-        from replica.outputs import check_output_dir
+        from replica.artifacts.outputs import check_output_dir
 
         device = str(resolve_device(args.device))
         out = check_output_dir(args.out, "out")
@@ -327,7 +327,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: finished GD runs are in value_matrix_runs.csv
-        from replica.workers import exit_status, interrupt_message
+        from replica.runtime.workers import exit_status, interrupt_message
 
         print(interrupt_message(prog, e, cache_root=Path(args.out) / "value_matrix_runs.csv"), file=sys.stderr)
         return exit_status(e)

@@ -4,9 +4,9 @@ For every point ``(init, α)`` (default: semantic init at α = 2 and positional 
 α = 0.5, ω = 0.3, the paper's parameters) and every ``d`` of a log-spaced list, the
 attention student is trained on several seeds (:func:`numerics.simulate.run_attention_seed`)
 and compared with the replica fixed point of the branch it was started on
-(:class:`replica.solver.Solver`, continued in α from the branch's home point, see
+(:class:`replica.numeric.solver.Solver`, continued in α from the branch's home point, see
 :func:`theory_point`). The linear baseline is run on the same seeds and compared
-with :func:`replica.solver.linear_baseline`. For each observable ``X ∈ {q, m, θ, ε_g, e_t}``
+with :func:`replica.numeric.solver.linear_baseline`. For each observable ``X ∈ {q, m, θ, ε_g, e_t}``
 and each ``d`` the study reports
 
 * the seed mean, its standard error ``SE = std/√K`` and the per-seed spread ``std``;
@@ -174,8 +174,8 @@ def theory_point(omega: float, alpha: float, branch: str, lam: float = 0.01,
     key = (round(omega, 12), round(alpha, 12), branch, lam, sigma, continuation)
     if key in _THEORY_CACHE:
         return _THEORY_CACHE[key]
-    from replica.registry import load_module
-    from replica.solver import Solver, linear_baseline
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver, linear_baseline
 
     module = load_module("attention")
     params = {"omega": float(omega)}

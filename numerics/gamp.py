@@ -156,9 +156,9 @@ def model_spec(model: str | ModuleType, parameters: Mapping[str, float] | None =
     import sympy as sp
 
     from replica.errors import ParameterError
-    from replica.registry import load_model, load_module
-    from replica.regularizers import L2, SeparableRegularizer
-    from replica.solver import Solver
+    from replica.artifacts.registry import load_model, load_module
+    from replica.symbolic.regularizers import L2, SeparableRegularizer
+    from replica.numeric.solver import Solver
 
     module = load_module(model) if isinstance(model, str) else model
     solver = Solver(module, parameters or {})  # validates names, domains and constraints
@@ -298,10 +298,10 @@ class OutputChannel:
         The lowest minimum over the module's starts and ``warm``; ``n_starts`` (with a
         ``warm`` start) keeps only the first module starts (1: ``h = ω``); with ``local`` the
         minimum reached from ``warm`` alone, which follows each sample's basin continuously
-        (no switching between minima). ``convention``: a local :class:`replica.prox.ProxConvention`
+        (no switching between minima). ``convention``: a local :class:`replica.numeric.prox.ProxConvention`
         takes the minimum reached by descent from its start instead, at every iteration (the
         theory's local convention; ``warm`` and ``local`` are then not used)."""
-        from replica.prox import local_prox, prox
+        from replica.numeric.prox import local_prox, prox
 
         n = omega.shape[0]
         z = self.nodes(omega, hstar, noise)
@@ -631,7 +631,7 @@ class GAMP:
     def __init__(self, spec: GampSpec, problem: GampProblem, damping: float = 0.0,
                  backend: str = "numpy", device: str = "cpu", prox_tol: float = 1e-12,
                  local_prox: bool = False, multistart_every: int = 10, prox: Any = None):
-        from replica.prox import prox_convention
+        from replica.numeric.prox import prox_convention
 
         self.convention = prox_convention(prox)
         if not 0.0 <= damping < 1.0:
@@ -811,7 +811,7 @@ def state_evolution(spec: GampSpec, alpha: float, x0: np.ndarray, iterations: in
     ``[x0, map(x0), map(map(x0)), ...]`` (``iterations`` applications, fewer if the state
     leaves the admissible domain). No branch is pinned (GAMP pins nothing)."""
     from replica.errors import InvalidStateError
-    from replica.solver import Solver
+    from replica.numeric.solver import Solver
 
     solver = Solver(spec.module, spec.parameters, rule=rule)
     xs = [np.asarray(x0, dtype=float)]
@@ -939,8 +939,8 @@ def expected_convergence(module: ModuleType, alpha: float, init: str, parameters
     where the RS fixed point is unstable -- replicon >= 1 or a prox switching between minima --
     GAMP cannot settle on it (docs/explanation/replicon.md).
     """
-    from replica.solver import Solver
-    from replica.stability import replicon_summary
+    from replica.numeric.solver import Solver
+    from replica.numeric.stability import replicon_summary
 
     branch = init if init in getattr(module, "BRANCHES", {}) else None
     fp = Solver(module, parameters or {}, branch=branch).solve_best(alpha)
@@ -957,7 +957,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from replica.commands.common import add_parameter_flags
+    from replica.cli.commands.common import add_parameter_flags
 
     p = _Parser(prog="python -m numerics.gamp",
                 description="GAMP (paper Appendix B, Algorithm 1) for a declared model: runs the algorithm "
@@ -1016,16 +1016,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, prog: str) -> int:
-    from replica import jsonio
-    from replica.commands.common import parameters_from_args
+    from replica.artifacts import jsonio
+    from replica.cli.commands.common import parameters_from_args
     from replica.errors import ReplicaError
-    from replica.registry import load_module
-    from replica.workers import exit_status
+    from replica.artifacts.registry import load_module
+    from replica.runtime.workers import exit_status
 
     try:
         _check_run(alpha=args.alpha, d=args.d, init=args.init, damping=args.damping, max_iter=args.max_iter,
                    tol=args.tol, n_test=args.n_test, seeds=args.seeds)
-        from replica.prox import prox_convention
+        from replica.numeric.prox import prox_convention
 
         prox_convention(args.prox)  # a bad name is refused before any work
         if args.iid_teacher and args.normalize_teacher:
@@ -1087,7 +1087,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         else:
             print(f"{prog}: warning: {failed} run(s) did not converge (see each seed's message and grad_norm); "
                   "try a larger --damping (fixed points are unchanged), more --max-iter, or --local-prox: where "
-                  "the prox switches between minima (replica.stability.replicon), the global-minimum GAMP cannot "
+                  "the prox switches between minima (replica.numeric.stability.replicon), the global-minimum GAMP cannot "
                   "settle", file=sys.stderr)
         return 1
     return 0

@@ -222,8 +222,8 @@ def plot_trajectories(path: str, png: str, show_ds: Sequence[int] | None = None)
 # --------------------------------------------------------------------------- fixed points
 def fixed_point_row(point: str, d: int, seed: int, gd: bool = True) -> dict:
     """Damped GAMP, GD on the same data, and the theory at one fixed-point study point."""
-    from replica.registry import load_module
-    from replica.solver import Solver
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver
 
     from .gamp import run_gamp_seed
     from .simulate import run_attention_seed
@@ -284,9 +284,9 @@ def replicon_check(d: int, seed: int = 0, probes: int = 20, omega: float = 0.3, 
     ``Z`` orthogonal to ``Ŵ``, ``Q*`` and ``p_1`` through one linearised iteration,
     ``δŴ = J (Fᵀ G F Z + A Z)`` (``G = ∂g/∂ω`` per sample at the fixed point, ``J = (λ + A)⁻¹``),
     and compares ``|δŴ|²/|Z|²`` (the fluctuation ratio ``Ψ'/Ψ``) with
-    :func:`replica.stability.replicon` at GAMP's own overlaps.
+    :func:`replica.numeric.stability.replicon` at GAMP's own overlaps.
     """
-    from replica.stability import replicon
+    from replica.numeric.stability import replicon
 
     from .gamp import GAMP, make_problem, model_spec, overlaps
 

@@ -114,7 +114,7 @@ def problem(model: str, params: Mapping[str, float]):
 
 @lru_cache(maxsize=32)
 def _problem(model: str, items: tuple):
-    from replica.registry import load_model
+    from replica.artifacts.registry import load_model
 
     from .problem import Problem
 
@@ -344,9 +344,9 @@ THEORY_KEYS = {"q": "q", "theta": "theta", "train_loss": "train_loss", "test_los
 def theory(model: str, alpha: float, params: dict[str, float], max_iter: int = 2000) -> dict[str, Any]:
     """``replica solve MODEL --alpha A --param ... --json`` in process: the replica-symmetric fixed
     point of the declared model (derivations/MODEL.py), as the CLI solves it."""
-    from replica.commands.solve import result_dict
-    from replica.registry import load_module
-    from replica.solver import Solver
+    from replica.cli.commands.solve import result_dict
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver
 
     module = load_module(model)
     fp = Solver(module, params, max_iter=max_iter).solve_best(alpha)
@@ -408,9 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit code (2 for bad input, 1 if a seed did not converge,
     130/143 when interrupted)."""
-    from replica import jsonio
+    from replica.artifacts import jsonio
     from replica.errors import ParameterError, ReplicaError
-    from replica.workers import exit_status, terminate_raises
+    from replica.runtime.workers import exit_status, terminate_raises
 
     parser = build_parser()
     a = parser.parse_args(argv)

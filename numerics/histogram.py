@@ -609,7 +609,7 @@ JSON_REASONS = {
 
 
 def _json(res: Mapping[str, Any]) -> str:
-    from replica import jsonio
+    from replica.artifacts import jsonio
 
     reasons = dict(JSON_REASONS)
     reasons.update({k + "_se": "a standard error needs at least two seeds" for k in
@@ -640,7 +640,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
 
         device = str(resolve_device(args.device))
         if args.plot:
-            from replica.outputs import check_output_file
+            from replica.artifacts.outputs import check_output_file
 
             check_output_file(args.plot, "plot")  # before the training, not after
         res = run(args.init, args.seeds, cfg, seed_start=args.seed_start, device=device, threads=args.threads,
@@ -656,7 +656,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line
-        from replica.workers import exit_status, interrupt_message
+        from replica.runtime.workers import exit_status, interrupt_message
 
         print(interrupt_message(prog, e).replace("; rerun to resume", ""), file=sys.stderr)
         return exit_status(e)

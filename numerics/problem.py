@@ -1,7 +1,7 @@
 """A declared model at finite size: the empirical risk built from the declaration itself.
 
 :class:`Problem` reads the same sympy objects the theory is derived from
-(:class:`replica.model.Model`): the token statistics (the spectral law's atoms: eigenvalues
+(:class:`replica.symbolic.model.Model`): the token statistics (the spectral law's atoms: eigenvalues
 ``gamma`` and positional projections ``pi``), the teacher fields and the channel or the target
 written into the loss, the student fields, the per-sample loss, the penalty and the observables.
 At dimension ``d`` and sample complexity ``alpha`` one *instance* (:meth:`Problem.instance`) is
@@ -180,7 +180,7 @@ class Fit:
 
 
 class Problem:
-    """The declared model ``model`` (a :class:`replica.model.Model`) at finite size (module docstring).
+    """The declared model ``model`` (a :class:`replica.symbolic.model.Model`) at finite size (module docstring).
 
     ``module`` is its generated module, which :meth:`measure` needs (the order parameters' names, the
     state observables); ``None`` suffices to draw instances, fit them and evaluate the risk.
@@ -490,12 +490,12 @@ class Problem:
                    seconds=time.perf_counter() - t0)
 
     def _penalty_of_rows(self, r: int):
-        """The declared penalty as a :class:`replica.regularizers.SeparableRegularizer` of rows of length
+        """The declared penalty as a :class:`replica.symbolic.regularizers.SeparableRegularizer` of rows of length
         ``r`` for :class:`numerics.train.TheoryRegularizer`: the model's own for ``r = self.r``, its
         restriction to the first component otherwise (which the simulator uses for the proximal map of
         a penalty that is a sum of one function per component, and which a per-component l2 such as
         ``L2([lam_Q, lam_K])`` cannot give itself)."""
-        from replica.regularizers import SeparableRegularizer
+        from replica.symbolic.regularizers import SeparableRegularizer
 
         if r == self.r:
             return SeparableRegularizer(self.penalty_expr, self.w_syms)

@@ -110,7 +110,7 @@ def check_output_csv(path: str | os.PathLike) -> None:
     """``path`` can be written (its directory exists and is writable; it is not a directory),
     checked before any training so that a typo does not cost the run its result. Raises
     ``ValueError`` (a :class:`replica.errors.ParameterError`) naming ``out``."""
-    from replica.outputs import check_output_file
+    from replica.artifacts.outputs import check_output_file
 
     check_output_file(path, "out")
 
@@ -436,7 +436,7 @@ def run_attention(
     untied=False, lam_K=None, l1=0, steps=5000, lr=0.15, optimizer='gd', n_test=10000,
     dtype='float64', P=None, variances=None, target=None, normalize_teacher=True, …``).
     ``threads``: torch CPU threads during the run (default 1, see :func:`torch_threads`; None
-    leaves torch's). ``cache``: a :class:`replica.cache.PointCache` holding every finished seed
+    leaves torch's). ``cache``: a :class:`replica.artifacts.cache.PointCache` holding every finished seed
     (see :func:`_cached_seed`), so that a rerun after an interrupt does not train it again.
 
     Returns ``{"model", "params", q, q_se, m, m_se, theta, theta_se, rho, rho_se,
@@ -507,7 +507,7 @@ def _seed_description(kind: str, seed: int, point: Mapping[str, Any]) -> dict[st
 
 
 def _cached_seed(cache: Any, kind: str, seed: int, point: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The result of a seed finished by an earlier run (``cache``: a :class:`replica.cache.PointCache`
+    """The result of a seed finished by an earlier run (``cache``: a :class:`replica.artifacts.cache.PointCache`
     or None), or None."""
     desc = _seed_description(kind, seed, point) if cache is not None else None
     return None if desc is None else cache.get("simulate", desc)
@@ -738,7 +738,7 @@ def complete_rows(out: str | os.PathLike, log: Callable[[str], None] = lambda s:
     good = [r for r in rows if _row_complete(r)]
     dropped = len(rows) - len(good) + (len(text.splitlines()) - len(lines))
     if dropped:
-        from replica.outputs import atomic_write
+        from replica.artifacts.outputs import atomic_write
 
         log(f"[sweep] {out}: {dropped} incomplete row(s) dropped (an interrupted write); their points run again")
         with atomic_write(out, "w", newline="", encoding="utf-8") as fh:
@@ -752,7 +752,7 @@ def _append_row(out: str | os.PathLike, values: Sequence[str]) -> None:
     """Add one row to the CSV ``out`` (header first if new), atomically: the file is rewritten
     to a temporary file and moved into place, so an interrupted run leaves every finished row
     and never a half-written one."""
-    from replica.outputs import atomic_write
+    from replica.artifacts.outputs import atomic_write
 
     old = ""
     if os.path.exists(out) and os.path.getsize(out) > 0:
@@ -951,7 +951,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         if args.iid_teacher and args.normalize_teacher:
             raise ValueError("--iid-teacher and --normalize-teacher contradict each other; give one "
                              "(the normalized teacher is the default)")
-        from replica.cache import cache_from_flags
+        from replica.artifacts.cache import cache_from_flags
 
         cache = cache_from_flags(args.cache, args.no_cache)
         shared = dict(sigma=args.sigma, A=A, r_t=args.rt, n_test=args.n_test, dtype=args.dtype,
@@ -980,7 +980,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line; finished seeds are in the cache
-        from replica.workers import exit_status, interrupt_message
+        from replica.runtime.workers import exit_status, interrupt_message
 
         kept = cache is not None and cache.enabled
         msg = interrupt_message(prog, e)
@@ -998,7 +998,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
             signal.signal(sig, signal.SIG_IGN)
         return exit_status(e)
     if args.json:
-        from replica import jsonio
+        from replica.artifacts import jsonio
 
         print(jsonio.dumps(res, standard_error_reasons(res), indent=1))
     else:

@@ -3,7 +3,7 @@
 :class:`SpectralProblem` is :class:`numerics.problem.Problem` (data, labels, loss, penalty and
 observables from the sympy declaration; the exact GLM solvers of :mod:`numerics.glm`) with the
 declaration's isotropic inputs replaced by the Gaussian covariate model of a well-specified
-:class:`replica.spectrum.Spectrum`: ``x ~ N(0, diag(lambda))`` at ``d = N`` (the number of modes) and
+:class:`replica.numeric.spectrum.Spectrum`: ``x ~ N(0, diag(lambda))`` at ``d = N`` (the number of modes) and
 the teacher ``Q* = theta``, the spectrum's weights, fixed for every seed (only the training and test
 sets are redrawn). The measured ``q = wᵀΩw/N`` and ``theta = θᵀΩw/N`` are then those of
 ``replica solve MODEL --spectrum FILE.csv``.
@@ -16,7 +16,7 @@ from typing import Mapping
 import numpy as np
 
 from replica.errors import ParameterError
-from replica.spectrum import Spectrum
+from replica.numeric.spectrum import Spectrum
 
 from .problem import Instance, Problem
 

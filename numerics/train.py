@@ -47,10 +47,10 @@ import sympy as sp
 import torch
 from torch import nn
 
-from replica.regularizers import L2 as TheoryL2
-from replica.regularizers import ElasticNet as TheoryElasticNet
-from replica.regularizers import Regularizer as TheoryPenalty
-from replica.regularizers import SeparableRegularizer
+from replica.symbolic.regularizers import L2 as TheoryL2
+from replica.symbolic.regularizers import ElasticNet as TheoryElasticNet
+from replica.symbolic.regularizers import Regularizer as TheoryPenalty
+from replica.symbolic.regularizers import SeparableRegularizer
 
 __all__ = [
     "Regularizer",
@@ -99,20 +99,20 @@ class Regularizer:
 
 
 class TheoryRegularizer(Regularizer):
-    """A penalty of :mod:`replica.regularizers` -- the very sympy expression the theory uses --
+    """A penalty of :mod:`replica.symbolic.regularizers` -- the very sympy expression the theory uses --
     applied to a torch weight matrix ``W`` (``d x r``): ``r(W) = Σ_rows r(w)`` (docs/explanation/theory.md §1).
 
     The expression is lambdified to torch once per ``r``. Its terms with ``Abs`` form the
     non-smooth part, which must be a sum over the coordinates of one scalar function ``g(w_i)``
     (l1-type penalties); its proximal map is the theory's closed form
-    (:meth:`replica.regularizers.SeparableRegularizer.scalar_prox`: soft thresholding for l1),
+    (:meth:`replica.symbolic.regularizers.SeparableRegularizer.scalar_prox`: soft thresholding for l1),
     applied entrywise. The rest is the smooth part (autograd).
     """
 
     def __init__(self, theory: TheoryPenalty | Callable[[int], TheoryPenalty], values: Mapping[sp.Symbol, float],
                  name: str = ""):
         """``theory``: the penalty, or a function of the row length ``r`` returning it (for
-        penalties declared per ``r``, like :class:`replica.regularizers.ElasticNet`)."""
+        penalties declared per ``r``, like :class:`replica.symbolic.regularizers.ElasticNet`)."""
         self.theory, self.values, self.name = theory, dict(values), name or type(self).__name__
         self._parts: dict[int, tuple] = {}
         self.has_prox = self._split(1)[1] is not None
@@ -170,7 +170,7 @@ class TheoryRegularizer(Regularizer):
 
 
 class L2(TheoryRegularizer):
-    """Ridge ``r(w) = (λ/2)‖w‖²`` -- the theory's :class:`replica.regularizers.L2`."""
+    """Ridge ``r(w) = (λ/2)‖w‖²`` -- the theory's :class:`replica.symbolic.regularizers.L2`."""
 
     def __init__(self, lam: float) -> None:
         if not (lam >= 0):
@@ -181,7 +181,7 @@ class L2(TheoryRegularizer):
 
 class ElasticNet(TheoryRegularizer):
     """Elastic net ``r(w) = l1 ‖w‖₁ + (l2/2)‖w‖²`` (``l2 = 0``: the lasso) -- the theory's
-    :class:`replica.regularizers.ElasticNet`; the ℓ1 part by soft thresholding after each
+    :class:`replica.symbolic.regularizers.ElasticNet`; the ℓ1 part by soft thresholding after each
     gradient step (proximal GD)."""
 
     def __init__(self, l1: float, l2: float = 0.0) -> None:

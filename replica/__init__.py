@@ -1,13 +1,13 @@
 """replica: replica-symmetric saddle-point equations from sympy models.
 
 Declare a :class:`Model`, derive it with :class:`Derivation`, export LaTeX with
-:func:`replica.latex.write_latex`, generate a numeric module with
+:func:`replica.symbolic.latex.write_latex`, generate a numeric module with
 :func:`replica.codegen.write_module` (or load one by name, regenerated when stale, with
-:func:`replica.registry.load_module`), solve it with :class:`replica.solver.Solver`, and follow
+:func:`replica.artifacts.registry.load_module`), solve it with :class:`replica.numeric.solver.Solver`, and follow
 its branches with :mod:`replica.phase`. The layers: docs/explanation/architecture.md.
 
 The symbolic names below are imported lazily, so that solving a generated module
-(``replica.solver``) never imports sympy.
+(``replica.numeric.solver``) never imports sympy.
 """
 from __future__ import annotations
 
@@ -16,22 +16,23 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "SpectralAtom": "data", "TokenStatistics": "data",
-    "Derivation": "derivation", "Equation": "derivation", "SaddlePoint": "derivation",
-    "ConvergenceError": "errors", "DeclarationError": "errors", "InvalidStateError": "errors",
-    "ParameterError": "errors", "ReplicaError": "errors",
-    "Constraint": "constraints", "Domain": "model", "Model": "model", "row_stochastic": "constraints",
-    "OrderParameters": "order_parameters", "TokenReduction": "order_parameters",
-    "L2": "regularizers", "Regularizer": "regularizers", "SeparableRegularizer": "regularizers",
-    "L1": "regularizers", "ElasticNet": "regularizers",
-    "Observable": "observables", "TestObservable": "observables", "EntropicObservable": "observables",
-    "StateObservable": "observables", "classification_error": "observables",
-    "student_teacher_angle": "observables",
-    "Channel": "channels", "Sign": "channels", "Probit": "channels", "LabelFlip": "channels",
-    "Thresholds": "channels", "Argmax": "channels",
-    "cholesky_lower": "symbolic", "fields": "symbolic", "matrix_parameter": "symbolic",
-    "parameter": "symbolic", "softmax_rows": "symbolic", "symbol": "symbolic", "teacher_fields": "symbolic",
-    "Solver": "solver", "FixedPoint": "solver", "linear_baseline": "solver",
+    "SpectralAtom": "symbolic.data", "TokenStatistics": "symbolic.data", "Derivation": "symbolic.derivation",
+    "Equation": "symbolic.derivation", "SaddlePoint": "symbolic.derivation", "ConvergenceError": "errors",
+    "DeclarationError": "errors", "InvalidStateError": "errors", "ParameterError": "errors",
+    "ReplicaError": "errors", "Constraint": "symbolic.constraints", "Domain": "symbolic.model",
+    "Model": "symbolic.model", "row_stochastic": "symbolic.constraints",
+    "OrderParameters": "symbolic.order_parameters", "TokenReduction": "symbolic.order_parameters",
+    "L2": "symbolic.regularizers", "Regularizer": "symbolic.regularizers",
+    "SeparableRegularizer": "symbolic.regularizers", "L1": "symbolic.regularizers",
+    "ElasticNet": "symbolic.regularizers", "Observable": "symbolic.observables",
+    "TestObservable": "symbolic.observables", "EntropicObservable": "symbolic.observables",
+    "StateObservable": "symbolic.observables", "classification_error": "symbolic.observables",
+    "student_teacher_angle": "symbolic.observables", "Channel": "symbolic.channels", "Sign": "symbolic.channels",
+    "Probit": "symbolic.channels", "LabelFlip": "symbolic.channels", "Thresholds": "symbolic.channels",
+    "Argmax": "symbolic.channels", "cholesky_lower": "symbolic.symbols", "fields": "symbolic.symbols",
+    "matrix_parameter": "symbolic.symbols", "parameter": "symbolic.symbols", "softmax_rows": "symbolic.symbols",
+    "symbol": "symbolic.symbols", "teacher_fields": "symbolic.symbols", "Solver": "numeric.solver",
+    "FixedPoint": "numeric.solver", "linear_baseline": "numeric.solver",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -3,7 +3,7 @@
 Every check raises :class:`~replica.errors.ParameterError` naming the parameter, so that
 the command line turns it into a one-line message (exit status 2) instead of a traceback,
 a silent ``nan`` or minutes of work on a meaningless request. The command line, the
-:class:`~replica.solver.Solver` and the quadrature rules all call these functions, so a
+:class:`~replica.numeric.solver.Solver` and the quadrature rules all call these functions, so a
 bad value is refused the same way whichever door it comes in by.
 """
 from __future__ import annotations

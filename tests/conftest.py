@@ -30,7 +30,7 @@ def _quiet_overflow():
 
 def pytest_configure(config):
     # A stale committed generated module must fail loudly here, not be rewritten under the drift
-    # tests (replica.freshness); the CLI subprocesses the tests start inherit this.
+    # tests (replica.artifacts.freshness); the CLI subprocesses the tests start inherit this.
     import os as _os
 
     _os.environ["REPLICA_FROZEN_TREE"] = "1"
@@ -44,10 +44,10 @@ def pytest_configure(config):
         config.option.markexpr = ""
     # pytest-xdist (addopts: -n auto) runs the tests in one worker process per CPU. Each worker's compiled
     # averages, and the CLI processes it starts, then run on its share of the CPUs instead of all of them
-    # (REPLICA_THREADS; the sums do not depend on the thread count, replica.energetic.chunk_map).
+    # (REPLICA_THREADS; the sums do not depend on the thread count, replica.numeric.energetic.chunk_map).
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
     if workers.isdigit() and int(workers) > 1:
-        from replica.executors import available_cpus
+        from replica.runtime.executors import available_cpus
 
         os.environ.setdefault("REPLICA_THREADS", str(max(1, available_cpus() // int(workers))))
 

@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from replica import Derivation, Domain, Model, parameter
-from replica.accuracy import solve_to_accuracy, values, with_error_bars
+from replica.numeric.accuracy import solve_to_accuracy, values, with_error_bars
 from replica.codegen import write_module
-from replica.integrators import AlignedEntropicRule
-from replica.quadrature import gauss_hermite
-from replica.registry import _import_path
-from replica.regularizers import L1
-from replica.solver import Solver
+from replica.numeric.integrators import AlignedEntropicRule
+from replica.numeric.quadrature import gauss_hermite
+from replica.artifacts.registry import _import_path
+from replica.symbolic.regularizers import L1
+from replica.numeric.solver import Solver
 from tests.oracles import state_evolution
 
 #: solve keys (token 1) -> oracle keys
@@ -78,10 +78,10 @@ def test_ridge_bars_cover_the_closed_form(ridge):
 @pytest.mark.parametrize("rule", ["default", "aligned"])
 def test_lasso_default_bars_cover_the_state_evolution(lasso, rule):
     """Both kink-aware entropic rules -- the default one from the module's closed-form kinks
-    (replica.kinks) and the aligned one that locates them numerically -- are exact to ~1e-10
+    (replica.numeric.kinks) and the aligned one that locates them numerically -- are exact to ~1e-10
     here; the bars (dominated by what the iteration left) still cover the true error."""
-    from replica.kinks import EntropicKinkRule
-    from replica.solver import ALIGNED_ORDER
+    from replica.numeric.kinks import EntropicKinkRule
+    from replica.numeric.solver import ALIGNED_ORDER
 
     oracle = state_evolution("lasso", 2.0, lam1=0.1, Delta=0.0)
     kw = {} if rule == "default" else {"entropic_rule": AlignedEntropicRule(len(lasso.ENTROPIC_GAUSSIANS),
@@ -222,7 +222,7 @@ def test_iteration_bar_covers_a_poor_newton_jacobian():
     be: the default logistic solve once left q 2.4e-10 off under a 1.5e-10 bar): the corrected
     state's second correction measures the contraction, and the geometric series over it covers
     what the iteration left (a bar of 2x the one-step correction alone would cover a third)."""
-    from replica.registry import load_module
+    from replica.artifacts.registry import load_module
 
     oracle = state_evolution("logistic", 2.0, lam=0.1)
     solver = Solver(load_module("logistic"), {"lam": 0.1}, error_estimate=False, tol=1e-6)
@@ -241,7 +241,7 @@ def test_iteration_bar_is_a_geometric_series_over_the_contraction(ridge):
     correction over the first; nan (unknown) where the correction does not contract."""
     from dataclasses import replace
 
-    from replica.accuracy import ITERATION_SAFETY, bars, contraction
+    from replica.numeric.accuracy import ITERATION_SAFETY, bars, contraction
 
     solver = Solver(ridge, {"lam": 0.1, "Delta": 0.25}, error_estimate=False, tol=1e-6)
     fp = solver.solve(2.0)
@@ -271,7 +271,7 @@ def test_logistic_accuracy_1e6_is_reached():
 def test_entries_of_a_matrix_parameter_are_relative_to_the_matrix():
     """An off-diagonal overlap that is zero by symmetry is judged against its matrix (normwise
     relative), a scalar against itself; names that merely contain '_' (psi_t, eps_g) stay scalars."""
-    from replica.accuracy import sizes
+    from replica.numeric.accuracy import sizes
 
     s = sizes({"q_1_11": 3.0, "q_1_12": 7.6e-11, "q_1_22": -3.5, "theta_1": 0.2, "theta_2": 1e-9,
                "q": 0.5, "psi_t": -1e-8, "eps_g": 2e-3, "qhat_1_12": -2e-13, "qhat_1_11": 0.07})
@@ -279,12 +279,12 @@ def test_entries_of_a_matrix_parameter_are_relative_to_the_matrix():
     assert s["qhat_1_12"] == 0.07 and s["q"] == 0.5 and s["psi_t"] == 1e-8 and s["eps_g"] == 2e-3
 
 
-# The jump check (replica.accuracy.jump_check): a second rule family where the argmin of the
+# The jump check (replica.numeric.accuracy.jump_check): a second rule family where the argmin of the
 # bracket jumps; it must stay out of the way where nothing jumps (the closed-form checks above).
 def test_jump_check_is_silent_where_the_argmin_never_jumps(ridge, lasso):
     """Square loss: a convex bracket, one minimum per node, no line sees a jump; the bars stay the
     refinements' (the 1e-6 tests above rely on it)."""
-    from replica.accuracy import jump_check
+    from replica.numeric.accuracy import jump_check
 
     for module, params in ((ridge, {"lam": 0.1, "Delta": 0.25}), (lasso, {"lam1": 0.1, "Delta": 0.0})):
         solver = Solver(module, params, "centered", error_estimate=False)
@@ -292,8 +292,8 @@ def test_jump_check_is_silent_where_the_argmin_never_jumps(ridge, lasso):
 
 
 def test_jump_check_refuses_models_without_pre_integration():
-    from replica.accuracy import jump_check
-    from replica.registry import load_module
+    from replica.numeric.accuracy import jump_check
+    from replica.artifacts.registry import load_module
 
     logistic = load_module("logistic")
     solver = Solver(logistic, {"lam": 0.1}, "centered", error_estimate=False)
@@ -304,8 +304,8 @@ def test_jump_check_refuses_models_without_pre_integration():
 def test_jump_check_sees_the_switches_of_the_paper_model(attention):
     """Semantic branch, alpha = 2 (the paper point): the argmin jumps on the check's lines, and
     the tensor rule's fixed point moves by ~1e-4 against the jump-aware one (docs/reference/accuracy.md)."""
-    from replica.accuracy import jump_check
-    from replica.integrators import from_spec
+    from replica.numeric.accuracy import jump_check
+    from replica.numeric.integrators import from_spec
 
     solver = Solver(attention, {"omega": 0.3}, "semantic", rule=from_spec("default", attention, "semantic"),
                     error_estimate=False)
@@ -323,8 +323,8 @@ def test_jump_check_beside_the_ladder_changes_nothing(attention, monkeypatch):
     submitted at once), gives every number and bar bit for bit."""
     import concurrent.futures
 
-    import replica.accuracy as acc
-    from replica.integrators import from_spec
+    import replica.numeric.accuracy as acc
+    from replica.numeric.integrators import from_spec
 
     def solved():
         solver = Solver(attention, {"omega": 0.3}, "semantic", rule=from_spec("default", attention, "semantic"),

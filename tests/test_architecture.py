@@ -75,8 +75,8 @@ def test_no_import_cycles_in_the_library():
     inside a function either: those count too, except the documented lazy ones of the CLI and the
     generation path, which import sympy or scipy only when needed)."""
     files = [p for p in LIB.rglob("*.py")]
-    lazy_ok = {"replica.registry", "replica.commands.derive", "replica.commands.generate", "replica.commands.phase",
-               "replica.commands.figures", "replica.commands.common"}
+    lazy_ok = {"replica.artifacts.registry", "replica.cli.commands.derive", "replica.cli.commands.generate", "replica.cli.commands.phase",
+               "replica.cli.commands.figures", "replica.cli.commands.common"}
     graph = {}
     for p in files:
         name = _module_name(p)
@@ -106,7 +106,7 @@ def test_core_knows_no_application():
     command line (the top layer) and the applications themselves do."""
     for p in LIB.rglob("*.py"):
         name = _module_name(p)
-        if name.startswith(("replica.applications", "replica.commands")):
+        if name.startswith(("replica.applications", "replica.cli.commands")):
             continue
         deps = _imports(p, top_level_only=False)
         bad = {d for d in deps if d.startswith(("replica.applications", "derivations"))}
@@ -128,7 +128,7 @@ def test_numeric_cli_path_imports_no_sympy():
 # --------------------------------------------------------------------------- thin modules, compiled unit
 def test_generated_modules_are_thin():
     """A generated module holds the model's mathematics only: the generic kernels live once, in the library."""
-    import replica.kernels as kernels
+    import replica.numeric.kernels as kernels
 
     for p in (ROOT / "derivations" / "generated").glob("[!_]*.py"):
         text = p.read_text()
@@ -137,7 +137,7 @@ def test_generated_modules_are_thin():
 
 
 def test_compiled_unit_is_assembled_in_the_cache(attention, tmp_path, monkeypatch):
-    from replica import compiled
+    from replica.numeric import compiled
 
     monkeypatch.delenv("REPLICA_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -159,10 +159,10 @@ def test_backend_interface_selects_sections(tmp_path):
     has no per-node leaves and runs on the numpy path; the numpy backend is required."""
     from replica import Derivation
     from replica.codegen import NodeBackend, NumpyBackend, generate_module
-    from replica.compiled import has_node_kernels
+    from replica.numeric.compiled import has_node_kernels
     from replica.errors import DeclarationError
-    from replica.registry import _import_path, load_model
-    from replica.solver import Solver
+    from replica.artifacts.registry import _import_path, load_model
+    from replica.numeric.solver import Solver
 
     d = Derivation(load_model("ridge"))
     path = tmp_path / "ridge_numpy_only.py"
@@ -201,9 +201,9 @@ def test_editing_a_declaration_regenerates_its_module(tmp_path):
     edited, err = _solve_json(decl)
     assert "declaration changed" in err
     assert edited["q"] != pytest.approx(first["q"], rel=1e-6)
-    from replica.quadrature import gauss_hermite
-    from replica.registry import _import_path
-    from replica.solver import Solver
+    from replica.numeric.quadrature import gauss_hermite
+    from replica.artifacts.registry import _import_path
+    from replica.numeric.solver import Solver
 
     mod = _import_path(tmp_path / "generated" / "myridge.py", prefix="check_")
     fp = Solver(mod, branch="centered", rule=gauss_hermite(3, 10)).solve(1.5)
@@ -211,7 +211,7 @@ def test_editing_a_declaration_regenerates_its_module(tmp_path):
 
 
 def test_a_stale_module_that_cannot_be_written_is_refused(tmp_path, monkeypatch):
-    import replica.registry as registry
+    import replica.artifacts.registry as registry
 
     decl = tmp_path / "frozen_ridge.py"
     decl.write_text(RIDGE)
@@ -225,7 +225,7 @@ def test_a_stale_module_that_cannot_be_written_is_refused(tmp_path, monkeypatch)
 
 def test_stamps_track_declaration_imports(tmp_path):
     """A declaration's hash follows the local modules it imports (e.g. a shared constants file)."""
-    from replica.freshness import declaration_files, declaration_hash
+    from replica.artifacts.freshness import declaration_files, declaration_hash
 
     (tmp_path / "shared_consts.py").write_text("LAM = 0.1\n")
     decl = tmp_path / "user_model.py"
@@ -263,9 +263,9 @@ def test_declared_observables_reach_solver_json_latex_and_phase(tmp_path):
     assert list(out)[list(out).index("eps_g"):][:6] == ["eps_g", "eps_g_error", "overlap", "overlap_error",
                                                           "mse", "mse_error"]
     from replica import Derivation
-    from replica.latex import markdown_document
+    from replica.symbolic.latex import markdown_document
     from replica.phase import SolverSettings, follow_branch
-    from replica.registry import load_model, load_module
+    from replica.artifacts.registry import load_model, load_module
 
     md = markdown_document(Derivation(load_model(str(decl))))
     assert r"\rho_{h h^*} = \mathbb{E}\left[" in md and "test squared error" in md
@@ -335,7 +335,7 @@ def test_new_model_gets_its_phase_crossing_from_the_core(tmp_path, monkeypatch):
     entropies agree to the root finder's xtol times the slope dPhi/dalpha; at alpha_l the content
     branch's test error is the linear baseline's."""
     from replica.phase import CrossingStatus, SolverSettings, phase_point
-    from replica.registry import load_module
+    from replica.artifacts.registry import load_module
 
     monkeypatch.setenv("REPLICA_BACKEND", "numpy")   # a 4-D rule of 6^4 nodes: no compile needed
     decl = tmp_path / "content_place.py"
@@ -356,7 +356,7 @@ def test_new_model_gets_its_phase_crossing_from_the_core(tmp_path, monkeypatch):
     pl = min(r.curves["content"].points, key=lambda q: abs(q.alpha - r.alpha_l.value))
     assert abs(pl.eps_g - r.eps_lin) < 1e-5 * max(1.0, r.eps_lin) + abs(pl.alpha - r.alpha_l.value)
     # the merge structure is derived from the pinned sets: both branches merge into "neither"
-    from replica.branches import defining_families, merge_target
+    from replica.numeric.branches import defining_families, merge_target
 
     assert [merge_target(mod, b) for b in ("content", "place")] == ["neither", "neither"]
     assert defining_families(mod, "content") == ["theta"] and defining_families(mod, "place") == ["m"]
@@ -377,7 +377,7 @@ def test_simulator_maps_match_the_declaration():
 
     from numerics.data import MixedTarget, softmax_row_gram
     from replica.applications.attention.paper import PAPER_A
-    from replica.registry import load_model
+    from replica.artifacts.registry import load_model
 
     m = load_model("attention_tied")
     d = {s.name: v for s, v in m.defaults.items()}

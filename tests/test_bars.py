@@ -11,7 +11,7 @@ Three mechanisms by which bars under-covered, one block each:
   ``y = tanh(h*)``): the prox's kinks lie on curves of the Gaussian plane that tensor Gauss--Hermite
   does not see; it converged erratically and its refinements differed by less than their error
   (5-10 % off, V's bar 13x too small at ``--accuracy 1e-3``). Now its kinks are located on every line
-  (``replica.kinks.LineKinkIntegrator``, the default rule of such models). Reference: a
+  (``replica.numeric.kinks.LineKinkIntegrator``, the default rule of such models). Reference: a
   one-dimensional state evolution written below (the average over the student's centre given the
   teacher in closed form between the hinge's kinks, then ``scipy.integrate.quad`` over ``h*``).
 * a scrambled Sobol rule: the scramblings' spread is taken on the rule whose values are reported
@@ -27,13 +27,13 @@ import pytest
 import sympy as sp
 
 from replica import L2, Derivation, Domain, Model, TokenStatistics, fields, parameter, teacher_fields
-from replica.accuracy import solve_to_accuracy, state_sizes, values
+from replica.numeric.accuracy import solve_to_accuracy, state_sizes, values
 from replica.codegen import write_module
-from replica.commands.solve import result_dict
-from replica.integrators import from_spec
-from replica.kinks import KinkIntegrator, LineKinkIntegrator
-from replica.registry import _import_path, load_module
-from replica.solver import Solver
+from replica.cli.commands.solve import result_dict
+from replica.numeric.integrators import from_spec
+from replica.numeric.kinks import KinkIntegrator, LineKinkIntegrator
+from replica.artifacts.registry import _import_path, load_module
+from replica.numeric.solver import Solver
 from tests.oracles import state_evolution
 from tests.oracles.common import (l2_entropic_map, l2_entropic_potential, ncdf, npdf, solve_fixed_point,
                                   trace_potential)
@@ -261,7 +261,7 @@ def test_the_line_rule_converges_geometrically_on_the_smooth_teacher(hinge_tanh)
 def test_a_channel_rule_is_split_into_scramblings_not_labels():
     """``logistic --quadrature sobol:3``: the rule repeats its Gaussian points once per label value;
     each scrambling alone must carry every label (weights summing to the number of labels)."""
-    from replica import rqmc
+    from replica.numeric import rqmc
 
     mod = load_module("logistic")
     s = Solver(mod, {"lam": 0.1}, rule=from_spec("sobol:3", mod), error_estimate=False)

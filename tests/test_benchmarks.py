@@ -12,8 +12,8 @@ import pytest
 
 from benchmarks.notebook_baseline import fixed_point_update
 from replica.applications.attention.paper import PAPER_A
-from replica.quadrature import gauss_hermite
-from replica.solver import Solver
+from replica.numeric.quadrature import gauss_hermite
+from replica.numeric.solver import Solver
 
 PARAMS = dict(omega=0.3, sigma=0.5, lam=0.01, A=[list(row) for row in PAPER_A])
 

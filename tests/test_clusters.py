@@ -3,7 +3,7 @@
 Gaussian-mixture tokens with correlated labels go through the same path as every model:
 declaration (``derivations/attention_clusters.py``) -> Derivation (slot order parameters,
 one-hot label indicators) -> generated module (``DISCRETE`` coordinates) -> Solver (Gaussian
-rules x label configurations, :mod:`replica.labels`) -> simulator (:mod:`numerics.clusters`).
+rules x label configurations, :mod:`replica.numeric.labels`) -> simulator (:mod:`numerics.clusters`).
 
 Fast tests: declarations, the bracket against a hand-typed oracle for every label
 configuration, the envelope gradient by finite differences, product rules, the reduction to
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replica.quadrature import gauss_hermite
+from replica.numeric.quadrature import gauss_hermite
 
 ROOT = Path(__file__).resolve().parent.parent
 SAME = {f"sigma_{s}": 0.5 for s in ("1a", "1b", "2a", "2b")} | {f"mu_{s}": 0.0 for s in ("1a", "1b", "2a", "2b")}
@@ -123,7 +123,7 @@ def test_slot_order_parameters_and_equation_factors():
 
     from derivations.attention_clusters import model
     from replica import Derivation
-    from replica.potentials import trace_potential
+    from replica.symbolic.potentials import trace_potential
 
     d = Derivation(model)
     names = [s.name for s in d.order_symbols]
@@ -174,7 +174,7 @@ def test_bracket_matches_oracle_in_every_configuration(clusters):
 def test_envelope_gradient_by_finite_differences(clusters):
     """dPsi_y/dx of every slot parameter (envelope theorem through the one-hot combinations,
     averaged over labels) vs central differences of Psi_y on the same product rule."""
-    from replica.solver import Solver
+    from replica.numeric.solver import Solver
 
     s = Solver(clusters, rule=gauss_hermite(4, 5))
     rng = np.random.default_rng(3)
@@ -190,9 +190,9 @@ def test_envelope_gradient_by_finite_differences(clusters):
 
 
 def test_product_rule_and_folding(clusters):
-    from replica.integrators import QuadratureIntegrator
-    from replica.labels import LabelledRule, label_law, labelled
-    from replica.solver import Solver
+    from replica.numeric.integrators import QuadratureIntegrator
+    from replica.numeric.labels import LabelledRule, label_law, labelled
+    from replica.numeric.solver import Solver
 
     p = Solver(clusters, {"p_same": 0.3}).p
     base = gauss_hermite(4, 4)
@@ -220,7 +220,7 @@ def test_product_rule_and_folding(clusters):
 def test_identical_clusters_reproduce_attention_tied(clusters, attention, branch, alpha):
     """Two identical clusters (same sigma, zero means) with any label law: every slot sits at
     the tied model's fixed point (same Gaussian rule, so to solver precision)."""
-    from replica.solver import Solver
+    from replica.numeric.solver import Solver
 
     kw = dict(branch=branch, rule=gauss_hermite(4, 8), test_rule=gauss_hermite(4, 10), tol=1e-10)
     ft = Solver(attention, **kw).solve(alpha)
@@ -237,7 +237,7 @@ def test_identical_clusters_reproduce_attention_tied(clusters, attention, branch
 def test_positional_fixed_point_has_one_weight_vector(clusters):
     """Structure of any fixed point with isotropic clusters (one student vector Q):
     q_s, V_s, theta_s proportional to sigma_s^2, and m_s = mu_s k_u + pi_l k_p (docs/explanation/theory.md §8)."""
-    from replica.solver import Solver
+    from replica.numeric.solver import Solver
 
     fp = Solver(clusters, branch="positional", rule=gauss_hermite(4, 6), test_rule=gauss_hermite(4, 8)).solve(0.5)
     pd = fp.parameters
@@ -255,7 +255,7 @@ def test_positional_fixed_point_has_one_weight_vector(clusters):
 
 
 def test_linear_baseline_with_labels(clusters, attention):
-    from replica.solver import linear_baseline
+    from replica.numeric.solver import linear_baseline
 
     same = linear_baseline(clusters, SAME)[0]
     assert same == pytest.approx(linear_baseline(attention)[0], rel=1e-10)
@@ -279,7 +279,7 @@ def test_linear_baseline_with_labels(clusters, attention):
 
 def test_quadrature_specs(clusters):
     from replica.errors import ParameterError
-    from replica.integrators import from_spec
+    from replica.numeric.integrators import from_spec
 
     assert from_spec("auto", clusters, "positional").kind == "gauss-hermite"
     with pytest.raises(ParameterError, match="labels"):
@@ -351,8 +351,8 @@ def test_tiny_simulation_runs():
 @pytest.mark.slow
 def test_committed_exports_are_up_to_date():
     from replica import Derivation
-    from replica.latex import latex_document, markdown_document
-    from replica.registry import load_model
+    from replica.symbolic.latex import latex_document, markdown_document
+    from replica.artifacts.registry import load_model
 
     # through the registry, as `replica export` does: the stamp records the declaration's hash
     d = Derivation(load_model("attention_clusters"))

@@ -38,8 +38,8 @@ import math
 import numpy as np
 import pytest
 
-from replica.registry import load_module
-from replica.solver import Solver
+from replica.artifacts.registry import load_module
+from replica.numeric.solver import Solver
 
 LAM1, LAM2, SIGMA = 0.003, 0.01, 0.5
 #: name -> (branch, alpha, simulator init, positional init overlap m_0 or None)

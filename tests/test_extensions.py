@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from replica.integrators import QuadratureIntegrator
-from replica.quadrature import QuadratureRule, gauss_hermite
-from replica.registry import load_module
-from replica.solver import Solver
+from replica.numeric.integrators import QuadratureIntegrator
+from replica.numeric.quadrature import QuadratureRule, gauss_hermite
+from replica.artifacts.registry import load_module
+from replica.numeric.solver import Solver
 
 
 def _embedded_rule(order: int) -> QuadratureRule:
@@ -100,7 +100,7 @@ def test_untied_with_key_pinned_to_query_is_the_tied_model(tmp_path):
     from derivations import attention_tied, attention_untied
     from replica import Derivation
     from replica.codegen import write_module
-    from replica.registry import _import_path
+    from replica.artifacts.registry import _import_path
 
     dt = Derivation(attention_tied.build())
     du = Derivation(attention_untied.build(pin_key=True, name="untied_pinned"))
@@ -196,7 +196,7 @@ def test_L3_encodings_have_the_law_of_the_simulator_encodings():
     pytest.importorskip("torch")
     from derivations.attention_L3 import model
     from numerics.data import default_positional_encodings
-    from replica.data import TokenStatistics
+    from replica.symbolic.data import TokenStatistics
 
     d = 200
     emp = TokenStatistics.from_covariances([np.full(d, 0.25)] * 3, default_positional_encodings(3, d))
@@ -287,8 +287,8 @@ def _output_encoding_term(name: str, order: dict, d: int, n: int = 8) -> float:
     against ``eps_g = 0.0041``. It enters ``eps_g`` once and ``e_t = R/d`` ``alpha`` times.
     """
     from numerics.data import default_positional_encodings
-    from replica.order_parameters import OrderParameters
-    from replica.registry import load_model
+    from replica.symbolic.order_parameters import OrderParameters
+    from replica.artifacts.registry import load_model
 
     model = load_model(name)
     ops = OrderParameters(model.L, model.r, model.r_t, model.reduction)
@@ -455,7 +455,7 @@ def test_theory_matches_simulation_d400(point):
 @pytest.mark.slow
 @pytest.mark.parametrize("point", list(POINTS))
 def test_default_6d_rule_reproduces_the_reference_fixed_points(point):
-    """The default rule in 6 dimensions (tensor Gauss-Hermite of order 6, replica/quadrature.py) started
+    """The default rule in 6 dimensions (tensor Gauss-Hermite of order 6, replica/numeric/quadrature.py) started
     at the order-8 fixed point stays there within its measured error (benchmarks/quadrature_6d.py:
     <= 1.5e-3 relative on q, m, theta of the untied model). L3_pos is quadrature-limited: from the
     reference state GH orders 6, 7, 8 give q = 0.1196, 0.1187, 0.1183 and m_1 = 0.0914, 0.0969,

@@ -4,7 +4,7 @@
   on the positional one) leaves every needed average unchanged;
 * the generated per-node scalar code (plain Python here, compiled by numba in the solver)
   matches the vectorised numpy functions, and the generic fused kernel matches
-  :func:`replica.prox.prox`;
+  :func:`replica.numeric.prox.prox`;
 * the numba backend (when installed) and the numpy backend solve to the same fixed point;
 * ``error_estimate=False`` only drops the companion-rule residual.
 """
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from replica.errors import ParameterError
-from replica.integrators import QuadratureIntegrator, fold_nodes
-from replica.compiled import compiled, numba_available
-from replica.prox import prox
-from replica.quadrature import gauss_hermite, smolyak
-from replica.solver import Solver
+from replica.numeric.integrators import QuadratureIntegrator, fold_nodes
+from replica.numeric.compiled import compiled, numba_available
+from replica.numeric.prox import prox
+from replica.numeric.quadrature import gauss_hermite, smolyak
+from replica.numeric.solver import Solver
 
 SEMANTIC = np.array([0.11481652, 12.669502, 0.0, 0.15815315])
 POSITIONAL = np.array([0.030515188, 20.308367, 0.22169809, 0.0])
@@ -103,7 +103,7 @@ def test_node_functions_match_numpy_functions(request, model):
 
 
 def test_generic_kernel_matches_numpy_prox(attention):
-    """The generic kernels of replica.kernels, assembled with the model's leaves into a unit run as
+    """The generic kernels of replica.numeric.kernels, assembled with the model's leaves into a unit run as
     plain Python (no numba) on a few nodes, against the numpy prox()."""
     unit = compiled(attention, jit=False)
     rule = gauss_hermite(4, 4)

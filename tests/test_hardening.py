@@ -86,7 +86,7 @@ def test_prox_fallback_has_a_bounded_budget():
     """The per-node scipy fallback spends at most its budget of bracket evaluations, whatever the
     number of nodes where Newton failed (those left keep F = inf: failed, not silently wrong)."""
     from derivations.generated import logistic
-    from replica import prox as P
+    from replica.numeric import prox as P
 
     class Counting:
         def __init__(self, module):
@@ -132,10 +132,10 @@ def test_accuracy_says_its_plan_and_levels_on_stderr_under_json():
 def test_pre_integration_ladder_stops_at_the_node_budget(monkeypatch):
     """Pre-integration's refinements had no node budget: 8 levels of ~2.5x each. The ladder now
     stops where the next level would exceed it, and says so."""
-    from replica import accuracy, rule_plan
-    from replica.preintegration import make_integrator
-    from replica.registry import load_module
-    from replica.solver import Solver
+    from replica.numeric import accuracy, rule_plan
+    from replica.numeric.preintegration import make_integrator
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver
 
     mod = load_module("attention")
     integ = make_integrator(mod, "fast")
@@ -170,9 +170,9 @@ def test_no_threshold_or_spinodal_from_solves_cut_by_max_iter(max_iter):
 # ----------------------------------------------------------------------------------------------- item 4
 @pytest.fixture(scope="module")
 def ridge_fp():
-    from replica.quadrature import gauss_hermite
-    from replica.registry import load_module
-    from replica.solver import Solver
+    from replica.numeric.quadrature import gauss_hermite
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver
 
     mod = load_module("ridge")
     solver = Solver(mod, rule=gauss_hermite(len(mod.GAUSSIANS), 6), tol=1e-10, error_estimate=False)
@@ -182,7 +182,7 @@ def ridge_fp():
 def test_zero_by_symmetry_is_judged_against_its_kind_not_its_round_off(ridge_fp):
     """``mhat`` ~ 1e-16 is zero by symmetry: a 1e-11 bar on it failed the relative test
     ("4.6e+289 relative"). It is now judged against the largest conjugate."""
-    from replica import accuracy
+    from replica.numeric import accuracy
 
     mod, fp = ridge_fp
     zero = [k for k, v in {**fp.order, **fp.conjugates}.items() if abs(v) < 1e-12]
@@ -195,8 +195,8 @@ def test_zero_by_symmetry_is_judged_against_its_kind_not_its_round_off(ridge_fp)
 
 
 def test_missing_bars_are_null_with_a_reason(ridge_fp):
-    from replica import jsonio
-    from replica.commands.solve import error_dict
+    from replica.artifacts import jsonio
+    from replica.cli.commands.solve import error_dict
 
     mod, fp = ridge_fp
     fp.errors = {"q_1": 1e-9, "phi": None}  # the others missing, one explicitly None
@@ -212,7 +212,7 @@ def test_a_stalled_residual_is_not_called_still_falling():
     from iteration 500 to 3000."""
     from types import SimpleNamespace
 
-    from replica import convergence
+    from replica.numeric import convergence
 
     stalled = list(np.geomspace(1, 5e-5, 100)) + [5e-5 * (1 + 0.1 * np.sin(i)) for i in range(2900)]
     falling = list(np.geomspace(1, 1e-7, 3000))
@@ -230,11 +230,11 @@ def test_a_stalled_residual_is_not_called_still_falling():
 def test_sobol_bars_cover_the_ridge_closed_form(log2):
     """A scrambled Sobol rule's refinement shares its points, and its difference under-covered
     (ridge at sobol:2: V, phi, eps_g ~2x outside their bars). The bars now include the spread of
-    the rule's independent scramblings (replica.rqmc), and cover the exact state evolution."""
-    from replica import accuracy
-    from replica.quadrature import parse_rule
-    from replica.registry import load_module
-    from replica.solver import Solver
+    the rule's independent scramblings (replica.numeric.rqmc), and cover the exact state evolution."""
+    from replica.numeric import accuracy
+    from replica.numeric.quadrature import parse_rule
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver
     from tests.oracles import state_evolution
 
     mod = load_module("ridge")
@@ -390,7 +390,7 @@ def test_the_api_refuses_them_too():
 def test_none_is_written_with_a_reason():
     """``None`` (not only NaN) became a bare null: numerics.glm's ``se`` with one seed,
     numerics.histogram's ``*_se``, numerics.gamp's ``switching.period``."""
-    from replica import jsonio
+    from replica.artifacts import jsonio
 
     d = strict_json(jsonio.dumps({"se": {"q": None}, "period": None, "xs": [1.0, None], "ok": 1}))
     assert d["se"]["q_reason"] and d["period_reason"] and d["xs_reason"] and "ok_reason" not in d
@@ -456,7 +456,7 @@ def test_numba_writes_machine_code_under_the_cache_not_the_source_tree(tmp_path)
     src.mkdir()
     (src / "kmod.py").write_text("def f(x):\n    return 2.0 * x\n")
     code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
-            "from replica.compiled import numba_available\n"
+            "from replica.numeric.compiled import numba_available\n"
             "assert numba_available()\n"
             "import numba, kmod\n"
             "print(numba.njit(cache=True)(kmod.f)(2.0))\n")
@@ -472,9 +472,9 @@ def test_numba_writes_machine_code_under_the_cache_not_the_source_tree(tmp_path)
 
 def test_solve_reports_the_whole_solves_iterations():
     """``iterations`` / ``seconds`` were the last rule's (1 iteration, 0.06 s of a 2.5 s solve)."""
-    from replica.quadrature import gauss_hermite
-    from replica.registry import load_module
-    from replica.solver import Solver
+    from replica.numeric.quadrature import gauss_hermite
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver
 
     rc, out, err = cli("solve", "ridge", "--alpha", "2", "--quadrature", "gh:6", "--json", "--no-replicon")
     assert rc == 0, err
@@ -542,7 +542,7 @@ def test_a_large_grid_says_its_size_and_estimate_and_needs_yes(tmp_path):
 def test_sweep_bars_are_the_solvers_and_cover_the_closed_form(tmp_path, monkeypatch):
     """The error columns were the companion rule's ~1e-16 where the true error was 7e-11, and q /
     theta had none. Now every order parameter, conjugate and observable has the bar of replica
-    solve (replica.accuracy); on ridge they cover the closed form. The CSV is written without
+    solve (replica.numeric.accuracy); on ridge they cover the closed form. The CSV is written without
     xarray."""
     import builtins
     import csv

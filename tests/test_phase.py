@@ -20,7 +20,7 @@ import pytest
 from replica.applications.attention.figures import quick_config
 from replica.applications.attention.paper import PAPER_A as _PAPER_A, SECOND_A as _SECOND_A
 from replica.applications.attention.phase import phase_point, phase_points
-from replica.cache import PointCache, cache_key
+from replica.artifacts.cache import PointCache, cache_key
 from replica.phase import BranchFollower, SolverSettings, StepControl, follow_branch, linear_baseline_error
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -317,7 +317,7 @@ def test_phase_diagram_default_quadrature(attention, tmp_path):
 
 
 def test_solver_settings_rule_per_branch(attention):
-    from replica.quadrature import QuadratureRule
+    from replica.numeric.quadrature import QuadratureRule
 
     s = SolverSettings(rule={"positional": "gh:6", "default": "gh:8"})
     r_pos, r_sem = s.rule_for(attention, "positional"), s.rule_for(attention, "semantic")
@@ -401,7 +401,7 @@ def test_a_failing_last_stretch_ends_the_branch_instead_of_looping():
     and the branch ends there. It used to retry the same stretch forever: the positional branch at
     (omega, sigma) = (0.4, 0.6) on gh:8, followed down to alpha = 0.1, jumps between 0.1057 and 0.1
     (the sweep benchmark of issue 19 never finished). A progress callback stops a loop."""
-    from replica.registry import load_module
+    from replica.artifacts.registry import load_module
 
     calls = []
 

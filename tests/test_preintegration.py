@@ -1,4 +1,4 @@
-"""Tests of replica.preintegration: truncated-normal Gauss rules, jump location on a synthetic
+"""Tests of replica.numeric.preintegration: truncated-normal Gauss rules, jump location on a synthetic
 double-well model with a known answer, symmetry folding, and the paper model.
 
 Reference numbers for the paper model come from ``benchmarks/preintegration_accuracy.py
@@ -16,11 +16,11 @@ from scipy.integrate import quad
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from replica.compiled import numba_available
+from replica.numeric.compiled import numba_available
 from replica.errors import ParameterError
-from replica.preintegration import (PreintegrationIntegrator, PreintegrationState, fold_sign_flips,
+from replica.numeric.preintegration import (PreintegrationIntegrator, PreintegrationState, fold_sign_flips,
                                     householder, make_integrator, truncated_normal_rule)
-from replica.quadrature import gauss_hermite
+from replica.numeric.quadrature import gauss_hermite
 
 #: why the compiled-kernel tests skip (numba is optional; REPLICA_BACKEND=numpy forbids it)
 NO_NUMBA = "numba not available: not installed (pip install numba) or REPLICA_BACKEND=numpy"
@@ -73,8 +73,8 @@ def test_truncated_rule_vectorised_and_empty():
 
 
 def _rule_by(impl: str, a: np.ndarray, b: np.ndarray, n: int):
-    import replica.preintegration as pre
-    from replica.quadrature import legendre_1d
+    import replica.numeric.preintegration as pre
+    from replica.numeric.quadrature import legendre_1d
 
     s, lam = legendre_1d(96)
     a, b = np.clip(a, -pre.CUT, pre.CUT), np.clip(b, -pre.CUT, pre.CUT)
@@ -210,7 +210,7 @@ def test_double_well_beats_tensor_gauss_hermite(dw_exact):
     """Plain tensor GH of similar size is orders of magnitude less accurate on the jump."""
     mod = double_well(A_, B_)
     x, p = np.array([C_, 0.0]), np.zeros(0)
-    from replica.prox import prox
+    from replica.numeric.prox import prox
     rule = gauss_hermite(2, 40)
     res = prox(mod, rule.nodes, x, p)
     gh = float(rule.expect(-res.h[0]))
@@ -299,7 +299,7 @@ REF_POS = np.array([8.5108e-03, -4.39405e-05, -5.3158e-03, 1.964306e-03])
 
 
 def _paper_p(branch):
-    from replica.solver import Solver
+    from replica.numeric.solver import Solver
     return Solver(attention, {"omega": 0.3}, branch=branch).p
 
 
@@ -322,7 +322,7 @@ def test_paper_positional_resolution_independence():
 
 def test_paper_semantic_matches_gauss_hermite():
     """No switching surface of weight: pre-integration reproduces converged tensor GH."""
-    from replica.prox import prox
+    from replica.numeric.prox import prox
     p = _paper_p("semantic")
     x = np.array([0.114805, 12.6635, 0.0, 0.158165])
     rule = gauss_hermite(4, 14)
@@ -340,7 +340,7 @@ def test_paper_semantic_matches_gauss_hermite():
 
 @pytest.mark.slow
 def test_paper_positional_fixed_point_resolution_independence():
-    from replica.solver import Solver
+    from replica.numeric.solver import Solver
     x0 = dict(q=0.0307, V=20.59, m=0.2199, theta=0.0)
     fps = [Solver(attention, {"omega": 0.3}, branch="positional", rule=make_integrator(attention, acc)).solve(0.5, x0)
            for acc in ("default", "high")]
@@ -359,8 +359,8 @@ def test_compiled_brackets_and_slopes_match_numpy():
     terms, of the size of ``H h``: the bracket is near-quadratic in ``h``) by ``2 dl`` and the
     solve multiplies it by at most cond(H): the tolerance is 10x that bound (~5e-10; observed
     ~1e-11)."""
-    from replica.preintegration import _Run
-    from replica.prox import prox
+    from replica.numeric.preintegration import _Run
+    from replica.numeric.prox import prox
     p = _paper_p("positional")
     d = np.array([1.0, -1.0, 0.0, 0.0]) / math.sqrt(2.0)
     z = np.random.default_rng(0).standard_normal((4, 3000))
@@ -427,7 +427,7 @@ def test_piece_nodes_kernel_matches_numpy():
     the numpy version's bit for bit (the same IEEE operations per node), on random pieces with
     infinite ends, ends on line points and nodes closer to an end than to any line point, for the
     whole index set and for a scattered one (the failed-node path)."""
-    from replica.preintegration import _compiled_piece_kernel, _piece_nodes_numpy
+    from replica.numeric.preintegration import _compiled_piece_kernel, _piece_nodes_numpy
     rng = np.random.default_rng(7)
     nL, D, dim, n = 30, 2, 4, 6
     U = np.concatenate([[-8.0], np.sort(rng.normal(size=12)) * 1.5, [8.0]])  # line grid with sentinels
@@ -468,7 +468,7 @@ def test_line_sweeps_kernel_matches_array_path():
     planted missed minima (a point's F raised: the neighbours' continuations replace it, in both
     sweeps, and the backward replacements redo forward continuations) and a line whose
     continuation fails (a NaN minimiser: that line goes to the array path)."""
-    from replica.preintegration import _Run
+    from replica.numeric.preintegration import _Run
     p = _paper_p("positional")
     d = np.array([1.0, -1.0, 0.0, 0.0]) / math.sqrt(2.0)
     integ = PreintegrationIntegrator(4, 8, 8, 6, direction=d, backend="numba")

@@ -1,4 +1,4 @@
-"""The prox conventions (replica.prox.ProxConvention): 'global' takes the lowest minimum of the bracket,
+"""The prox conventions (replica.numeric.prox.ProxConvention): 'global' takes the lowest minimum of the bracket,
 'local' the minimum reached by descent from a declared start (the origin by default).
 
 The oracle is a one-dimensional toy written here, an asymmetric double well
@@ -20,7 +20,7 @@ import pytest
 from scipy import integrate, optimize
 
 from replica.errors import ParameterError
-from replica.prox import local_minimize, local_prox, prox, prox_convention
+from replica.numeric.prox import local_minimize, local_prox, prox, prox_convention
 
 TOY = textwrap.dedent('''
     """An asymmetric double well: two minima per node, for the prox conventions' tests."""
@@ -47,7 +47,7 @@ B, LAM = 0.3, 1.0
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    from replica.registry import load_module
+    from replica.artifacts.registry import load_module
 
     path = tmp_path_factory.mktemp("toy") / "double_well.py"
     path.write_text(TOY)
@@ -183,11 +183,11 @@ def exact():
 @pytest.mark.parametrize("convention", ["local", "global"])
 def test_fixed_point_and_its_error_bars_against_the_oracle(toy, exact, convention):
     """The default rules of each convention (the tensor rule under 'local', whose bars include the
-    randomised check of replica.accuracy.local_check; the jump-aware pre-integration under 'global'):
+    randomised check of replica.numeric.accuracy.local_check; the jump-aware pre-integration under 'global'):
     every bar covers the true error, and the conventions are told apart far beyond the bars."""
-    from replica.accuracy import with_error_bars
-    from replica.integrators import from_spec
-    from replica.solver import Solver
+    from replica.numeric.accuracy import with_error_bars
+    from replica.numeric.integrators import from_spec
+    from replica.numeric.solver import Solver
 
     alpha = 0.5
     rule = None if convention == "local" else from_spec("preint", toy)
@@ -240,10 +240,10 @@ def test_a_convex_model_has_one_minimiser_under_both_conventions():
 
 
 def test_compiled_local_descent_matches_the_numpy_one(attention):
-    """The compiled kernel (replica.kernels.node_local_average) and the numpy path
-    (replica.prox.local_prox) run the same descent: same minimisers, same sums."""
-    from replica.compiled import numba_available
-    from replica.energetic import local_average_on_nodes
+    """The compiled kernel (replica.numeric.kernels.node_local_average) and the numpy path
+    (replica.numeric.prox.local_prox) run the same descent: same minimisers, same sums."""
+    from replica.numeric.compiled import numba_available
+    from replica.numeric.energetic import local_average_on_nodes
 
     if not numba_available():
         pytest.skip("numba is not importable (or REPLICA_BACKEND=numpy): no compiled kernel to compare")

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from replica import validation
 from replica.cli import main as replica_main
 from replica.errors import ConvergenceError, DeclarationError, InvalidStateError, ParameterError
-from replica.quadrature import gauss_hermite, parse_rule
+from replica.numeric.quadrature import gauss_hermite, parse_rule
 
 ROOT = Path(__file__).resolve().parent.parent
 # derandomized (the same examples on every run) and without an example database in the checkout
@@ -91,7 +91,7 @@ def test_solver_tol_validated(attention):
 
 
 def validation_solver(module, **kw):
-    from replica.solver import Solver
+    from replica.numeric.solver import Solver
 
     kw.setdefault("rule", gauss_hermite(len(module.GAUSSIANS), 3))
     return Solver(module, **kw)
@@ -109,8 +109,8 @@ def test_degenerate_rule_object_refused(attention):
 
 
 def test_converged_is_a_property():
-    from replica.convergence import is_converged
-    from replica.solver import FixedPoint
+    from replica.numeric.convergence import is_converged
+    from replica.numeric.solver import FixedPoint
 
     def fp(residual, tol, admissible=True):
         return FixedPoint(model="m", branch="free", alpha=1.0, parameters={}, order={"q": 0.1}, conjugates={},
@@ -127,7 +127,7 @@ def test_converged_is_a_property():
 
 
 def test_solve_returns_only_converged_states(ridge):
-    from replica.solver import Solver
+    from replica.numeric.solver import Solver
 
     fp = Solver(ridge, {"lam": 0.1}, rule=gauss_hermite(3, 6), tol=1e-9).solve(np.int64(2))
     assert fp.converged and fp.residual < fp.tol == 1e-9 and fp.admissible
@@ -135,7 +135,7 @@ def test_solve_returns_only_converged_states(ridge):
 
 
 def test_unconverged_cache_entry_is_not_reused(ridge, tmp_path):
-    from replica.cache import PointCache
+    from replica.artifacts.cache import PointCache
     from replica.phase import BranchFollower, SolverSettings
 
     settings_ = SolverSettings(rule=gauss_hermite(3, 6), tol=1e-9)
@@ -156,7 +156,7 @@ def test_unconverged_cache_entry_is_not_reused(ridge, tmp_path):
 
 # ------------------------------------------------------------------ 2. strict JSON
 def test_jsonio_null_with_reason(tmp_path):
-    from replica import jsonio
+    from replica.artifacts import jsonio
 
     obj = {"a": 1.0, "quadrature_residual": math.nan, "curve": {"eps_g": [0.1, math.inf], "n": np.int64(3)},
            "v": np.array([1.0, np.nan]), "ok": np.bool_(True)}
@@ -251,7 +251,7 @@ def _sleep_forever():  # a worker task that never ends by itself
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="process checks read /proc (Linux)")
 def test_worker_pool_stops_workers_on_interrupt():
-    from replica.workers import worker_pool
+    from replica.runtime.workers import worker_pool
 
     with pytest.raises(KeyboardInterrupt):
         with worker_pool(2) as pool:
@@ -383,7 +383,7 @@ def test_bad_user_model_file(tmp_path, text, needle):
 
 
 def test_cache_entry_with_list_payload_is_a_miss(tmp_path):
-    from replica.cache import PointCache, cache_key
+    from replica.artifacts.cache import PointCache, cache_key
 
     cache = PointCache(tmp_path)
     desc = {"alpha": 1.0}
@@ -449,7 +449,7 @@ def test_parameter_given_twice_is_an_error():
 
 
 def test_alpha_types(ridge):
-    from replica.solver import Solver
+    from replica.numeric.solver import Solver
 
     s = Solver(ridge, rule=gauss_hermite(3, 6))
     for bad in (True, "2", None, math.inf, -1.0, 1e308):
@@ -475,7 +475,7 @@ def test_generate_out_needs_existing_directory(tmp_path):
 
 
 def test_cache_dir_follows_platform_convention(tmp_path, monkeypatch):
-    from replica.cache import default_cache_dir
+    from replica.artifacts.cache import default_cache_dir
 
     monkeypatch.delenv("REPLICA_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -494,7 +494,7 @@ finite_or_not = st.floats(allow_nan=True, allow_infinity=True)
 def test_tol_property(tol):
     ok = math.isfinite(tol) and validation.MIN_TOL <= tol <= validation.MAX_TOL
     args = Namespace(tol=tol, max_iter=500)
-    from replica.commands.common import check_numeric_args
+    from replica.cli.commands.common import check_numeric_args
 
     if ok:
         check_numeric_args(args)

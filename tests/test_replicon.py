@@ -1,4 +1,4 @@
-"""The replicon (replica/stability.py, docs/explanation/replicon.md) against hand-derived closed forms.
+"""The replicon (replica/numeric/stability.py, docs/explanation/replicon.md) against hand-derived closed forms.
 
 Ridge (L = R = 1, γ = 1): ``g_out = (y − ω)/(1 + V)``, so ``∂_ω g_out = −1/(1 + V)``; the ℓ2
 input channel has ``∂_B prox = 1/(λ + V̂) = V``. Hence ``replicon = α V²/(1 + V)²`` with ``V``
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from replica.errors import ConvergenceError, InvalidStateError
-from replica.registry import load_module
-from replica.solver import Solver
-from replica.stability import replicon, rs_stable
+from replica.artifacts.registry import load_module
+from replica.numeric.solver import Solver
+from replica.numeric.stability import replicon, rs_stable
 
 
 def ridge_V(lam: float, alpha: float) -> tuple[float, float]:
@@ -295,7 +295,7 @@ def test_solve_json_reports_the_replicon():
 
 def test_replicon_summary_says_why_when_not_implemented(signed):
     """A model the replicon does not cover gives null with a reason, not a failed solve."""
-    from replica.stability import replicon_summary
+    from replica.numeric.stability import replicon_summary
 
     _, mod = signed
     fp = Solver(mod, {"lam": 0.1}).solve(2.0)
@@ -308,7 +308,7 @@ def test_replicon_summary_says_why_when_not_implemented(signed):
 
 def test_replicon_summary_token_clusters():
     """Token clusters (attention_clusters): not implemented, said so in the JSON keys."""
-    from replica.stability import replicon_summary
+    from replica.numeric.stability import replicon_summary
 
     clusters = load_module("attention_clusters")
     out = replicon_summary(clusters, np.zeros(len(clusters.ORDER_PARAMETERS)), alpha=2.0)
@@ -322,7 +322,7 @@ def test_curve_stability_marks_the_unstable_root(signed):
     at alpha = 3, 4 and on the other root (replicon > 1, hand formula) at alpha = 5, 6."""
     from types import SimpleNamespace
 
-    from replica.stability import curve_stability, unstable_intervals
+    from replica.numeric.stability import curve_stability, unstable_intervals
 
     _, mod = signed
     lam = -0.5
@@ -342,7 +342,7 @@ def test_curve_stability_marks_the_unstable_root(signed):
 
 
 def test_unstable_intervals():
-    from replica.stability import unstable_intervals
+    from replica.numeric.stability import unstable_intervals
 
     assert unstable_intervals([]) == []
     assert unstable_intervals([(1.0, True), (2.0, True)]) == []
@@ -434,8 +434,8 @@ model = Model(name="ridge_anisotropic", description="ridge, two eigenvalues", h=
 def test_replicon_refuses_anisotropic_tokens_without_the_declaration(tmp_path, monkeypatch):
     """The isotropy check reads the generated module (``ISOTROPIC_TOKENS``, ``atom_eigenvalues``),
     not the declaration: a two-eigenvalue law is refused with a reason, and no sympy is needed."""
-    from replica import registry
-    from replica.stability import replicon_summary
+    from replica.artifacts import registry
+    from replica.numeric.stability import replicon_summary
 
     path = tmp_path / "ridge_anisotropic.py"
     path.write_text(textwrap.dedent(ANISOTROPIC))

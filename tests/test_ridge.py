@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from replica.solver import Solver
+from replica.numeric.solver import Solver
 
 
 def ridge_test_error(alpha: float, lam: float, delta: float) -> float:

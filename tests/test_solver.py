@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from replica.errors import ConvergenceError, InvalidStateError, ParameterError
-from replica.quadrature import gauss_hermite
-from replica.solver import Solver, linear_baseline
+from replica.numeric.quadrature import gauss_hermite
+from replica.numeric.solver import Solver, linear_baseline
 
 FAST = dict(rule=gauss_hermite(4, 10), test_rule=gauss_hermite(4, 16))
 
@@ -113,7 +113,7 @@ def test_positional_point_resolution_independence_with_preintegration(attention)
     and high resolutions to 3e-5 on phi, 2e-4 on eps_g and 1e-3 on q and m -- the accuracy
     measured in docs/explanation/quadrature.md, asserted here with a factor ~2 margin.
     """
-    from replica.preintegration import make_integrator
+    from replica.numeric.preintegration import make_integrator
 
     lo = Solver(attention, {"omega": 0.3}, branch="positional",
                 rule=make_integrator(attention, "default")).solve(0.5)
@@ -131,7 +131,7 @@ def test_scout_rule_and_the_polished_jacobian(attention):
     scout's solutions are re-solved with the working rule's own Jacobian, which the error bars'
     refined re-solve starts from: its Newton correction contracts (with the gh:7 Jacobian carried
     over it did not, kappa >= 1, and every iteration bar was nan)."""
-    from replica.accuracy import with_error_bars
+    from replica.numeric.accuracy import with_error_bars
 
     solver = Solver(attention, {"omega": 0.3}, "semantic", error_estimate=False)
     scout = solver.scout()

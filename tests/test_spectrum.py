@@ -1,4 +1,4 @@
-"""The Gaussian covariate data law (replica.spectrum, replica.spectral_modes, ``replica solve --spectrum``).
+"""The Gaussian covariate data law (replica.numeric.spectrum, replica.symbolic.spectral_modes, ``replica solve --spectrum``).
 
 Oracles: the isotropic generated modules (a spectrum with Omega = I is the same model), the ridge
 learning curve written by hand from the resolvent of Omega (below), and finite-N empirical risk
@@ -14,10 +14,10 @@ import pytest
 from scipy.optimize import brentq
 
 from replica.errors import InvalidStateError, ParameterError
-from replica.registry import load_module
-from replica.solver import Solver
-from replica.spectral_modes import gcm_module, mode_term
-from replica.spectrum import Spectrum, power_law
+from replica.artifacts.registry import load_module
+from replica.numeric.solver import Solver
+from replica.symbolic.spectral_modes import gcm_module, mode_term
+from replica.numeric.spectrum import Spectrum, power_law
 from tests.test_hardening import cli, strict_json
 
 RIDGE = {"lam": 0.1, "Delta": 0.25}
@@ -59,7 +59,7 @@ def test_mode_term_is_the_l2_resolvent_term():
     import sympy as sp
 
     from derivations.ridge import model
-    from replica.spectral_modes import GAMMA, PROJECTION
+    from replica.symbolic.spectral_modes import GAMMA, PROJECTION
 
     term = mode_term(model)
     qh, Vh, mh, th = term.conjugates
@@ -268,7 +268,7 @@ def test_replica_check_simulates_the_spectrum(tmp_path):
 def test_spectral_problem_draws_the_declared_covariance():
     """The simulator's inputs have covariance diag(lambda) and its teacher is the spectrum's theta."""
     from numerics.structured import SpectralProblem
-    from replica.registry import load_model
+    from replica.artifacts.registry import load_model
 
     spec = power_law(50, 1.0, 0.3)
     mod = gcm_module(load_module("ridge"), spec)
@@ -286,7 +286,7 @@ def test_spectral_problem_draws_the_declared_covariance():
 def test_gaussian_equivalence_coefficients_by_quadrature():
     """relu: kappa0 = 1/sqrt(2 pi), kappa1 = 1/2, kappa*^2 = 1/2 - 1/(2 pi) - 1/4 (by hand); the
     quadrature's error estimate covers the difference."""
-    from replica.spectrum import gaussian_equivalence
+    from replica.numeric.spectrum import gaussian_equivalence
 
     ge = gaussian_equivalence(lambda g: max(g, 0.0))
     assert ge.error < 1e-12
@@ -301,7 +301,7 @@ def test_gaussian_equivalence_coefficients_by_quadrature():
 def test_marchenko_pastur_quantiles_moments(c):
     """The quantiles' first two moments are the law's, E s = 1 and E s^2 = 1 + c, up to the
     O(1/n^2) of midpoint quantiles (n = 4000) and the CDF grid."""
-    from replica.spectrum import marchenko_pastur_quantiles
+    from replica.numeric.spectrum import marchenko_pastur_quantiles
 
     s = marchenko_pastur_quantiles(c, 4000)
     assert np.all(np.diff(s) >= 0) and s[0] >= (1 - math.sqrt(c)) ** 2 - 1e-12
@@ -316,7 +316,7 @@ def test_random_features_ridge_against_erm():
     scikit-learn's ridge on the true (non-Gaussian) features, 10 training sets."""
     from sklearn.linear_model import Ridge
 
-    from replica.spectrum import gaussian_equivalence, random_features
+    from replica.numeric.spectrum import gaussian_equivalence, random_features
 
     d, p, n, lam, Delta = 100, 150, 200, 0.1, 0.1
     rng = np.random.default_rng(0)
@@ -344,7 +344,7 @@ def test_declared_activation_coefficients():
     import sympy as sp
     from scipy.stats import norm
 
-    from replica.spectral_modes import activation_coefficients
+    from replica.symbolic.spectral_modes import activation_coefficients
 
     z = sp.Symbol("z", real=True)
     ge = activation_coefficients(sp.sign(z - sp.Rational(1, 3)), z)

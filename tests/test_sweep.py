@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replica.cache import PointCache
+from replica.artifacts.cache import PointCache
 from replica.errors import ParameterError
-from replica.executors import InlineExecutor, Ready, open_executor, resolve_scheduler, run_chains
+from replica.runtime.executors import InlineExecutor, Ready, open_executor, resolve_scheduler, run_chains
 from replica.sweep import load_spec, open_sweep, plan_chains, run_sweep, write_dataset
 from replica.sweep.run import prepare
 from tests import support
@@ -168,7 +168,7 @@ def test_ridge_dataset_labelled_and_correct(ridge_reference, ridge):
     for name in ("q_1", "m_1", "theta_1", "V_1", "eps_g", "eps_g_error", "phi", "train_loss", "iterations"):
         assert name in ds.data_vars
     # the dataset holds what the solver gives at that point (closed-form ridge checks live in test_ridge.py)
-    from replica.solver import Solver
+    from replica.numeric.solver import Solver
 
     fp = Solver(ridge, {"Delta": 0.25, "lam": 0.1}, "centered", rule=None, tol=1e-8).solve_best(2.0)
     got = ds.eps_g.sel(alpha=2.0, lam=0.1, branch="centered").item()

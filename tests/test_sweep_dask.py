@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from distributed import Client, LocalCluster
 
-from replica.cache import PointCache
-from replica.executors import LOCAL_CLUSTER
+from replica.artifacts.cache import PointCache
+from replica.runtime.executors import LOCAL_CLUSTER
 from replica.sweep import load_spec, open_sweep, run_sweep
 from tests.support import ROOT, THRESHOLDS_3_OMEGA, alive, descendants, ridge_spec, run_cli, spec_file
 

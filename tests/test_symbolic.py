@@ -13,8 +13,8 @@ import sympy as sp
 from replica import (L2, DeclarationError, Derivation, Model, SeparableRegularizer, TokenStatistics,
                      fields, parameter, softmax_rows, symbol, teacher_fields)
 from replica.codegen import generate_module
-from replica.latex import latex_document, markdown_document
-from replica.registry import declared_models, load_model
+from replica.symbolic.latex import latex_document, markdown_document
+from replica.artifacts.registry import declared_models, load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -119,8 +119,8 @@ def test_energetic_envelope_gradient_by_finite_differences(attention):
     steps < 1e-8, quadratic convergence) leaves errors ~1e-15 in Psi_y, i.e. ~1e-9 in the
     quotient. Random admissible states (all of q, V, m, theta free) are used.
     """
-    from replica.quadrature import gauss_hermite
-    from replica.solver import Solver
+    from replica.numeric.quadrature import gauss_hermite
+    from replica.numeric.solver import Solver
 
     s = Solver(attention, rule=gauss_hermite(4, 8))
     rng = np.random.default_rng(1)
@@ -135,8 +135,8 @@ def test_energetic_envelope_gradient_by_finite_differences(attention):
 
 
 def test_ridge_envelope_gradient_by_finite_differences(ridge):
-    from replica.quadrature import gauss_hermite
-    from replica.solver import Solver
+    from replica.numeric.quadrature import gauss_hermite
+    from replica.numeric.solver import Solver
 
     s = Solver(ridge, rule=gauss_hermite(3, 6))
     x = np.array([0.6, 0.8, 0.0, 0.5])
@@ -239,7 +239,7 @@ def test_every_declared_model_has_fresh_artifacts():
     """Every declaration in derivations/ has a generated module and both exports, each stamped with
     the current hashes of its declaration and of the generator (no derivation needed: this is what
     `replica generate --check` reports). Missing is a failure, never a skip."""
-    from replica.commands.generate import stale_artifacts
+    from replica.cli.commands.generate import stale_artifacts
 
     names = declared_models()
     assert len(names) >= 8
@@ -293,8 +293,8 @@ def test_slow_exports_are_up_to_date(name):
 def test_generated_module_imports_without_sympy():
     code = ("import sys; sys.modules['sympy'] = None\n"
             "from derivations.generated import attention_tied as m\n"
-            "from replica.solver import Solver\n"
-            "from replica.quadrature import gauss_hermite\n"
+            "from replica.numeric.solver import Solver\n"
+            "from replica.numeric.quadrature import gauss_hermite\n"
             "fp = Solver(m, branch='semantic', rule=gauss_hermite(4, 6), test_rule=gauss_hermite(4, 8)).solve(2.0)\n"
             "assert fp.converged and 'sympy' not in [k for k, v in sys.modules.items() if v is not None]\n")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)

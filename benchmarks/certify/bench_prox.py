@@ -2,7 +2,7 @@
 
 Compares, on the same nodes:
 
-* ``replica`` -- today's multistart damped Newton (:func:`replica.prox.prox`, starts ``y, 0, -y``);
+* ``replica`` -- today's multistart damped Newton (:func:`replica.numeric.prox.prox`, starts ``y, 0, -y``);
 * ``starts5`` -- damped Newton from the five structured starts of
   :func:`benchmarks.certify.globalmin._starts_newton` (``y, 0, -y`` and the two zero-loss points
   ``+-(u_1, -u_2)/sqrt(u_1 + u_2)``, ``u_i = logit t_i``);
@@ -39,7 +39,7 @@ STATES = {
 
 def run(n_random: int = 20000, seed: int = 0) -> list[dict]:
     import derivations.generated.attention_tied as G
-    from replica.prox import prox as replica_prox
+    from replica.numeric.prox import prox as replica_prox
 
     p = Params()
     P = np.array(G.DEFAULTS, dtype=float)

@@ -53,9 +53,9 @@ def gd(d: int, seed: int, steps: list[int]) -> None:
 def newton(rule: str) -> None:
     from scipy.optimize import root
 
-    from replica.preintegration import make_integrator
-    from replica.registry import load_module
-    from replica.solver import Solver
+    from replica.numeric.preintegration import make_integrator
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver
 
     module = load_module("attention")
     solver = Solver(module, {"omega": OMEGA}, branch=None, error_estimate=False, rule=make_integrator(module, rule))

@@ -204,7 +204,7 @@ def replica_solve(omega: float, A, branch: str, alpha: float) -> dict:
 
 
 #: what ``replica solve`` the cached "replica" records are from: 2 = with the jump check in its
-#: error bars (replica.accuracy.jump_check) and the bars recorded; records of older versions are
+#: error bars (replica.numeric.accuracy.jump_check) and the bars recorded; records of older versions are
 #: ignored (recomputed), the reference points are not affected
 REPLICA_VERSION = 2
 

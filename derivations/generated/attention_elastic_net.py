@@ -5,7 +5,7 @@ Model: attention_elastic_net: tied dot-product attention, L=2, r=1, r_t=1 (Cui e
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=228321a6d45c5143 generator=6dabe1cfe65d89ac
+# replica-artifact: version=0.1.0 declaration=228321a6d45c5143 generator=6962d064e74097fc
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = 'bca908523ca728f8'
 DECLARATION_HASH = '228321a6d45c5143'
-GENERATOR_HASH = '6dabe1cfe65d89ac'
+GENERATOR_HASH = '6962d064e74097fc'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('omega', 'sigma', 'lam1', 'lam2', 'A_11', 'A_12', 'A_21', 'A_22')
 DEFAULTS = (0.3, 0.5, 0.001, 0.01, 0.6, 0.4, 0.4, 0.6)
@@ -59,7 +59,7 @@ GAUSSIANS = ('xi_1', 'xi_2', 'eta_1', 'eta_2')
 N_STARTS = 3
 VALIDITY = ('q [token 1]', 'V [token 1]', 'rho - theta^T q^-1 theta [token 1]')
 HAS_TARGET = True
-# observables besides the order parameters (replica.observables); eps_g first
+# observables besides the order parameters (replica.symbolic.observables); eps_g first
 OBSERVABLES = ('eps_g',)
 TEST_OBSERVABLES = ('eps_g',)
 ENTROPIC_OBSERVABLES = ()
@@ -68,7 +68,7 @@ SIGN_FLIPS = ('m', 'theta')
 CONSTRAINTS = (('A', 'row 1 must sum to 1', '=='), ('A', 'row 2 must sum to 1', '=='), ('A', 'entries must be >= 0', '>='), ('A', 'entries must be >= 0', '>='), ('A', 'entries must be >= 0', '>='), ('A', 'entries must be >= 0', '>='))
 # (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
 # minimum of the bracket and the gradients dF/dx of the other families unchanged
-# (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
+# (replica.symbolic.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
 SYMMETRIES = ((('m',), (0, 1, 2, 3)), (('theta',), (2, 3)))
 MIRRORED = (True, False)
 # every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
@@ -80,7 +80,7 @@ ENTROPIC_DIM = 1
 ENTROPIC_ARGMIN = True
 ENTROPIC_N_STARTS = 1
 ENTROPIC_VALIDITY = ('sum_l gamma_l qhat_l (minor 1) [atom 1]', "sum_l gamma_l Vhat_l + r'' at infinity (minor 1) [atom 1]")
-# one weight, one atom: the entropic average runs on a kink-aware rule along Z (replica.kinks)
+# one weight, one atom: the entropic average runs on a kink-aware rule along Z (replica.numeric.kinks)
 ENTROPIC_KINK_RULE = True
 N_ENTROPIC_KINKS = 2
 
@@ -512,8 +512,8 @@ def parameter_checks(_p):
 
 
 # ---------------------------------------------------------------------------------------
-# Per-node leaves: scalar code for one quadrature node (math only). replica.compiled assembles
-# them with the generic kernels of replica.kernels into a compiled unit (numba, cached on disk);
+# Per-node leaves: scalar code for one quadrature node (math only). replica.numeric.compiled assembles
+# them with the generic kernels of replica.numeric.kernels into a compiled unit (numba, cached on disk);
 # the solver then uses it instead of the numpy functions above.
 
 N_CONSTANTS = 15

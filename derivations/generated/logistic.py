@@ -5,7 +5,7 @@ Model: logistic: logistic regression on a sign teacher y = sign(h*), l2 penalty 
 Fields: L=1, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=8f746b751e38f339 generator=6dabe1cfe65d89ac
+# replica-artifact: version=0.1.0 declaration=8f746b751e38f339 generator=6962d064e74097fc
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = 'bf9e7a471e32d745'
 DECLARATION_HASH = '8f746b751e38f339'
-GENERATOR_HASH = '6dabe1cfe65d89ac'
+GENERATOR_HASH = '6962d064e74097fc'
 L, R, R_T = 1, 1, 1
 PARAMETERS = ('lam',)
 DEFAULTS = (0.1,)
@@ -59,7 +59,7 @@ GAUSSIANS = ('xi_1',)
 N_STARTS = 3
 VALIDITY = ('q [token 1]', 'V [token 1]', 'rho - theta^T q^-1 theta [token 1]')
 HAS_TARGET = False
-# observables besides the order parameters (replica.observables); eps_g first
+# observables besides the order parameters (replica.symbolic.observables); eps_g first
 OBSERVABLES = ('eps_g', 'classification_error', 'angle')
 TEST_OBSERVABLES = ('eps_g', 'classification_error')
 ENTROPIC_OBSERVABLES = ()
@@ -68,13 +68,13 @@ SIGN_FLIPS = ('m',)
 CONSTRAINTS = ()
 # (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
 # minimum of the bracket and the gradients dF/dx of the other families unchanged
-# (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
+# (replica.symbolic.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
 SYMMETRIES = ((('m',), (0, 1)),)
 MIRRORED = (True,)
 # every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
 ISOTROPIC_TOKENS = True
 # Teacher channel: z = (GAUSSIANS, DISCRETE, LABEL); the label takes LABEL_VALUES, each with
-# weight one: its law W(y | z; x) = label_weight(z, x, p) multiplies min_h F (replica.channels).
+# weight one: its law W(y | z; x) = label_weight(z, x, p) multiplies min_h F (replica.symbolic.channels).
 WEIGHTED = True
 LABEL = 'y'
 LABEL_VALUES = (-1.0, 1.0)
@@ -315,8 +315,8 @@ def parameter_checks(_p):
 
 
 # ---------------------------------------------------------------------------------------
-# Per-node leaves: scalar code for one quadrature node (math only). replica.compiled assembles
-# them with the generic kernels of replica.kernels into a compiled unit (numba, cached on disk);
+# Per-node leaves: scalar code for one quadrature node (math only). replica.numeric.compiled assembles
+# them with the generic kernels of replica.numeric.kernels into a compiled unit (numba, cached on disk);
 # the solver then uses it instead of the numpy functions above.
 
 N_CONSTANTS = 7

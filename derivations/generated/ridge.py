@@ -5,7 +5,7 @@ Model: ridge: ridge regression y = h* + sqrt(Delta) z, square loss, l2 penalty (
 Fields: L=1, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=914733d3a71fde2b generator=6dabe1cfe65d89ac
+# replica-artifact: version=0.1.0 declaration=914733d3a71fde2b generator=6962d064e74097fc
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '5883e542a6990182'
 DECLARATION_HASH = '914733d3a71fde2b'
-GENERATOR_HASH = '6dabe1cfe65d89ac'
+GENERATOR_HASH = '6962d064e74097fc'
 L, R, R_T = 1, 1, 1
 PARAMETERS = ('Delta', 'lam')
 DEFAULTS = (0.25, 0.1)
@@ -59,7 +59,7 @@ GAUSSIANS = ('xi_1', 'eta_1', 'noise')
 N_STARTS = 3
 VALIDITY = ('q [token 1]', 'V [token 1]', 'rho - theta^T q^-1 theta [token 1]')
 HAS_TARGET = False
-# observables besides the order parameters (replica.observables); eps_g first
+# observables besides the order parameters (replica.symbolic.observables); eps_g first
 OBSERVABLES = ('eps_g',)
 TEST_OBSERVABLES = ('eps_g',)
 ENTROPIC_OBSERVABLES = ()
@@ -68,7 +68,7 @@ SIGN_FLIPS = ('m',)
 CONSTRAINTS = ()
 # (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
 # minimum of the bracket and the gradients dF/dx of the other families unchanged
-# (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
+# (replica.symbolic.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
 SYMMETRIES = ((('m',), (0, 1, 2)),)
 MIRRORED = (True,)
 # every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
@@ -241,8 +241,8 @@ def parameter_checks(_p):
 
 
 # ---------------------------------------------------------------------------------------
-# Per-node leaves: scalar code for one quadrature node (math only). replica.compiled assembles
-# them with the generic kernels of replica.kernels into a compiled unit (numba, cached on disk);
+# Per-node leaves: scalar code for one quadrature node (math only). replica.numeric.compiled assembles
+# them with the generic kernels of replica.numeric.kernels into a compiled unit (numba, cached on disk);
 # the solver then uses it instead of the numpy functions above.
 
 N_CONSTANTS = 6

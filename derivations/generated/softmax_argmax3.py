@@ -5,7 +5,7 @@ Model: softmax_argmax3: three-class softmax regression on an argmax teacher (log
 Fields: L=1, r=2, r_t=2. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=a03f6f13ef15cd5d generator=6dabe1cfe65d89ac
+# replica-artifact: version=0.1.0 declaration=f31fd29ffe4bc706 generator=6962d064e74097fc
 import math
 
 import numpy as np
@@ -37,8 +37,8 @@ MODEL = 'softmax_argmax3'
 GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '0d5b37ac8e2c8e3b'
-DECLARATION_HASH = 'a03f6f13ef15cd5d'
-GENERATOR_HASH = '6dabe1cfe65d89ac'
+DECLARATION_HASH = 'f31fd29ffe4bc706'
+GENERATOR_HASH = '6962d064e74097fc'
 L, R, R_T = 1, 2, 2
 PARAMETERS = ('lam',)
 DEFAULTS = (0.1,)
@@ -59,7 +59,7 @@ GAUSSIANS = ('xi_1_1', 'xi_1_2')
 N_STARTS = 3
 VALIDITY = ('q (minor 1) [token 1]', 'q (minor 2) [token 1]', 'V (minor 1) [token 1]', 'V (minor 2) [token 1]', 'rho - theta^T q^-1 theta (minor 1) [token 1]', 'rho - theta^T q^-1 theta (minor 2) [token 1]')
 HAS_TARGET = False
-# observables besides the order parameters (replica.observables); eps_g first
+# observables besides the order parameters (replica.symbolic.observables); eps_g first
 OBSERVABLES = ('eps_g', 'classification_error')
 TEST_OBSERVABLES = ('eps_g', 'classification_error')
 ENTROPIC_OBSERVABLES = ()
@@ -68,13 +68,13 @@ SIGN_FLIPS = ()
 CONSTRAINTS = ()
 # (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
 # minimum of the bracket and the gradients dF/dx of the other families unchanged
-# (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
+# (replica.symbolic.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
 SYMMETRIES = ()
 MIRRORED = ()
 # every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
 ISOTROPIC_TOKENS = True
 # Teacher channel: z = (GAUSSIANS, DISCRETE, LABEL); the label takes LABEL_VALUES, each with
-# weight one: its law W(y | z; x) = label_weight(z, x, p) multiplies min_h F (replica.channels).
+# weight one: its law W(y | z; x) = label_weight(z, x, p) multiplies min_h F (replica.symbolic.channels).
 WEIGHTED = True
 LABEL = 'y'
 LABEL_VALUES = (0.0, 1.0, 2.0)
@@ -83,17 +83,17 @@ ENTROPIC = "closed"
 
 
 def _bvn(h, k, r):
-    """The bivariate normal CDF P(X < h, Y < k), corr(X, Y) = r, on arrays (replica.bivariate,
+    """The bivariate normal CDF P(X < h, Y < k), corr(X, Y) = r, on arrays (replica.numeric.bivariate,
     imported on first use: Genz's algorithm, ~1e-15 absolute)."""
-    from replica.bivariate import bivariate_normal_cdf
+    from replica.numeric.bivariate import bivariate_normal_cdf
 
     return bivariate_normal_cdf(h, k, r)
 
 
 def bvn_scalar(h, k, r):
     """_bvn at one point, for the per-node leaves in plain Python (the compiled unit defines
-    bvn_scalar from replica.bivariate's source instead)."""
-    from replica.bivariate import bvn_scalar as f
+    bvn_scalar from replica.numeric.bivariate's source instead)."""
+    from replica.numeric.bivariate import bvn_scalar as f
 
     return f(h, k, r)
 
@@ -853,8 +853,8 @@ def parameter_checks(_p):
 
 
 # ---------------------------------------------------------------------------------------
-# Per-node leaves: scalar code for one quadrature node (math only). replica.compiled assembles
-# them with the generic kernels of replica.kernels into a compiled unit (numba, cached on disk);
+# Per-node leaves: scalar code for one quadrature node (math only). replica.numeric.compiled assembles
+# them with the generic kernels of replica.numeric.kernels into a compiled unit (numba, cached on disk);
 # the solver then uses it instead of the numpy functions above.
 
 N_CONSTANTS = 18

@@ -1,6 +1,6 @@
 """Applications: studies built on the generic core, the way a new architecture's study would be.
 
-The core (:mod:`replica.solver`, :mod:`replica.phase`, ...) knows branches, crossings and
+The core (:mod:`replica.numeric.solver`, :mod:`replica.phase`, ...) knows branches, crossings and
 baselines of *any* model that declares them. An application package adds what belongs to one
 line of work: its parameters' names and command-line flags, the branch pair it compares, its
 paper's constants and figures. :mod:`replica.applications.attention` is the study of the seed

@@ -1,17 +1,17 @@
-"""Code generation: a :class:`~replica.derivation.Derivation` -> a thin numeric module.
+"""Code generation: a :class:`~replica.symbolic.derivation.Derivation` -> a thin numeric module.
 
 Like ``pydy``'s ``generate_ode_function``, the generator is separated from the derivation
 (:mod:`replica.codegen.generator` lists the model's functions as backend-neutral specs) and
 has swappable backends (:mod:`replica.codegen.backends`): :class:`NumpyBackend` writes
 readable, common-subexpression-eliminated vectorised numpy; :class:`NodeBackend` the per-node
-scalar leaves that :mod:`replica.compiled` compiles together with the generic kernels of
-:mod:`replica.kernels`. A generated module holds the model's mathematics only -- the generic
+scalar leaves that :mod:`replica.numeric.compiled` compiles together with the generic kernels of
+:mod:`replica.numeric.kernels`. A generated module holds the model's mathematics only -- the generic
 numerics are library code -- and never imports sympy, so solving does not pay for symbolic work.
 
 The generated module's contract (names are stable, see :data:`MODULE_API`):
 
 * a freshness stamp line ``replica-artifact: version=... declaration=... generator=...``
-  (:mod:`replica.freshness`, also as ``REPLICA_VERSION``, ``DECLARATION_HASH``, ``GENERATOR_HASH``);
+  (:mod:`replica.artifacts.freshness`, also as ``REPLICA_VERSION``, ``DECLARATION_HASH``, ``GENERATOR_HASH``);
 * metadata: ``MODEL``, ``GENERATOR_VERSION``, ``SOURCE_HASH``, ``L, R, R_T``,
   ``PARAMETERS`` (names), ``DEFAULTS``, ``DOMAINS``, ``ORDER_PARAMETERS``,
   ``CONJUGATES``, ``FAMILIES`` (family -> indices into the order vector),
@@ -30,7 +30,7 @@ The generated module's contract (names are stable, see :data:`MODULE_API`):
   ``bracket_parameter_gradient(h, z, x, p) -> dF/dx`` (envelope theorem);
 * ``prox_starts(z, x, p) -> (S, PROX_DIM, ...)``;
 * ``test_loss(z, x, p)`` (the loss at ``h = omega``: the integrand of ``eps_g``);
-* observables (:mod:`replica.observables`): ``OBSERVABLES`` (names, ``eps_g`` first),
+* observables (:mod:`replica.symbolic.observables`): ``OBSERVABLES`` (names, ``eps_g`` first),
   ``TEST_OBSERVABLES`` / ``N_OBSERVABLES`` and ``test_observables(z, x, p) -> (N_OBSERVABLES, ...)``
   (integrands at ``h = omega``), ``ENTROPIC_OBSERVABLES`` and, for a Moreau-envelope entropic
   side, ``entropic_observables(w, zw, xhat, p)`` (integrands at the entropic minimiser);
@@ -43,17 +43,17 @@ The generated module's contract (names are stable, see :data:`MODULE_API`):
   of every label configuration), ``LABELS`` (its cluster per token),
   ``label_probabilities(p)`` (their law) and ``token_rho_bar(z, p)`` (each token's
   ``rho_bar`` at a node). Averages run over Gaussian nodes x configurations
-  (:mod:`replica.labels`). Modules without clusters define none of these;
+  (:mod:`replica.numeric.labels`). Modules without clusters define none of these;
 * ``SYMMETRIES``: ``(families, gaussian indices)`` pairs: with those families pinned to
   zero, flipping the sign of those ``z`` entries leaves the minimum of the bracket and the
-  other families' ``dF/dx`` unchanged (THEORY §5, derived by :mod:`replica.symmetries`; used
+  other families' ``dF/dx`` unchanged (THEORY §5, derived by :mod:`replica.symbolic.symmetries`; used
   to fold quadrature rules); ``MIRRORED``: per pair, whether it maps the minimiser to ``-h``;
 * per-node leaves (the node backend, :data:`NODE_API`): ``N_CONSTANTS``,
   ``node_constants(z, x, p, c)``, ``node_bracket_newton(h, c, g, H) -> F``,
   ``node_parameter_gradient(h, z, x, p, G)``, ``node_starts(z, x, p, out)``,
   ``node_test_observables(z, x, p, out)``. Plain Python over ``math``; the generic kernels
   that call them (``node_prox_average``, ``node_test_average``) are library code
-  (:mod:`replica.kernels`), compiled together with them by :mod:`replica.compiled`.
+  (:mod:`replica.numeric.kernels`), compiled together with them by :mod:`replica.numeric.compiled`.
 
 Arrays: ``x``/``xhat`` are 1-d in ``ORDER_PARAMETERS``/``CONJUGATES`` order, ``p`` in
 ``PARAMETERS`` order; ``h`` has shape ``(PROX_DIM, ...)`` and ``z`` shape
@@ -69,7 +69,7 @@ MODULE_API = (
     "bracket_newton", "bracket_parameter_gradient", "prox_starts", "test_loss", "test_observables", "validity",
 )
 
-#: per-node leaves of the node backend (see :class:`NodeBackend` and :mod:`replica.compiled`)
+#: per-node leaves of the node backend (see :class:`NodeBackend` and :mod:`replica.numeric.compiled`)
 NODE_API = ("node_constants", "node_bracket_newton", "node_parameter_gradient", "node_starts",
             "node_test_observables")
 

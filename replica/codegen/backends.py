@@ -6,11 +6,11 @@ observables, the entropic update... -- once, as backend-neutral :class:`Function
 :class:`Backend` decides *how* that reads in code:
 
 * :class:`NumpyBackend` -- vectorised numpy over arrays of quadrature nodes (the section every
-  generated module has; :class:`replica.solver.Solver` runs it with ``backend="numpy"`` and for
+  generated module has; :class:`replica.numeric.solver.Solver` runs it with ``backend="numpy"`` and for
   everything outside the inner minimisation);
 * :class:`NodeBackend` -- per-node scalar leaves over ``math`` for the functions that have a
-  :class:`NodeForm`; :mod:`replica.compiled` compiles them with the generic kernels of
-  :mod:`replica.kernels` (``backend="numba"``). Optional: a module generated without it runs
+  :class:`NodeForm`; :mod:`replica.numeric.compiled` compiles them with the generic kernels of
+  :mod:`replica.numeric.kernels` (``backend="numba"``). Optional: a module generated without it runs
   on the numpy path.
 
 ``generate_module(derivation, backends=[...])`` selects them; a new backend (e.g. C, or torch)
@@ -154,11 +154,11 @@ class NumpyBackend(Backend):
 
 
 class NodeBackend(Backend):
-    """Per-node scalar leaves for the compiled kernels (see :mod:`replica.kernels`).
+    """Per-node scalar leaves for the compiled kernels (see :mod:`replica.numeric.kernels`).
 
     Each function handles one quadrature node: arguments are 1-d sequences (``h``, ``z``,
     ``x``, ``p``), array outputs are filled in place, scalars are returned. Plain Python over
-    ``math``; :mod:`replica.compiled` compiles it with numba.
+    ``math``; :mod:`replica.numeric.compiled` compiles it with numba.
     """
 
     name = "node"
@@ -187,8 +187,8 @@ class NodeBackend(Backend):
         if not chunks:
             return ""
         header = f'''# ---------------------------------------------------------------------------------------
-# Per-node leaves: scalar code for one quadrature node (math only). replica.compiled assembles
-# them with the generic kernels of replica.kernels into a compiled unit (numba, cached on disk);
+# Per-node leaves: scalar code for one quadrature node (math only). replica.numeric.compiled assembles
+# them with the generic kernels of replica.numeric.kernels into a compiled unit (numba, cached on disk);
 # the solver then uses it instead of the numpy functions above.
 
 N_CONSTANTS = {n_constants}

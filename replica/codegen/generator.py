@@ -1,10 +1,10 @@
-"""The generator: a :class:`~replica.derivation.Derivation` -> the model's functions -> a module.
+"""The generator: a :class:`~replica.symbolic.derivation.Derivation` -> the model's functions -> a module.
 
 :func:`model_functions` lists what the model computes as backend-neutral
 :class:`~replica.codegen.backends.Function` specs (the model's *arrays*); :func:`generate_module`
 writes the header (metadata and the freshness stamp) and lets each backend write its section.
-The generic numeric algorithm is not generated: it is library code (:mod:`replica.solver`,
-:mod:`replica.prox`, :mod:`replica.kernels`).
+The generic numeric algorithm is not generated: it is library code (:mod:`replica.numeric.solver`,
+:mod:`replica.numeric.prox`, :mod:`replica.numeric.kernels`).
 """
 from __future__ import annotations
 
@@ -16,16 +16,16 @@ from typing import Sequence
 
 import sympy as sp
 
-from ..derivation import Derivation
+from ..symbolic.derivation import Derivation
 from ..errors import DeclarationError
-from ..freshness import current_stamp
-from ..losses import analyse
-from ..observables import EntropicObservable, StateObservable, TestObservable
-from ..outputs import atomic_write_text
-from ..order_parameters import ORDER_FAMILIES
-from ..potentials import GaussianMoreauEnvelope, prox_center_symbols
-from ..registry import DERIVATIONS_DIR
-from ..symbolic import cholesky_lower
+from ..artifacts.freshness import current_stamp
+from ..symbolic.losses import analyse
+from ..symbolic.observables import EntropicObservable, StateObservable, TestObservable
+from ..artifacts.outputs import atomic_write_text
+from ..symbolic.order_parameters import ORDER_FAMILIES
+from ..symbolic.potentials import GaussianMoreauEnvelope, prox_center_symbols
+from ..artifacts.registry import DERIVATIONS_DIR
+from ..symbolic.symbols import cholesky_lower
 from .backends import Backend, Function, NodeForm, NumpyBackend, default_backends
 
 #: bump when the generated code changes in a way the solver must know about
@@ -159,7 +159,7 @@ def model_functions(d: Derivation) -> list[Function]:
     if not m.data.has_clusters:
         out.append(F("rho_bar", [p_arg], [[m.data.rho_bar(l) for l in range(m.L)]],
                      "rho_bar_l = tr Sigma_l / d for every token."))
-        if not _isotropic_tokens(m):  # what the replicon checks (replica.stability), numerically here
+        if not _isotropic_tokens(m):  # what the replicon checks (replica.numeric.stability), numerically here
             out.append(F("atom_eigenvalues", [p_arg], [[g for a in m.data.atoms for g in a.gamma]],
                          "Eigenvalues gamma_l of every atom of the spectral law, atom-major (n_atoms x L)."))
     else:
@@ -175,13 +175,13 @@ def model_functions(d: Derivation) -> list[Function]:
                  "lhs - rhs of every parameter constraint (see CONSTRAINTS)."))
     if env.pieces is not None:
         # Newton leaves would stop at the kinks: the compiled path is off, the exact piecewise
-        # prox of replica.prox runs on the numpy functions
+        # prox of replica.numeric.prox runs on the numpy functions
         out = [dataclasses.replace(f, node=None) for f in out]
     return out
 
 
 def _piecewise_functions(d: Derivation, z_arg, x_arg, p_arg) -> list[Function]:
-    """The exact prox of a piecewise bracket (``PROX_DIM = 1``, :func:`replica.prox.piecewise_prox`).
+    """The exact prox of a piecewise bracket (``PROX_DIM = 1``, :func:`replica.numeric.prox.piecewise_prox`).
 
     ``loss_breaks``: the breakpoints in ``h`` at every node; ``branch_index``: the branch active at
     ``h``; ``branch_newton``: value, slope and curvature of every branch's bracket (smooth
@@ -260,7 +260,7 @@ def _meta(d: Derivation) -> dict:
 
 
 def _kink_rule_functions(d: Derivation, z_arg, x_arg, p_arg, tests) -> list[Function]:
-    """What the kink-aware quadrature (:mod:`replica.kinks`) needs of a channel model with a
+    """What the kink-aware quadrature (:mod:`replica.numeric.kinks`) needs of a channel model with a
     one-dimensional prox: where the label law changes (``channel_transitions``), where the prox
     has kinks (``prox_kinks``: ``omega = b + V l'(b)`` for every breakpoint and branch, a superset
     of the true kinks), the loss's slope and curvature (``loss_profile``, to resolve smooth losses
@@ -489,7 +489,7 @@ GAUSSIANS = {tuple(s.name for s in env.gaussians)!r}
 N_STARTS = {len(env.starts)}
 VALIDITY = {tuple(d.validity.keys())!r}
 HAS_TARGET = {m.target is not None!r}
-# observables besides the order parameters (replica.observables); eps_g first
+# observables besides the order parameters (replica.symbolic.observables); eps_g first
 OBSERVABLES = {tuple(o.name for o in m.observables)!r}
 TEST_OBSERVABLES = {tests!r}
 ENTROPIC_OBSERVABLES = {ents!r}
@@ -498,7 +498,7 @@ SIGN_FLIPS = {sym.sign_flips!r}
 CONSTRAINTS = {tuple((c.parameter, c.message, c.relation.rel_op) for c in m.constraints)!r}
 # (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
 # minimum of the bracket and the gradients dF/dx of the other families unchanged
-# (replica.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
+# (replica.symbolic.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
 SYMMETRIES = {tuple((f.families, f.indices) for f in sym.folds)!r}
 MIRRORED = {tuple(f.mirrored for f in sym.folds)!r}
 # every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
@@ -518,7 +518,7 @@ def _channel_header(d: Derivation) -> str:
     out = ""
     if env.label is not None:
         out += (f"# Teacher channel: z = (GAUSSIANS, DISCRETE, LABEL); the label takes LABEL_VALUES, each with\n"
-                f"# weight one: its law W(y | z; x) = label_weight(z, x, p) multiplies min_h F (replica.channels).\n"
+                f"# weight one: its law W(y | z; x) = label_weight(z, x, p) multiplies min_h F (replica.symbolic.channels).\n"
                 f"WEIGHTED = True\nLABEL = {env.label.name!r}\n"
                 f"LABEL_VALUES = {tuple(float(v) for v in env.label_values)!r}\n"
                 f"CHANNEL = {type(m.channel).__name__!r}\n")
@@ -529,7 +529,7 @@ def _channel_header(d: Derivation) -> str:
         out += f"KINK_RULE = True\nN_TRANSITIONS = {nt}\nN_PROX_KINKS = {nk}\nN_TEST_BREAKS = {ntb}\n"
     if "piecewise" in meta:
         nb, nbr, width, closed, moving = meta["piecewise"]
-        out += (f"# Piecewise loss (replica.losses): exact prox by replica.prox.piecewise_prox\n"
+        out += (f"# Piecewise loss (replica.symbolic.losses): exact prox by replica.numeric.prox.piecewise_prox\n"
                 f"PIECEWISE = True\nN_BREAKS = {nb}\nN_BRANCHES = {nbr}\nSTATIONARY_ROOTS = {width}\n"
                 f"STATIONARY_CLOSED = {closed!r}\nMOVING_BREAKS = {moving!r}\n")
     states = tuple(o.name for o in m.observables if isinstance(o, StateObservable))
@@ -563,7 +563,7 @@ def _entropic_header(d: Derivation) -> str:
             f"ENTROPIC_ARGMIN = {env.argmin is not None!r}\n"
             f"ENTROPIC_N_STARTS = {len(env.starts)}\n"
             f"ENTROPIC_VALIDITY = {tuple(env.validity.keys())!r}\n"
-            + (f"# one weight, one atom: the entropic average runs on a kink-aware rule along Z (replica.kinks)\n"
+            + (f"# one weight, one atom: the entropic average runs on a kink-aware rule along Z (replica.numeric.kinks)\n"
                f"ENTROPIC_KINK_RULE = True\nN_ENTROPIC_KINKS = {_meta(d)['entropic_kinks']}\n"
                if "entropic_kinks" in _meta(d) else ""))
 
@@ -577,7 +577,7 @@ def generate_module(derivation: Derivation, backends: Sequence[Backend] | Backen
     numpy and the per-node leaves, :func:`~replica.codegen.backends.default_backends`); the
     numpy section is required (the solver runs it outside the inner minimisation).
     ``declaration``: the declaration file (default ``model.declared_in``, set by
-    :func:`replica.registry.load_model`), whose hash the module's freshness stamp records.
+    :func:`replica.artifacts.registry.load_model`), whose hash the module's freshness stamp records.
     """
     if backends is None:
         backends = default_backends()
@@ -599,17 +599,17 @@ def generate_module(derivation: Derivation, backends: Sequence[Backend] | Backen
 _BVN_HELPERS = '''
 
 def _bvn(h, k, r):
-    """The bivariate normal CDF P(X < h, Y < k), corr(X, Y) = r, on arrays (replica.bivariate,
+    """The bivariate normal CDF P(X < h, Y < k), corr(X, Y) = r, on arrays (replica.numeric.bivariate,
     imported on first use: Genz's algorithm, ~1e-15 absolute)."""
-    from replica.bivariate import bivariate_normal_cdf
+    from replica.numeric.bivariate import bivariate_normal_cdf
 
     return bivariate_normal_cdf(h, k, r)
 
 
 def bvn_scalar(h, k, r):
     """_bvn at one point, for the per-node leaves in plain Python (the compiled unit defines
-    bvn_scalar from replica.bivariate's source instead)."""
-    from replica.bivariate import bvn_scalar as f
+    bvn_scalar from replica.numeric.bivariate's source instead)."""
+    from replica.numeric.bivariate import bvn_scalar as f
 
     return f(h, k, r)
 '''

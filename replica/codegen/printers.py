@@ -37,11 +37,11 @@ class ArrayPrinter(NumPyPrinter):
         return f"(1.0 - _erfc({self._print(expr.args[0])}))"
 
     def _print_NormalCDF(self, expr):
-        # the standard normal CDF of a channel's label law (replica.channels.NormalCDF)
+        # the standard normal CDF of a channel's label law (replica.symbolic.channels.NormalCDF)
         return f"_ndtr({self._print(expr.args[0])})"
 
     def _print_BivariateNormalCDF(self, expr):
-        # a three-class argmax's label law (replica.channels.BivariateNormalCDF; replica.bivariate)
+        # a three-class argmax's label law (replica.symbolic.channels.BivariateNormalCDF; replica.numeric.bivariate)
         return f"_bvn({', '.join(self._print(a) for a in expr.args)})"
 
     def _print_Max(self, expr):
@@ -152,7 +152,7 @@ class ScalarPrinter(PythonCodePrinter):
         return f"(0.5*math.erfc(-0.7071067811865476*{self.parenthesize(expr.args[0], 1000)}))"
 
     def _print_BivariateNormalCDF(self, expr):
-        # replica.bivariate.bvn_scalar: the compiled unit includes its source
+        # replica.numeric.bivariate.bvn_scalar: the compiled unit includes its source
         return f"bvn_scalar({', '.join(self._print(a) for a in expr.args)})"
 
     def _print_Pow(self, expr, rational=False):

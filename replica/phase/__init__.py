@@ -15,8 +15,8 @@
 
 Nothing here knows a branch name or a parameter: the pair of branches compared is the model's
 ``TRANSITION`` (or given), branches merge into the declared branch that pins more
-(:mod:`replica.branches`), the baseline is the model's ``BASELINE``
-(:mod:`replica.baselines`). The attention study (:mod:`replica.applications.attention`) is
+(:mod:`replica.numeric.branches`), the baseline is the model's ``BASELINE``
+(:mod:`replica.numeric.baselines`). The attention study (:mod:`replica.applications.attention`) is
 built on top, the way another architecture's study would be.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Mapping
 
-from ..baselines import linear_baseline
+from ..numeric.baselines import linear_baseline
 from .common import as_module
 from .continuation import continuation_point
 from .crossings import Competitor, find_baseline_crossing, find_crossing, global_segments

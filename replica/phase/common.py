@@ -6,11 +6,11 @@ from types import ModuleType
 from typing import Sequence
 
 from ..errors import ParameterError
-from ..registry import load_module
+from ..artifacts.registry import load_module
 
 
 def as_module(module: ModuleType | str) -> ModuleType:
-    """A generated module from a module or a model name (:func:`replica.registry.load_module`)."""
+    """A generated module from a module or a model name (:func:`replica.artifacts.registry.load_module`)."""
     return load_module(module) if isinstance(module, str) else module
 
 

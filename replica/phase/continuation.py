@@ -5,7 +5,7 @@ For any model that declares branches: ``high`` (the branch that wins at large ``
 followed down from ``alpha_max``; ``low`` is started where it competes with ``high`` (at the
 lower end of ``high``, keeping the solution with the largest ``Phi`` there: a branch can hold
 several) and followed both ways; other requested branches are followed up from ``alpha_min``.
-Where ``low`` merges into the branch it merges into (:mod:`replica.branches`), that branch is
+Where ``low`` merges into the branch it merges into (:mod:`replica.numeric.branches`), that branch is
 followed on from there and competes in its place.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ import time
 from types import ModuleType
 from typing import Callable, Iterable, Mapping
 
-from ..baselines import baseline
-from ..branches import merge_target
-from ..cache import PointCache
-from ..progress import Progress
+from ..numeric.baselines import baseline
+from ..numeric.branches import merge_target
+from ..artifacts.cache import PointCache
+from ..runtime.progress import Progress
 from .common import as_module, check_range, resolve_pair
 from .crossings import find_baseline_crossing, find_crossing, global_segments
 from .follower import BranchFollower
@@ -34,7 +34,7 @@ def _follow_task(ref, branch, parameters, a_start, a_stop, settings, steps, cach
 
 
 def note_function(progress: Progress | Callable[[str], None] | None, label: str) -> Callable[[str], None] | None:
-    """A ``note(message)`` callback for followers: a :class:`~replica.progress.Progress` note
+    """A ``note(message)`` callback for followers: a :class:`~replica.runtime.progress.Progress` note
     prefixed by ``label``, or the callable given."""
     if isinstance(progress, Progress):
         prefix = f"{label} " if label else ""

@@ -4,11 +4,11 @@ Each point is warm-started from the secant extrapolation of the two previous one
 adapts to the extrapolation error, and the branch *ends* (a spinodal, reported as a
 :class:`~replica.phase.results.BranchEnd`) where the continuation fails even with the smallest
 step -- the iteration no longer converges, the state leaves the admissible domain, the branch
-merges into the branch it merges into (:mod:`replica.branches`: its defining families vanish),
+merges into the branch it merges into (:mod:`replica.numeric.branches`: its defining families vanish),
 or the converged point jumps far from the extrapolated one (it landed on another solution). A
 branch never silently continues on another solution.
 
-Solved points are cached on disk (:mod:`replica.cache`); a cached point is only used when it
+Solved points are cached on disk (:mod:`replica.artifacts.cache`); a cached point is only used when it
 agrees with the warm start the continuation would have used, so a cache entry can never move a
 curve to another branch.
 """
@@ -20,9 +20,9 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..branches import defining_families, merge_target
-from ..cache import PointCache
-from ..convergence import cached_point_converged
+from ..numeric.branches import defining_families, merge_target
+from ..artifacts.cache import PointCache
+from ..numeric.convergence import cached_point_converged
 from ..errors import ConvergenceError, InvalidStateError, ParameterError
 from .common import as_module, check_positive
 from .results import BranchCurve, BranchEnd, BranchPoint, EndReason, PhaseError

@@ -1,5 +1,5 @@
 """The thresholds' jump terms: what the tensor rule's error across the jumps of the argmin moves
-``alpha_c`` and ``alpha_l`` by (:func:`replica.accuracy.jump_check` at the thresholds).
+``alpha_c`` and ``alpha_l`` by (:func:`replica.numeric.accuracy.jump_check` at the thresholds).
 
 ``replica phase --accuracy`` refines the rules until the thresholds stop moving; where the argmin
 of the bracket jumps, tensor Gauss-Hermite refinements move a fixed point by less than their error
@@ -20,7 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..accuracy import jump_check
+from ..numeric.accuracy import jump_check
 from ..errors import ConvergenceError, InvalidStateError
 from .results import CrossingStatus, PhaseResult
 from .settings import SolverSettings

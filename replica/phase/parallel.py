@@ -1,8 +1,8 @@
-"""The phase machinery's side of the executor layer (:mod:`replica.executors`): which executor a
+"""The phase machinery's side of the executor layer (:mod:`replica.runtime.executors`): which executor a
 call runs on, and passing a generated module to a worker.
 
 Parallel work in :mod:`replica.phase` goes through :func:`executor_for` -- the caller's
-executor (e.g. a Dask client's) when one is given, else :func:`replica.executors.open_executor`
+executor (e.g. a Dask client's) when one is given, else :func:`replica.runtime.executors.open_executor`
 with ``jobs`` local processes that die with this one. A module crosses the process boundary by
 reference (its import name and file).
 """
@@ -16,13 +16,13 @@ import sys
 from types import ModuleType
 from typing import Iterator
 
-from ..executors import open_executor
+from ..runtime.executors import open_executor
 
 
 @contextlib.contextmanager
 def executor_for(jobs: int, executor: cf.Executor | None = None) -> Iterator[cf.Executor]:
     """``executor`` if given (left open: its owner closes it), else ``jobs`` local worker
-    processes (:func:`replica.executors.open_executor`; this process when ``jobs == 1``)."""
+    processes (:func:`replica.runtime.executors.open_executor`; this process when ``jobs == 1``)."""
     if executor is not None:
         yield executor
         return

@@ -7,10 +7,10 @@ import concurrent.futures as cf
 from types import ModuleType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..cache import PointCache
+from ..artifacts.cache import PointCache
 from ..errors import ParameterError
-from ..executors import describe, run_chains
-from ..progress import Progress
+from ..runtime.executors import describe, run_chains
+from ..runtime.progress import Progress
 from .common import as_module
 from .continuation import continuation_point
 from .parallel import executor_for, module_from_ref, module_ref
@@ -37,7 +37,7 @@ def phase_point(module: ModuleType | str, parameters: Mapping[str, float] | None
     (:func:`~replica.phase.thresholds.thresholds`; ``curves`` then hold those points, no
     spinodals). ``label`` names the point in progress lines (e.g. ``omega=0.3``). The
     continuation follows its other branches in parallel with ``jobs > 1`` local processes or on
-    ``executor`` (:mod:`replica.executors`).
+    ``executor`` (:mod:`replica.runtime.executors`).
     """
     if not (parameters is None or isinstance(parameters, Mapping)):
         raise ParameterError("parameters", f"must be a mapping of parameter names to values, got {parameters!r} "

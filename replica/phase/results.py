@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import ReplicaError
-from ..solver import FixedPoint
+from ..numeric.solver import FixedPoint
 
 
 class PhaseError(ReplicaError, RuntimeError):

@@ -7,25 +7,25 @@ from types import ModuleType
 from typing import Any, Mapping
 
 from ..errors import ParameterError
-from ..integrators import from_spec
-from ..prox import GLOBAL, ProxConvention
-from ..quadrature import QuadratureRule
-from ..solver import ENTROPIC_REFINEMENT, Solver
+from ..numeric.integrators import from_spec
+from ..numeric.prox import GLOBAL, ProxConvention
+from ..numeric.quadrature import QuadratureRule
+from ..numeric.solver import ENTROPIC_REFINEMENT, Solver
 
 
 @dataclass(frozen=True)
 class SolverSettings:
     """How every point is solved.
 
-    ``rule`` is a :class:`~replica.quadrature.QuadratureRule`, an energetic integrator, a
-    spec string for :func:`~replica.quadrature.parse_rule` (``"fast"``, ``"gh:10"``) or
-    ``"preint:fast|default|high"`` (:func:`replica.preintegration.make_integrator`), ``None``
+    ``rule`` is a :class:`~replica.numeric.quadrature.QuadratureRule`, an energetic integrator, a
+    spec string for :func:`~replica.numeric.quadrature.parse_rule` (``"fast"``, ``"gh:10"``) or
+    ``"preint:fast|default|high"`` (:func:`replica.numeric.preintegration.make_integrator`), ``None``
     (the solver's default), or a mapping branch -> any of these (key ``"default"`` for the
     others), e.g. ``{"positional": "preint:fast", "default": "gh:12"}``. ``max_iter`` is kept
     moderate: a warm-started point converges in tens of iterations, and a point that does not is
     the end of a branch. ``error_estimate``: the solver's companion-rule residual per point
     (off: ~10% faster, ``quadrature_residual`` is then nan; ``eps_g_error`` is always there).
-    ``prox``: the prox convention of every point (:class:`replica.prox.ProxConvention`).
+    ``prox``: the prox convention of every point (:class:`replica.numeric.prox.ProxConvention`).
     """
 
     rule: Any = None
@@ -59,7 +59,7 @@ class SolverSettings:
 
     def make_solver(self, module: ModuleType, parameters: Mapping[str, float] | None,
                     branch: str) -> Solver:
-        """A :class:`~replica.solver.Solver` of ``branch`` with these settings."""
+        """A :class:`~replica.numeric.solver.Solver` of ``branch`` with these settings."""
         return Solver(module, parameters, branch, rule=self.rule_for(module, branch), test_rule=self.test_rule,
                       tol=self.tol, max_iter=self.max_iter, error_estimate=self.error_estimate,
                       entropic_rule=self.entropic_rule, prox=self.prox)
@@ -74,7 +74,7 @@ class StepControl:
     the smallest step is ``min(min, min_rel * alpha)``. ``target`` is the aimed-at
     relative distance between the extrapolated and the converged state; a point farther
     than ``jump`` is rejected as a jump to another solution. A branch whose defining
-    families (:func:`replica.branches.defining_families`) have relative size below ``merge``
+    families (:func:`replica.numeric.branches.defining_families`) have relative size below ``merge``
     has merged into the branch it merges into; so has one whose relative size is below
     ``weak`` when the continuation fails (it is then within the quadrature accuracy of it).
     """

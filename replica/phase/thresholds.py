@@ -44,13 +44,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..cache import PointCache
+from ..artifacts.cache import PointCache
 from ..errors import ConvergenceError, InvalidStateError, ParameterError
-from ..progress import Progress
+from ..runtime.progress import Progress
 from .common import as_module, check_range, resolve_pair
 from .continuation import baseline_value, continuation_point, no_baseline, note_function
 from .follower import BranchFollower
-from ..executors import describe, run_chains
+from ..runtime.executors import describe, run_chains
 from .parallel import executor_for, module_from_ref, module_ref
 from .results import BranchCurve, Crossing, CrossingStatus, PhaseResult
 from .settings import SolverSettings, StepControl

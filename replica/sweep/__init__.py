@@ -1,5 +1,5 @@
 """Parameter sweeps: a spec (:mod:`~replica.sweep.spec`) -> every grid point computed once, on any
-executor (:mod:`~replica.sweep.run`, :mod:`replica.executors`) -> a labelled dataset
+executor (:mod:`~replica.sweep.run`, :mod:`replica.runtime.executors`) -> a labelled dataset
 (:mod:`~replica.sweep.dataset`), with plotting helpers for 2-D slices (:mod:`~replica.sweep.plots`).
 
 What a point computes is a registered task kind (:mod:`~replica.sweep.kinds`: ``solve``,

@@ -7,7 +7,7 @@ conjugates, every declared observable and ``<name>_error`` (its error estimate: 
 theory, the standard error over seeds for simulations), ``converged``, ``iterations``,
 ``residual``, ``alpha_c``/``alpha_l`` with their status and reason, ``notes`` -- and ``error``,
 the message of a point that failed ('' otherwise). A missing number is NaN in the dataset; the
-JSON written anywhere else stays strict (:mod:`replica.jsonio`).
+JSON written anywhere else stays strict (:mod:`replica.artifacts.jsonio`).
 
 Attributes say what produced it: ``model``, ``model_source_hash``, ``model_generator_version``,
 ``model_stamp`` (the generated module's freshness stamp), ``replica_version``, ``kind``, ``spec``
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import jsonio
+from ..artifacts import jsonio
 from ..errors import ParameterError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -189,7 +189,7 @@ def write_csv(result: Any, path: str | os.PathLike) -> Path:
     """Write :func:`table` to ``path`` atomically (no xarray needed; a missing number is empty)."""
     import csv
 
-    from ..outputs import atomic_write, check_output_file
+    from ..artifacts.outputs import atomic_write, check_output_file
 
     check_output_file(path, "out")
     columns, rows = table(result)
@@ -219,7 +219,7 @@ def _netcdf_engine() -> str:
 def check_output(path: str | os.PathLike) -> str:
     """Before any work: the suffix names a known format whose writer is installed, and the file
     can be written (a one-line error naming ``out`` otherwise). Returns the format."""
-    from ..outputs import check_output_file
+    from ..artifacts.outputs import check_output_file
 
     fmt = _format(path)
     if fmt != "csv":  # a CSV table needs no labelled dataset (write_csv)

@@ -38,11 +38,11 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .. import validation
-from ..cache import PointCache
+from ..artifacts.cache import PointCache
 from ..errors import ConvergenceError, InvalidStateError, ParameterError, ReplicaError
-from ..accuracy import with_error_bars
-from ..integrators import from_spec
-from ..prox import prox_convention
+from ..numeric.accuracy import with_error_bars
+from ..numeric.integrators import from_spec
+from ..numeric.prox import prox_convention
 from ..phase.parallel import module_from_ref
 from .spec import SweepSpec
 
@@ -181,7 +181,7 @@ class _Settings:
 def _check_names(spec: SweepSpec, module: ModuleType, alpha: str) -> None:
     """Grid axes and fixed parameters are the model's parameters (and ``alpha`` where the kind
     takes it); each grid point's parameters pass the model's checks."""
-    from ..parameters import parameter_vector
+    from ..numeric.parameters import parameter_vector
 
     names = [a.name for a in spec.axes] + list(spec.parameters)
     for n in names:
@@ -245,8 +245,8 @@ def _solve_check(spec: SweepSpec, module: ModuleType) -> dict:
 
 
 def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
-    from ..baselines import baseline
-    from ..solver import Solver
+    from ..numeric.baselines import baseline
+    from ..numeric.solver import Solver
 
     module = module_from_ref(ctx.module)
     st = ctx.settings
@@ -271,7 +271,7 @@ def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
                 fp = solver.solve_best(alpha)
             x_seed = fp.x
             if st["error_estimate"]:
-                # the bars of replica solve (replica.accuracy): the distance to the fixed point re-solved on
+                # the bars of replica solve (replica.numeric.accuracy): the distance to the fixed point re-solved on
                 # refined rules and with more prox starts, not the companion rule's residual (~1e-16 where
                 # the error was 1e-10 to 1e-8); the values are the refined ones, as replica solve reports
                 fp = with_error_bars(solver, fp, alpha)
@@ -289,7 +289,7 @@ def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
                    quadrature_residual=float(fp.quadrature_residual), converged=bool(fp.converged),
                    notes="; ".join(notes + list(fp.notes)))
         if fp.errors:
-            row["accuracy_met"] = bool(fp.accuracy_met)  # every bar below 1e-3 relative (replica.accuracy)
+            row["accuracy_met"] = bool(fp.accuracy_met)  # every bar below 1e-3 relative (replica.numeric.accuracy)
         rows.append(row)
         seed[b] = [float(v) for v in x_seed]  # the working rule's state: the neighbours solve on that rule
     values: dict[str, Any] = {}

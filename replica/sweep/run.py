@@ -8,10 +8,10 @@ the cache (:func:`run_sweep`, :class:`SweepResult`).
   warm-start axis every point is its own chain. The chains depend on the spec only, never on the
   executor or the number of workers, so every executor gives the same numbers, bit for bit.
 * **Executors.** One task per point (:func:`replica.sweep.kinds.compute_point`), one task in
-  flight per chain, on any :class:`concurrent.futures.Executor` (:mod:`replica.executors`:
+  flight per chain, on any :class:`concurrent.futures.Executor` (:mod:`replica.runtime.executors`:
   this process, local processes, a Dask cluster).
 * **Cache.** This process stores each finished point's record in the point cache
-  (:mod:`replica.cache`) as soon as it arrives, keyed by the kind, the model's hashes, the
+  (:mod:`replica.artifacts.cache`) as soon as it arrives, keyed by the kind, the model's hashes, the
   settings, the point and -- for a point started from a neighbour -- the key of that neighbour
   (so a cached record is only reused where the same chain would have computed it). A rerun, or a
   sweep resumed after an interrupt or a lost worker, computes only what is missing, and gives the
@@ -29,12 +29,12 @@ from typing import Any, Iterator
 import numpy as np
 
 from .. import __version__
-from ..cache import PointCache, cache_key
+from ..artifacts.cache import PointCache, cache_key
 from ..errors import ParameterError
-from ..executors import Ready, describe, open_executor, run_chains
+from ..runtime.executors import Ready, describe, open_executor, run_chains
 from ..phase.parallel import module_ref
 from ..phase.thresholds import contiguous_runs, visit_order
-from ..progress import Progress
+from ..runtime.progress import Progress
 from .kinds import Context, compute_point, get_kind
 from .spec import SweepSpec
 
@@ -108,7 +108,7 @@ def plan_chains(spec: SweepSpec) -> list[list[tuple[int, ...]]]:
 def _model_info(spec: SweepSpec, module, settings: dict) -> dict[str, str]:
     info = {"model": spec.model, "replica_version": __version__}
     if module is not None:
-        from ..freshness import read_stamp
+        from ..artifacts.freshness import read_stamp
 
         stamp = read_stamp(module.__file__) if getattr(module, "__file__", None) else None
         info.update(model=module.MODEL, model_source_hash=str(getattr(module, "SOURCE_HASH", "")),
@@ -135,7 +135,7 @@ def _executor(executor: cf.Executor | None, jobs: int, scheduler: str | None) ->
 def prepare(spec: SweepSpec):
     """Check a spec completely (kind, settings, every grid point) and load its model: ``(spec with
     its warm-start axis resolved, kind, module or None, settings)``. No work is started."""
-    from ..registry import load_module
+    from ..artifacts.registry import load_module
 
     kind = get_kind(spec.kind)
     module = load_module(spec.model) if kind.needs_model else None
@@ -155,7 +155,7 @@ def run_sweep(spec: SweepSpec, *, executor: cf.Executor | None = None, jobs: int
     """Compute every grid point of ``spec`` once (see the module docstring).
 
     ``executor``: any :class:`concurrent.futures.Executor` (left open); otherwise one is opened
-    from ``jobs`` / ``scheduler`` (:func:`replica.executors.open_executor`) after the spec has
+    from ``jobs`` / ``scheduler`` (:func:`replica.runtime.executors.open_executor`) after the spec has
     been checked. ``cache``: the point cache (default: disabled -- nothing resumes);
     ``progress`` advances once per point (cached points do not count towards its ETA); ``estimate``
     (a line on the sweep's size and cost) is said with the executor's description, once the executor

@@ -14,7 +14,7 @@ finding, in parallel processes over ``omega``) and :func:`write_figures` draws
 
 each as PNG plus the CSV of what is plotted, and ``summary.json`` with every result. Where
 the branches were followed (``omega_fig2``, ``omegas_loss``), the replicon
-(:mod:`replica.stability`) is evaluated along each branch; the ``alpha`` where the RS fixed
+(:mod:`replica.numeric.stability`) is evaluated along each branch; the ``alpha`` where the RS fixed
 point is unstable are hatched on Fig. 2 (per branch) and, for the global minimum, on the phase
 diagram (``rs_stability.csv``).
 Simulation points (the CSV of ``python -m numerics.simulate sweep``) can be overlaid.
@@ -32,12 +32,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ... import jsonio
-from ...cache import PointCache
+from ...artifacts import jsonio
+from ...artifacts.cache import PointCache
 from ...errors import ParameterError
-from ...outputs import check_output_dir, make_output_dir, staged_dir
+from ...artifacts.outputs import check_output_dir, make_output_dir, staged_dir
 from ...phase import PhaseResult, SolverSettings, StepControl
-from ...progress import Progress
+from ...runtime.progress import Progress
 from . import paper
 from .phase import phase_points
 
@@ -152,8 +152,8 @@ def compute_figures(config: FigureConfig | None = None, *, jobs: int = 1, cache:
 
 
 def _curve_stability(model: str, curve, points: int) -> list[tuple[float, float, bool]]:
-    from ...registry import load_module
-    from ...stability import curve_stability
+    from ...artifacts.registry import load_module
+    from ...numeric.stability import curve_stability
 
     return curve_stability(load_module(model), curve, points)
 
@@ -162,9 +162,9 @@ def branch_stability(model: str, results: Mapping[float, PhaseResult], points: i
                      executor: cf.Executor | None = None, progress: Progress | None = None
                      ) -> dict[float, dict[str, list[tuple[float, float, bool]]]]:
     """``(alpha, replicon, rs_stable)`` at ``points`` fixed points of every followed branch of
-    each result (:func:`replica.stability.curve_stability`), one task per curve on ``executor``
+    each result (:func:`replica.numeric.stability.curve_stability`), one task per curve on ``executor``
     or else ``jobs`` local processes."""
-    from ...executors import open_executor
+    from ...runtime.executors import open_executor
 
     tasks = [(w, b, c) for w, r in sorted(results.items()) for b, c in sorted(r.curves.items()) if len(c)]
     if progress is not None:
@@ -188,7 +188,7 @@ def global_unstable_intervals(r: PhaseResult, stability: Mapping[str, Sequence[t
                               ) -> list[tuple[float, float]]:
     """``alpha`` intervals where the global minimum's RS fixed point is unstable (samples of
     each branch kept where that branch is the global minimum)."""
-    from ...stability import unstable_intervals
+    from ...numeric.stability import unstable_intervals
 
     return unstable_intervals([s for b, ss in stability.items() for s in ss if r.global_branch(s[0]) == b])
 
@@ -293,7 +293,7 @@ RS_LABEL = "RS unstable (replicon)"
 
 def _hatch_unstable(ax, stability: Mapping[str, Sequence[tuple[float, float, bool]]] | None) -> bool:
     """Hatched strips along the bottom of the axes over each branch's RS-unstable ``alpha``."""
-    from ...stability import unstable_intervals
+    from ...numeric.stability import unstable_intervals
 
     drawn = False
     trans = ax.get_xaxis_transform()
@@ -590,7 +590,7 @@ def write_figures(data: FigureData, out: str | os.PathLike, sim_rows: Sequence[M
     """Draw every figure into ``out`` (PNG + CSV each) and write ``summary.json``; returns the PNGs.
 
     The files are drawn into a staging directory and replace those of ``out`` together, summary
-    last (:func:`replica.outputs.staged_dir`): an interrupted run leaves ``out`` as it was, never a
+    last (:func:`replica.artifacts.outputs.staged_dir`): an interrupted run leaves ``out`` as it was, never a
     mix of old and new figures beside a summary of the old run."""
     final = make_output_dir(out, "out")  # the parent must exist: a typo creates no directory tree
     with staged_dir(final, last="summary.json") as stage:

@@ -12,12 +12,12 @@ import concurrent.futures as cf
 from types import ModuleType
 from typing import Any, Mapping, Sequence
 
-from ...cache import PointCache
+from ...artifacts.cache import PointCache
 from ...phase import PhaseResult, phase_points as core_phase_points
 from ...phase import phase_point as core_phase_point
 from ...phase import thresholds as core_thresholds
 from ...phase import thresholds_sweep
-from ...progress import Progress
+from ...runtime.progress import Progress
 from .paper import BRANCHES, TRANSITION
 
 #: the branches a phase point follows by default, in the order they are reported

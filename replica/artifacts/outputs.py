@@ -1,0 +1,178 @@
+"""Output files: checked before the work starts, written atomically.
+
+A long computation must not fail at its last step because its output path is a missing
+directory or a read-only place (``/proc``), nor leave a half-written file behind when it is
+interrupted. :func:`check_output_file` / :func:`check_output_dir` run before the work
+(they create nothing but a probe they remove again); :func:`atomic_write` writes a
+temporary file in the target's directory and moves it into place with :func:`os.replace`
+(atomic on POSIX), so a reader sees the old file or the complete new one.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from pathlib import Path
+from typing import IO, Iterator
+
+from ..errors import ParameterError
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: files are created with the permissions ``open`` would give them (mkstemp's are 0600)
+_MODE = 0o666 & ~_umask()
+
+
+def _probe_dir(directory: Path, name: str, shown: str) -> None:
+    """Raise unless a file can be created in ``directory`` (tried for real: permissions,
+    read-only mounts and pseudo file systems such as ``/proc`` all answer differently)."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".replica-probe-", dir=directory)
+    except OSError as exc:
+        raise ParameterError(name, f"cannot write in {directory} ({exc.strerror or exc}) for {shown}") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+
+
+def check_output_file(path: str | os.PathLike, name: str) -> Path:
+    """``path`` can be written: its directory exists and is writable, and it is not a directory.
+
+    Missing parent directories are not created (a typo must not make ``/tmp/a/b/c``
+    appear): the message says which one is missing.
+    """
+    p = Path(path).expanduser()
+    if str(path) == "" or p.name in ("", ".", ".."):
+        raise ParameterError(name, f"{str(path)!r} is not a file name")
+    if p.is_dir():
+        raise ParameterError(name, f"{p} is a directory; give a file name")
+    _check_parent(p, name)
+    return p
+
+
+def _check_parent(p: Path, name: str) -> None:
+    """The directory of ``p`` exists (else name the first missing or non-directory ancestor)
+    and can be written in."""
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        missing = parent
+        while not missing.parent.is_dir() and missing.parent != missing:
+            missing = missing.parent
+        if missing.exists():
+            raise ParameterError(name, f"{missing} is not a directory, so {p} cannot be created")
+        raise ParameterError(name, f"directory {missing} does not exist (create it first) for {p}")
+    _probe_dir(parent, name, str(p))
+
+
+def check_output_dir(path: str | os.PathLike, name: str) -> Path:
+    """``path`` is a writable directory, or can be created as one (its parent exists)."""
+    p = Path(path).expanduser()
+    if str(path) == "":
+        raise ParameterError(name, "empty directory name")
+    if p.exists() and not p.is_dir():
+        raise ParameterError(name, f"{p} exists and is not a directory")
+    if p.is_dir():
+        _probe_dir(p, name, str(p))
+        return p
+    _check_parent(p, name)
+    return p
+
+
+def make_output_dir(path: str | os.PathLike, name: str = "out") -> Path:
+    """Create the output directory ``path`` (its parent must exist, see :func:`check_output_dir`)."""
+    p = check_output_dir(path, name)
+    try:
+        p.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise ParameterError(name, f"cannot create {p} ({exc.strerror or exc})") from None
+    return p
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator[IO]:
+    """``with atomic_write(path) as fh: ...``: the file appears complete or not at all.
+
+    The temporary file lives next to ``path`` (same file system, so the final
+    :func:`os.replace` is atomic) and is removed if the block raises.
+    """
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent if str(p.parent) else ".")
+    try:
+        with os.fdopen(fd, mode, **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _MODE)
+        os.replace(tmp, p)
+        tmp = None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_write`)."""
+    with atomic_write(path, "w", encoding=encoding) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def staged_dir(out: str | os.PathLike, last: str | None = None, name: str = "out") -> Iterator[Path]:
+    """``with staged_dir(out, last="summary.json") as stage: <write files into stage>``: the files
+    replace those of ``out`` together, or none does.
+
+    A set of files written one after another into ``out`` left, when interrupted, a mix of old and
+    new files beside an old summary describing the old run. Here they go into a staging directory
+    inside ``out`` (same file system); when the block ends normally they are moved into ``out``
+    with :func:`os.replace`, ``SIGINT``/``SIGTERM`` held back meanwhile (delivered once the move is
+    done), and ``last`` (the file describing the set) removed before the first move and moved in
+    after all others: even a ``kill -9`` during the move leaves no ``last`` describing a mix. If
+    the block raises (an interrupt, an error), ``out`` is untouched and the staging directory is
+    removed. Files of ``out`` the block did not write (other tools' outputs) are left alone.
+    """
+    final = make_output_dir(out, name)
+    stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=final))
+    try:
+        yield stage
+        names = sorted(p.name for p in stage.iterdir() if p.name != last)
+        if last is not None and (stage / last).exists():
+            names.append(last)
+        held = _hold_signals()
+        try:
+            if last is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(final / last)
+            for n in names:
+                target = final / n
+                if (stage / n).is_dir():
+                    if target.is_dir():
+                        shutil.rmtree(target)
+                    os.replace(stage / n, target)
+                else:
+                    os.replace(stage / n, target)
+        finally:
+            _release_signals(held)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _hold_signals():
+    """Block SIGINT and SIGTERM in this thread (the main one: where Python handles them)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _release_signals(previous) -> None:
+    if previous is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
