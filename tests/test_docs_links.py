@@ -1,0 +1,45 @@
+"""Every relative link and repository path the user docs give resolves (the docs moved into
+docs/tutorial, how-to, reference and explanation; a stale path must fail here, not for a reader)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md")])
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+#: a repository path in prose or code: docs/..., with a file suffix
+DOCS_PATH = re.compile(r"(?<![\w./-])(docs/[\w./-]+\.(?:md|json|csv|png))")
+
+
+def _broken(page: Path) -> list[str]:
+    text = page.read_text()
+    bad = []
+    for target in LINK.findall(text):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        if not (page.parent / target).resolve().exists():
+            bad.append(f"{page.relative_to(ROOT)}: link {target}")
+    for path in DOCS_PATH.findall(text):
+        if not (ROOT / path).exists():
+            bad.append(f"{page.relative_to(ROOT)}: path {path}")
+    return bad
+
+
+def test_doc_links_and_paths_resolve():
+    bad = [b for page in PAGES for b in _broken(page)]
+    assert not bad, "\n".join(bad)
+
+
+def test_nothing_points_outside_the_repository():
+    """No page, notebook or library text sends a reader to the team's shared folder."""
+    files = PAGES + sorted((ROOT / "notebooks").glob("*.py"))
+    bad = [str(f.relative_to(ROOT)) for f in files if re.search(r"shared/THEORY|\.\./shared/|shared/seeds", f.read_text())]
+    assert not bad, bad
+
+
+def test_docs_index_lists_every_page():
+    index = (ROOT / "docs" / "README.md").read_text()
+    pages = [p for p in (ROOT / "docs").rglob("*.md") if p.name != "README.md"]
+    missing = [str(p.relative_to(ROOT)) for p in pages if str(p.relative_to(ROOT / "docs")) not in index]
+    assert not missing, f"add to docs/README.md: {missing}"
