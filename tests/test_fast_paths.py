@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from replica.artifacts.registry import load_module
 from replica.errors import ParameterError
 from replica.numeric.integrators import QuadratureIntegrator, fold_nodes
 from replica.numeric.compiled import compiled, numba_available
@@ -85,19 +86,19 @@ def test_node_functions_match_numpy_functions(request, model):
     obs = module.test_observables(z, x, p)
     for j in range(z.shape[1]):
         c = np.empty(max(module.N_CONSTANTS, 1))
-        module.node_constants(z[:, j], x, p, c)
+        module.leaves["node_constants"](z[:, j], x, p, c)
         gj, Hj, Gj = np.empty(D), np.empty(D * D), np.empty(nx)
-        Fj = module.node_bracket_newton(h[:, j], c, gj, Hj)
+        Fj = module.leaves["node_bracket_newton"](h[:, j], c, gj, Hj)
         assert Fj == pytest.approx(F[j], rel=1e-12, abs=1e-14)
         np.testing.assert_allclose(gj, g[:, j], rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(Hj, H[:, j], rtol=1e-10, atol=1e-12)
-        module.node_parameter_gradient(h[:, j], z[:, j], x, p, Gj)
+        module.leaves["node_parameter_gradient"](h[:, j], z[:, j], x, p, Gj)
         np.testing.assert_allclose(Gj, G[:, j], rtol=1e-10, atol=1e-12)
         sj = np.empty(module.N_STARTS * D)
-        module.node_starts(z[:, j], x, p, sj)
+        module.leaves["node_starts"](z[:, j], x, p, sj)
         np.testing.assert_allclose(sj, np.broadcast_to(starts[:, j], sj.shape), rtol=1e-12, atol=1e-14)
         oj = np.empty(module.N_OBSERVABLES)
-        module.node_test_observables(z[:, j], x, p, oj)
+        module.leaves["node_test_observables"](z[:, j], x, p, oj)
         np.testing.assert_allclose(oj, obs[:, j], rtol=1e-12, atol=1e-14)
         assert oj[0] == pytest.approx(tl[j], rel=1e-12, abs=1e-14)  # eps_g first: the test loss
 
@@ -182,3 +183,21 @@ def test_numba_and_numpy_backends_agree(attention, branch, alpha):
         assert a.order[k] == pytest.approx(b.order[k], rel=1e-6, abs=1e-9)
     assert a.eps_g == pytest.approx(b.eps_g, rel=1e-6)
     assert a.phi == pytest.approx(b.phi, rel=1e-6)
+
+
+@pytest.mark.skipif(not numba_available(), reason="numba not installed (optional: pip install numba)")
+def test_backends_agree_on_the_tutorial_agnostic_point():
+    """notebooks/03_your_architecture.py's agnostic point at alpha = 2 (the README says the numpy path
+    gives the same results): both backends reach the same fixed point from the notebook's start and
+    from a distant one. Measured on the notebook's GH 14 rule: one agnostic solution, q = 0.26705, from
+    nine starts q in {0.02, 0.2, 1} x V in {0.3, 1, 5} on both backends (q = 0.27567 at alpha = 1)."""
+    mod = load_module("linear_attention")
+    rule = gauss_hermite(4, 10)
+    fps = [Solver(mod, branch="agnostic", rule=rule, backend=backend).solve(2.0, x0)
+           for backend in ("numba", "numpy")
+           for x0 in ({"q": 0.2, "V": 1.0, "m": 0.0, "theta": 0.15}, {"q": 1.0, "V": 5.0, "m": 0.0, "theta": 0.0})]
+    assert all(fp.converged for fp in fps)
+    for fp in fps[1:]:
+        for k in fps[0].order:
+            assert fp.order[k] == pytest.approx(fps[0].order[k], rel=1e-7, abs=1e-10)
+        assert fp.phi == pytest.approx(fps[0].phi, rel=1e-9)
