@@ -162,6 +162,11 @@ for branch in ("semantic", "agnostic"):
               f"V={fp.order['V']:.3f}  eps_g={fp.eps_g:.5f}  e_t={fp.train_loss:.5f}  ({fp.iterations} it)")
 
 # %% [markdown]
+# Without numba (`REPLICA_BACKEND=numpy`) the same cell gives the same fixed points to round-off
+# (`tests/test_fast_paths.py`). The agnostic branch has one solution here: at `α = 2`, nine starts
+# with `q` from 0.02 to 1 and `V` from 0.3 to 5 all reach it on either backend (one, `q = 0.02,
+# V = 0.3`, stops with a message instead), and at `α = 1` three distant starts do.
+#
 # The global minimiser is the branch with the larger free entropy `Φ` (smaller `e_t = −Φ`).
 
 # %%
