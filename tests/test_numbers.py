@@ -90,3 +90,14 @@ def test_the_checks_catch_a_disagreement(committed):
     assert THRESHOLD.search("Measured at `ω = 0.3`: `α_c = 1.255`, `α_l = 1.488`")
     assert THRESHOLD.search("The reference's `α_c(0.05) = 0.623` is the crossing")
     assert not THRESHOLD.search(_unblocked(f"`α_c = {wrong}`"))
+
+
+def test_figure_legends_print_the_quoted_figure_values(committed):
+    """Fig. 2's legend prints alpha_c, alpha_l with 3 decimals from the computation its CSV records
+    (replica/applications/attention/figures.py); they are the figures' entries of the source."""
+    import csv
+
+    with open(gen.FIG / "fig2_right_test_error.csv", newline="") as fh:
+        rows = {r["series"]: r for r in csv.DictReader(fh)}
+    for name in ("alpha_c", "alpha_l"):
+        assert f"{float(rows[name]['alpha']):.3f}" == committed[f"figure_{name}@0.3"]["text"], name
