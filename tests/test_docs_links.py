@@ -43,3 +43,11 @@ def test_docs_index_lists_every_page():
     pages = [p for p in (ROOT / "docs").rglob("*.md") if p.name != "README.md"]
     missing = [str(p.relative_to(ROOT)) for p in pages if str(p.relative_to(ROOT / "docs")) not in index]
     assert not missing, f"add to docs/README.md: {missing}"
+
+
+def test_docs_paths_in_code_help_and_notebooks_exist():
+    """--help texts, docstrings, tests and notebooks name docs pages by path; those paths exist."""
+    files = [p for d in ("replica", "numerics", "benchmarks", "notebooks", "tests") for p in (ROOT / d).rglob("*.py")]
+    bad = sorted({f"{f.relative_to(ROOT)}: {path}" for f in files for path in DOCS_PATH.findall(f.read_text())
+                  if not (ROOT / path).exists()})
+    assert not bad, "\n".join(bad)
