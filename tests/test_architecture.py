@@ -268,7 +268,7 @@ def test_declared_observables_reach_solver_json_latex_and_phase(tmp_path):
     from replica.artifacts.registry import load_model, load_module
 
     md = markdown_document(Derivation(load_model(str(decl))))
-    assert r"\rho_{h h^*} = \mathbb{E}\left[" in md and "test squared error" in md
+    assert r"\rho_{h h^*} &= \mathbb{E}\left[" in md and "test squared error" in md
     mod = load_module(str(decl))
     assert mod.OBSERVABLES == ("eps_g", "overlap", "mse")
     curve = follow_branch(mod, "centered", 1.0, 1.3, settings=SolverSettings(rule="gh:10"))

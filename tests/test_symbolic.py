@@ -217,7 +217,7 @@ def test_latex_and_markdown_exports(paper_derivation):
     stamp, first = tex.splitlines()[:2]
     assert stamp.startswith("% replica-artifact: version=") and md.startswith("<!-- replica-artifact: ")
     assert first.startswith(r"\documentclass") and r"\end{document}" in tex
-    assert r"\hat{V} = - 2 \alpha \partial_{q} \Psi_y" in md
+    assert r"\hat{V} &= - 2 \alpha \partial_{q} \Psi_y" in md
     assert "$$" in md
 
 

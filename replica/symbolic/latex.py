@@ -1,99 +1,826 @@
-"""LaTeX export of a derivation: potentials and saddle-point equations.
+"""LaTeX export of a derivation, in the field's notation: a paper-ready appendix.
 
-:func:`latex_document` writes a standalone, compilable ``.tex`` file (amsmath and
-breqn, which breaks long equations); :func:`markdown_document` writes the same
-content as Markdown with ``$$`` blocks. Both are produced from the sympy objects of
-:class:`~replica.symbolic.derivation.Derivation`, never typed by hand.
-
-The energetic equations are shown in chain-rule form,
-``dF/dx = sum_u (dF/du)(du/dx)``, with ``u`` the prox centres ``omega_l`` and the
-teacher fields ``h*_l``: the factor ``dl/dh*`` stays abstract (it is long for
-softmax attention and adds nothing to a reader), everything else is explicit.
+:func:`latex_document` writes a standalone ``.tex`` file (plain ``article`` with amsmath, amssymb, bm
+and geometry only, so that the same body compiles under revtex4-2 and elsarticle; numbered ``align``
+environments, long sums split into rows that fit a two-column page); :func:`markdown_document`
+writes the same content as Markdown with ``$$`` blocks. Both print the sympy objects of
+:class:`~replica.symbolic.derivation.Derivation` (the stationarity equations the solver runs) and of
+:class:`~replica.symbolic.presentation.Presentation` (the prox / ``f_out`` form, closed forms, aggregation),
+never text typed per model. A generated Notation section defines every symbol; each symbol has one
+meaning (the Gaussian CDF is written ``H(-x)``, the Heaviside step ``1[x > 0]``, the regulariser
+``R(w)``, a model parameter whose name the notation takes gets a tilde).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import sympy as sp
+from sympy.printing.latex import LatexPrinter
 
-from .channels import BivariateNormalCDF
+from .channels import BivariateNormalCDF, NormalCDF
 from .data import CLUSTER_LETTERS
-from .derivation import Derivation
+from .derivation import Derivation, Equation
 from ..artifacts.freshness import current_stamp
 from .observables import TEST_LOSS, StateObservable, TestObservable
 from .potentials import GaussianMoreauEnvelope, prox_center_symbols
+from .presentation import DW, KAPPA, MU, THRESHOLD_SCALE, W, LabelMean, Mean, Presentation, label_unit
+from .regularizers import L2
 from .symbols import LATEX_NAMES, symbol
 
+#: width of one printed row, in letter widths of 10 pt math: a two-column page's 8.6 cm column
+#: (revtex, elsarticle) at ~0.18 cm per letter is ~48; the equation number and the align's
+#: indentation take ~6 of them
+ROW_BUDGET = 42.0
+#: spellings the notation itself uses: a model parameter spelled so is printed with a tilde
+RESERVED = {r"\omega", r"\xi", r"\eta", r"\theta", r"\Phi", r"\Psi", r"\kappa", r"\mu", r"\rho", r"\alpha",
+            "q", "V", "m", "f", "r", "s", "H", "W", "Z", "F", "p", "d", "n", "L", "h", "y", "z"}
 
 
-#: a label law's derivatives up to this many operations are written out (simplified) in the export;
-#: larger ones (a three-class argmax's bivariate-orthant law: ~1e5 operations, and minutes of
-#: sympy's simplify) are left to the reader, with the derivatives of the functions in the law
-SIMPLIFY_OPS = 200
-#: the derivatives the potentials use for a bivariate normal CDF (replica.symbolic.channels.BivariateNormalCDF)
-PHI2_DERIVATIVES = (r"\partial_h \Phi_2(h, k; r) = \phi(h)\, \Phi\left(\frac{k - r h}{\sqrt{1 - r^2}}\right), \quad "
-                    r"\partial_r \Phi_2(h, k; r) = \frac{e^{-(h^2 - 2 r h k + k^2) / (2 (1 - r^2))}}{2 \pi \sqrt{1 - r^2}}")
+# ------------------------------------------------------------------------------------------ printing
+class ExportPrinter(LatexPrinter):
+    """sympy's LaTeX printer with the export's spellings: ``H(-x)`` for the normal CDF ``Phi(x)``,
+    ``1[x > 0]`` for Heaviside, ``arccos``, ``E[...]`` for :class:`Mean`; records every symbol it
+    prints (the Notation section must define each)."""
 
+    def __init__(self, names: dict, used: set | None = None):
+        super().__init__({"symbol_names": names, "inv_trig_style": "full"})
+        self.used = used if used is not None else set()
 
-def _law_derivative(weight: sp.Expr, x: sp.Symbol) -> sp.Expr | None:
-    """``d weight / dx`` simplified, or None where it has more than :data:`SIMPLIFY_OPS` operations."""
-    expr = sp.diff(weight, x)
-    return sp.simplify(expr) if sp.count_ops(expr) <= SIMPLIFY_OPS else None
+    def _print(self, expr, **kw):
+        if isinstance(expr, NormalCDF):
+            return rf"H\left({self._print(-expr.args[0])}\right)"
+        if isinstance(expr, BivariateNormalCDF):
+            a, b, c = expr.args
+            return rf"H_2\left({self._print(-a)}, {self._print(-b)}; {self._print(c)}\right)"
+        if isinstance(expr, sp.Heaviside):
+            return rf"\mathbb{{1}}\left[{self._print(expr.args[0])} > 0\right]"
+        if isinstance(expr, Mean):
+            return rf"\mathbb{{E}}\left[{self._print(expr.args[0])}\right]"
+        if isinstance(expr, LabelMean):
+            return rf"\mathbb{{E}}_{{\xi}} \sum_{{y}} \left[{self._print(expr.args[0])}\right]"
+        if isinstance(expr, sp.Symbol):
+            self.used.add(expr)
+        return super()._print(expr, **kw)
 
 
 def tex(expr, **kw) -> str:
-    """LaTeX of a sympy expression with the toolkit's symbol spellings."""
-    names = dict(LATEX_NAMES)
-    return sp.latex(expr, symbol_names=names, **kw)
+    """LaTeX of a sympy expression with the toolkit's symbol spellings (declaration names)."""
+    return sp.latex(expr, symbol_names=dict(LATEX_NAMES), **kw)
+
+
+def width(latex: str) -> float:
+    """Estimated printed width of a LaTeX math string, in letter widths of 10 pt math.
+
+    Fractions count their wider part, sub/superscripts 0.7 of theirs, ``\\left``/``\\right`` and
+    spacing commands their size, a ``cases`` block its widest row; a row longer than
+    :data:`ROW_BUDGET` does not fit a column."""
+    def case(mt):
+        rows = mt.group(1).split(r"\\")
+        return "x" * int(round(max(_width(r) + 1.0 for r in rows) + 1.5))
+    return _width(re.sub(r"\\begin\{cases\}(.*?)\\end\{cases\}", case, latex, flags=re.S))
+
+
+_WIDE = {r"\sum": 1.6, r"\min": 2.4, r"\max": 2.4, r"\log": 2.2, r"\exp": 2.2, r"\quad": 2, r"\qquad": 4,
+         r"\operatorname": 0, r"\mathrm": 0, r"\text": 0, r"\mathbb": 0, r"\left": 0, r"\right": 0, r"\Big": 0,
+         r"\,": 0.3, r"\;": 0.4, r"\!": -0.2, r"\cdot": 0.8, r"\nonumber": 0, r"\hat": 0, r"\tilde": 0,
+         r"\bar": 0, r"\bm": 0, r"\mathcal": 0, r"\big": 0, r"\bigl": 0, r"\bigr": 0, r"\mid": 1.2,
+         r"\in": 1.4, r"\sim": 1.4, r"\le": 1.4, r"\ge": 1.4, r"\to": 1.4}
+
+
+def _group(s: str, i: int) -> tuple[str, int]:
+    """The brace group (or single token) starting at ``s[i]``; returns (content, next index)."""
+    while i < len(s) and s[i] == " ":
+        i += 1
+    if i >= len(s):
+        return "", i
+    if s[i] == "{":
+        depth, j = 0, i
+        while j < len(s):
+            if s[j] == "{":
+                depth += 1
+            elif s[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    return s[i + 1:j], j + 1
+            j += 1
+        return s[i + 1:], len(s)
+    if s[i] == "\\":
+        m = re.match(r"\\[A-Za-z]+|\\.", s[i:])
+        return m.group(0), i + len(m.group(0))
+    return s[i], i + 1
+
+
+def _width(s: str) -> float:
+    w, i = 0.0, 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            m = re.match(r"\\([A-Za-z]+|.)", s[i:])
+            cmd = "\\" + m.group(1)
+            i += len(m.group(0))
+            if cmd in (r"\frac", r"\dfrac", r"\tfrac"):
+                a, i = _group(s, i)
+                b, i = _group(s, i)
+                w += max(_width(a), _width(b)) + 0.4
+            elif cmd == r"\sqrt":
+                if i < len(s) and s[i] == "[":
+                    k = s.index("]", i)
+                    i = k + 1
+                a, i = _group(s, i)
+                w += _width(a) + 1.0
+            elif cmd in (r"\operatorname", r"\mathrm", r"\text", r"\texttt"):
+                a, i = _group(s, i)
+                w += 0.8 * len(a.replace("\\", ""))
+            elif cmd in _WIDE:
+                w += _WIDE[cmd]
+            else:
+                w += 1.0
+        elif c in "^_":
+            a, i = _group(s, i + 1)
+            w += 0.7 * _width(a)
+        elif c in "{} ":
+            i += 1
+        elif c == "&":
+            i += 1
+        elif c in "+-=<>":
+            w += 1.8
+            i += 1
+        elif c in ",;":
+            w += 0.5
+            i += 1
+        elif c in "()[]|":
+            w += 0.6
+            i += 1
+        else:
+            w += 1.0
+            i += 1
+    return w
 
 
 @dataclass
-class Block:
-    """Displayed equations (one or several) with an optional lead-in sentence."""
+class Eq:
+    """One displayed equation: a left-hand side and one or more rows of its right-hand side."""
+
+    lhs: str
+    rows: list[str]
+    rel: str = "="
+
+
+@dataclass
+class Text:
+    """A paragraph."""
 
     text: str
-    math: str | list[str]
 
-    @property
-    def equations(self) -> list[str]:
-        """The block's equations as ``(lhs, rhs)`` LaTeX strings."""
-        return [self.math] if isinstance(self.math, str) else list(self.math)
+
+@dataclass
+class Item:
+    """A Notation entry: the symbol's spelling and its definition (LaTeX text)."""
+
+    symbol: str
+    meaning: str
+
+
+class Writer:
+    """Builds the document of one derivation (sections of paragraphs, equations, notation)."""
+
+    def __init__(self, d: Derivation):
+        self.d, self.m = d, d.model
+        self.p = Presentation(d)
+        _ = (self.p.field_form, self.p.channel_law, d.gradient_placeholders, d.entropic_placeholders)
+        self.names = self._names()
+        self.used: set = set()
+        self.printer = ExportPrinter(self.names, self.used)
+        self.scalar = self.p.scalar_fields
+        self.one = self.m.L == 1 and not self.m.data.has_clusters
+        self.idx = "" if self.one else "_a"
+
+    # -------------------------------------------------------------- spellings
+    def _names(self) -> dict:
+        d, m = self.d, self.m
+        names = dict(LATEX_NAMES)
+        self.renamed = {}
+        for s in m.parameter_symbols:
+            t = names.get(s, s.name)
+            if t in RESERVED or t.split("_")[0] in (r"\omega", r"\theta", r"\rho", r"\kappa"):
+                names[s] = rf"\tilde{{{t}}}"
+                self.renamed[s] = names[s]
+        if m.L == 1 and not m.data.has_clusters:
+            def strip(t):
+                return re.sub(r"_\{1\}$", "", t)
+            syms = list(d.order_symbols) + list(d.conjugate_symbols) + list(prox_center_symbols(m)) + list(m.h) \
+                + list(m.hstar)
+            from .potentials import gaussian_symbols
+            xi, eta = gaussian_symbols(m)
+            syms += list(xi) + list(eta)
+            for s in syms:
+                names[s] = strip(names.get(s, sp.latex(s)))
+            for s in list(d.gradient_placeholders.values()) + list(d.entropic_placeholders.values()):
+                names[s] = names[s].replace("_{1}", "")
+        names[THRESHOLD_SCALE] = "s"
+        went = d.entropic_potential
+        reg = m.regularizer
+        if isinstance(went, GaussianMoreauEnvelope):
+            ws = list(went.variables)
+            for i, v in enumerate(ws):
+                names[v] = "w" if len(ws) == 1 else f"w_{{{i + 1}}}"
+            for i, (u, _) in enumerate(went.intermediates.items()):
+                names[u] = "b" if len(went.intermediates) == 1 else f"b_{{{i + 1}}}"
+        for i, v in enumerate(getattr(reg, "w", ()) or ()):
+            names[v] = "w" if len(reg.w) == 1 else f"w_{{{i + 1}}}"
+        names[MU], names[KAPPA] = r"\mu", r"\kappa"
+        names[W], names[DW] = r"P(y \mid \xi)", r"\partial_{\mu} Z"
+        return names
+
+    def x(self, expr) -> str:
+        """LaTeX of an expression in the export's spellings."""
+        for s in getattr(expr, "free_symbols", ()):
+            if s not in self.names and s in LATEX_NAMES:
+                self.names[s] = LATEX_NAMES[s]
+        return self.printer.doprint(expr)
+
+    def rows(self, lhs: str, expr) -> list[str]:
+        """The right-hand side as rows that fit :data:`ROW_BUDGET` (a sum split at its terms, a
+        product with a long sum split inside ``\\Big( \\Big)``)."""
+        full = self.x(expr)
+        if width(lhs) + 2 + width(full) <= ROW_BUDGET:
+            return [full]
+        expr = sp.sympify(expr)
+        terms = None
+        head, tail = "", ""
+        if isinstance(expr, sp.Add):
+            terms = list(expr.as_ordered_terms())
+        elif isinstance(expr, sp.Mul):
+            adds = [f for f in expr.args if isinstance(f, sp.Add)]
+            if adds:
+                big = max(adds, key=lambda a: len(self.x(a)))
+                rest = expr / big
+                head, tail = (self.x(rest) + r" \Big(" if rest != 1 else r"\Big("), r"\Big)"
+                terms = list(big.as_ordered_terms())
+        if not terms:
+            return [full]
+        pieces = []
+        for k, t in enumerate(terms):
+            s = self.x(t)
+            if k and not s.startswith("-"):
+                s = "+ " + s
+            pieces.append(s)
+        out, cur = [], head
+        for s in pieces:
+            limit = ROW_BUDGET - (width(lhs) + 2 if not out else 4)
+            if cur and width(cur + " " + s) > limit:
+                out.append(cur)
+                cur = s
+            else:
+                cur = (cur + " " + s).strip()
+        out.append(cur + tail)
+        return out
+
+    def eq(self, lhs, rhs, rel: str = "=") -> Eq:
+        """An equation from sympy objects or LaTeX strings."""
+        l = lhs if isinstance(lhs, str) else self.x(lhs)
+        if isinstance(rhs, str):
+            return Eq(l, [rhs], rel)
+        return Eq(l, self.rows(l, rhs), rel)
+
+    # -------------------------------------------------------------- sections
+    def sections(self) -> list[tuple[str, list]]:
+        """The document as (title, items) pairs."""
+        out = [("Model", self.model())]
+        pots = self.potentials()
+        sad = self.saddle()
+        obs = self.observables()
+        red = self.reductions()
+        # the notation is generated last (it lists what the other sections print) but shown second
+        out.append(("Notation", self.notation()))
+        out += [("Potentials", pots), ("Saddle-point equations", sad), ("Observables", obs)]
+        if red:
+            out.append(("Dictionary to the published forms", red))
+        return out
+
+    def model(self) -> list:
+        m = self.m
+        p = m.h.shape[1]
+        items = []
+        tokens = "one token" if m.L == 1 else f"$L = {m.L}$ tokens"
+        pos = any(any(sp.sympify(x) != 0 for x in a.pi) for a in m.data.atoms)
+        items.append(Text(
+            rf"Data: $n = \alpha d$ samples, each of {tokens} $x{self.idx} \in \mathbb{{R}}^d$"
+            + (r" with positional encodings $p_a$" if pos else "")
+            + rf". Student weights $W \in \mathbb{{R}}^{{d \times {p}}}$, teacher weights "
+            rf"$W^* \in \mathbb{{R}}^{{d \times {m.r_t}}}$; the loss sees the fields "
+            + (rf"$h{self.idx} = W^\top(x{self.idx} + p_a)/\sqrt{{d}}$" if pos else rf"$h{self.idx} = W^\top x{self.idx}/\sqrt{{d}}$")
+            + rf" and $h^*{self.idx} = W^{{*\top}} x{self.idx}/\sqrt{{d}}$."))
+        if m.student is not None:
+            items += self._attention_blocks()
+        else:
+            items += self._glm_blocks()
+        wv = sp.Matrix([symbol(f"wrow_{i + 1}", "w" if p == 1 else f"w_{{{i + 1}}}") for i in range(p)])
+        reg = m.regularizer
+        rexpr = reg.expression(wv)
+        self.names.update({s: ("w" if p == 1 else f"w_{{{i + 1}}}") for i, s in enumerate(wv)})
+        if isinstance(reg, L2) and p > 1:
+            Lam = reg.matrix(p)
+            diag = ", ".join(self.x(Lam[i, i]) for i in range(p))
+            items.append(Text(r"Regulariser of a weight row $w \in \mathbb{R}^{" + str(p) + r"}$ (penalty "
+                              r"$\sum_{i=1}^d \mathcal{R}(W_i)$):"))
+            items.append(self.eq(r"\mathcal{R}(w)", r"\tfrac{1}{2} w^\top \Lambda w, \quad \Lambda = \operatorname{diag}("
+                                 + diag + ")"))
+        else:
+            items.append(Text(r"Regulariser of a weight row $w \in \mathbb{R}^{" + str(p) + r"}$ (penalty "
+                              r"$\sum_{i=1}^d \mathcal{R}(W_i)$):"))
+            items.append(self.eq(r"\mathcal{R}(w)", rexpr))
+        items += self._data_blocks()
+        if m.reduction is not None and m.reduction.coefficients:
+            parts = []
+            for fam, c in m.reduction.coefficients.items():
+                stem = {"q": "q", "V": "V", "m": "m", "theta": r"\theta"}[fam]
+                parts.append(", ".join(rf"{stem}_{{{l + 1}}} = {dict([(1, ''), (-1, '-')]).get(ci, str(ci))}{stem}"
+                                       for l, ci in enumerate(c)))
+            items.append(Text("Token symmetry: the free order parameters carry no token index,"))
+            items.append(Eq("", [r", \quad ".join(parts[:2]) + ",", r", \quad ".join(parts[2:]) + "."], ""))
+        return items
+
+    def _glm_blocks(self) -> list:
+        m = self.m
+        items = []
+        loss = m.loss
+        self.label_y = None
+        if m.channel is not None:
+            items.append(Text("Teacher channel (the label's law given the teacher field enters the Gaussian "
+                              "measure):"))
+            items.append(Eq(m.channel.describe(self.x), [""], ""))
+            items[-1] = Eq("", [m.channel.describe(self.x)], "")
+        elif m.noise:
+            z = m.noise[0]
+            hs = m.hstar[0, 0]
+            dz, dh = sp.diff(loss, z), sp.diff(loss, hs)
+            k = sp.simplify(dz / dh) if dh != 0 else None
+            if k is not None and not (k.free_symbols & (set(m.h) | {hs, z})):
+                y = symbol("y_label", "y")
+                ly = sp.simplify(loss.subs(hs, y - k * z))
+                if z not in ly.free_symbols and hs not in ly.free_symbols:
+                    self.label_y = (y, hs + k * z)
+                    self.names[y] = "y"
+                    items.append(Text("Label (noise $z \\sim \\mathcal{N}(0, 1)$):"))
+                    items.append(self.eq(y, hs + k * z))
+                    loss = ly
+        items.append(Text(r"Per-sample loss $\ell$ (a function of the fields; the risk is "
+                          r"$\sum_{k=1}^n \ell(h^k, y^k) + \sum_{i=1}^d \mathcal{R}(W_i)$, $k$ the sample):"))
+        args = "h, y" if (m.channel is not None or self.label_y) else r"h, h^{*}"
+        items.append(self.eq(rf"\ell({args})", loss))
+        return items
+
+    def _attention_blocks(self) -> list:
+        m = self.m
+        items = []
+        S, T = m.student, m.target
+        h, hs = m.h, m.hstar
+        from .symbols import softmax_rows
+        score = None
+        rr = h.shape[1]
+        cands = [(h * h.T, r"h h^\top")]
+        if rr % 2 == 0:
+            cands.append((h[:, :rr // 2] * h[:, rr // 2:].T, r"h^{Q} h^{K\top}"))
+        for M, name in cands:
+            if S == softmax_rows(M):
+                score = rf"\operatorname{{softmax}}\left({name}\right)"
+            elif S == M:
+                score = name
+        if score is None:
+            score = self.x(S[0, 0]) + r"\ \text{(entry 11; all entries alike)}"
+        items.append(Text(r"Student attention (softmax row by row, $h \in \mathbb{R}^{L \times " + str(rr) + "}$ "
+                          + (r"stacks $h_a = (h^{Q}_a, h^{K}_a)$" if "Q" in score else "the rows $h_a$") + "):"))
+        items.append(Eq("S(h)", [score]))
+        sm = softmax_rows(hs * hs.T)
+        dummies = sp.Matrix(sm.shape[0], sm.shape[1], lambda i, j: sp.Dummy(f"u{i}{j}"))
+        Tx = T.xreplace({sm[i, j]: dummies[i, j] for i in range(sm.shape[0]) for j in range(sm.shape[1])})
+        target = None
+        coef = sp.simplify(sp.diff(Tx[0, 0], dummies[0, 0]))
+        rest = sp.simplify(Tx - coef * dummies)
+        if coef != 0 and not (rest.free_symbols & (set(hs) | set(dummies))):
+            extra = ""
+            for P in m.parameters:
+                if isinstance(P, sp.MatrixBase) and P.shape == rest.shape:
+                    k = sp.simplify(rest[0, 0] / P[0, 0])
+                    if sp.simplify(rest - k * P) == sp.zeros(*P.shape):
+                        stem = LATEX_NAMES.get(P[0, 0], "A").split("_")[0]
+                        extra = " + " + self.x(k) + " " + stem
+                        self._matrix_param = (stem, P)
+            if extra or rest == sp.zeros(*rest.shape):
+                c = self.x(coef)
+                target = (f"({c})" if isinstance(coef, sp.Add) else c) + r" \operatorname{softmax}\left(h^{*} h^{*\top}\right)" + extra
+        if target is None and T == hs * hs.T:
+            target = r"h^{*} h^{*\top}"
+        if target is None:
+            target = self.x(T[0, 0]) + r"\ \text{(entry 11)}"
+        items.append(Text("Target attention:"))
+        items.append(Eq("T(h^{*})", [target.replace(r"1 \operatorname", r"\operatorname")]))
+        rb = [sp.simplify(m.data.token_rho_bar(l)) for l in range(m.L)]
+        items.append(Text(r"Per-sample loss (the $d \to \infty$ limit of $\|y - f(x)\|_F^2 / (2d)$, "
+                          r"$\bar\rho_b$ the token powers):"))
+        if len(set(rb)) == 1 and not m.data.has_clusters:
+            items.append(Eq(r"\ell(h, h^{*})", [r"\frac{" + self.x(rb[0]) + r"}{2} \left\| T(h^{*}) - S(h) "
+                                                r"\right\|_F^2"]))
+        else:
+            items.append(Eq(r"\ell(h, h^{*})", [r"\frac{1}{2} \sum_{a, b} \bar\rho_b \left(T(h^{*}) - S(h)\right)_{ab}^2"]))
+        return items
+
+    def _data_blocks(self) -> list:
+        m = self.m
+        data = m.data
+        if data.has_clusters:
+            return _cluster_blocks(m, self.x)
+        items = []
+        if self.one:
+            items.append(Text(r"Data statistics: $x \sim \mathcal{N}(0, \Sigma)$ with"))
+            items.append(Eq("", [rf"\bar\rho = {self.x(data.rho_bar(0))}, \quad "
+                                 rf"\rho = {self.x(data.rho(0, m.r_t)[0, 0] if m.r_t == 1 else data.rho(0, m.r_t))}"], ""))
+            return items
+        items.append(Text(r"Token statistics ($x_a \sim \mathcal{N}(0, \Sigma_a)$, independent):"))
+        items.append(Eq("", [", \\quad ".join(rf"\bar\rho_{{{l + 1}}} = {self.x(data.rho_bar(l))}"
+                                             for l in range(m.L))
+                             + ", \\quad " + ", \\quad ".join(
+                                 rf"\rho_{{{l + 1}}} = {self.x(data.rho(l, 1)[0, 0])}" for l in range(m.L))], ""))
+        atoms = []
+        for a in data.atoms:
+            atoms.append(rf"\text{{weight }} {self.x(a.weight)}: \ (\gamma_a) = ({', '.join(self.x(g) for g in a.gamma)}),"
+                         rf" \ (\pi_a) = ({', '.join(self.x(x) for x in a.pi)})")
+        items.append(Text(r"Spectral law $\nu$ of $(\gamma_a, \pi_a, \tau)$ (eigenvalues of $\Sigma_a$, "
+                          r"projections of $p_a$, teacher components):"))
+        items.append(Eq("", atoms, ""))
+        return items
+
+    # -------------------------------------------------------------- potentials
+    def potentials(self) -> list:
+        d, m = self.d, self.m
+        items = []
+        a = self.idx
+        tr = r"\operatorname{tr}"
+        if self.scalar:
+            gen = (rf"\frac{{1}}{{2}} \hat V{a} q{a} - \frac{{1}}{{2}} \hat q{a} V{a} - \hat m{a} m{a} "
+                   rf"- \hat\theta{a} \theta{a}")
+        else:
+            gen = (rf"\tfrac{{1}}{{2}} {tr}(\hat V{a} q{a}) - \tfrac{{1}}{{2}} {tr}(\hat q{a} V{a}) "
+                   rf"- \hat m{a}^\top m{a} - {tr}(\hat\theta{a}^\top \theta{a})")
+        items.append(Text("Trace potential (bilinear in the order parameters and their conjugates),"))
+        if self.one:
+            items.append(Eq(r"\Psi_t", [gen]))
+        else:
+            items.append(Eq(r"\Psi_t", [r"\sum_{a} \Big(" + gen + r"\Big)"]))
+            items.append(Text("in the free order parameters:"))
+            items.append(self.eq(r"\Psi_t", d.trace_potential))
+        went = d.entropic_potential
+        if isinstance(went, GaussianMoreauEnvelope):
+            items.append(Text("Entropic potential, a Moreau envelope of the regulariser "
+                              r"($\hat w$ its minimiser, the proximal map of $\mathcal{R}$):"))
+            gw = ", ".join(self.x(g) for g in went.gaussians)
+            items.append(self.eq(r"\Psi_w", rf"-\mathbb{{E}}_{{{gw}}} \min_w \left[{self.x(went.bracket)}\right]"))
+            for u, e in went.intermediates.items():
+                items.append(self.eq(u, e))
+            if getattr(went, "argmin", None):
+                for v, e in zip(went.variables, went.argmin):
+                    items.append(self.eq(rf"\hat{{{self.x(v)}}}", e))
+        elif self.scalar:
+            items.append(Text("Entropic potential (ridge penalty: the Gaussian average done exactly):"))
+            items.append(self.eq(r"\Psi_w", went))
+        else:
+            items.append(Text(r"Entropic potential (quadratic penalty, $\mathbb{E}_\nu$ over the spectral law):"))
+            items.append(Eq(r"\Psi_w", [r"\tfrac{1}{2} \mathbb{E}_\nu \operatorname{tr}\left[(\Lambda + \mathbb{A})^{-1}"
+                                        r"(\mathbb{B} + b b^\top)\right]"]))
+            items.append(Eq(r"\mathbb{A}", [r"\sum_a \gamma_a \hat V_a, \quad \mathbb{B} = \sum_a \gamma_a \hat q_a, "
+                                            r"\quad b = \sum_a (\pi_a \hat m_a + \gamma_a \hat\theta_a \tau)"]))
+        items += self._energetic_potential()
+        items.append(Text(r"Free entropy, extremised over all order parameters and conjugates:"))
+        items.append(Eq(r"\Phi", [r"\operatorname{extr} \left[ \Psi_t + \Psi_w + \alpha \Psi_y \right]"]))
+        return items
+
+    def _energetic_potential(self) -> list:
+        m = self.m
+        env = self.d.energetic_potential
+        a = self.idx
+        items = []
+        if self.scalar:
+            quad = rf"\frac{{(h{a} - \omega{a})^2}}{{2 V{a}}}"
+        else:
+            quad = rf"\tfrac{{1}}{{2}} (h{a} - \omega{a})^\top V{a}^{{-1}} (h{a} - \omega{a})"
+        if not self.one:
+            quad = r"\sum_a " + quad
+        if m.channel is not None:
+            items.append(Text(r"Energetic potential, a Moreau envelope of the loss at the label $y$, averaged with "
+                              r"the label's law $P$ given the student's Gaussian $\xi$ (the $Z_{\rm out}$ form):"))
+            items.append(Eq(r"\Psi_y", [r"-\mathbb{E}_{\xi} \sum_{y} P(y \mid \xi) \min_{h} F(h; \omega, y)"]))
+            items.append(Eq(r"F(h; \omega, y)", [quad + r" + \ell(h, y)"]))
+            w = env.weight
+            y = m.channel.label
+            items.append(self.eq(r"P(y \mid \xi)", label_unit(w, y) if tuple(m.channel.values) == (-1, 1) else w))
+        else:
+            items.append(Text("Energetic potential, a Moreau envelope of the loss:"))
+            items.append(Eq(r"\Psi_y", [r"-\mathbb{E} \min_{h} F(h; \omega, h^{*})"]))
+            args = "h, y" if getattr(self, "label_y", None) else r"h, h^{*}"
+            items.append(Eq(r"F(h; \omega, h^{*})", [quad + rf" + \ell({args})"]))
+        if self.scalar:
+            items.append(Text(r"with the prox centre $\omega" + a + r"$ and the teacher field"
+                              + (" (integrated out into $P$)" if m.channel is not None else "")
+                              + r" jointly Gaussian ($\xi" + a + r", \eta" + a
+                              + r"$ standard, independent):"))
+            items.append(Eq(rf"\omega{a}", [rf"m{a} + \sqrt{{q{a}}}\, \xi{a}"]))
+            items.append(Eq(rf"h^{{*}}{a}", [rf"\frac{{\theta{a}}}{{\sqrt{{q{a}}}}}\, \xi{a} + \sqrt{{\kappa{a}}}\, \eta{a}, "
+                                            rf"\quad \kappa{a} = \rho{a} - \frac{{\theta{a}^2}}{{q{a}}}"]))
+        else:
+            items.append(Text(r"with the prox centres and teacher fields jointly Gaussian ($\xi_a, \eta_a$ standard, "
+                              r"independent):"))
+            items.append(Eq(r"\omega_a", [r"m_a + q_a^{1/2} \xi_a"]))
+            items.append(Eq(r"h^{*}_a", [r"\theta_a^\top q_a^{-1/2} \xi_a + \kappa_a^{1/2} \eta_a, \quad "
+                                         r"\kappa_a = \rho_a - \theta_a^\top q_a^{-1} \theta_a"]))
+        if env.pieces is not None:
+            items.append(Text("The loss is piecewise smooth in $h$; its prox is found exactly, piece by piece "
+                              "(below)."))
+        return items
+
+    # -------------------------------------------------------------- saddle point
+    def saddle(self) -> list:
+        d, m, p = self.d, self.m, self.p
+        items = [Text(r"Stationarity of $\Phi$ (what the solver iterates; $K = \partial^2 \Psi_t / \partial x "
+                      r"\partial \hat x$ gives the factors):")]
+        for eq in d.saddle_point.energetic:
+            items.append(self.eq(eq.lhs, eq.rhs))
+        items.append(Text(r"\textit{Entropic side.}"))
+        closed = p.closed
+        if closed.entropic_kind == "l1":
+            items.append(Text(r"$\ell_1$ penalty: the prox is soft thresholding, "
+                              r"$\hat w = \operatorname{sign}(b)(|b| - \lambda_1)_+ / \hat V$ of the centred Gaussian field "
+                              r"$b$ of variance $s^2$; its averages in erfc form:"))
+            items.append(self.eq("s^2", sp.Add(*[c ** 2 for c in
+                                                sp.Poly(next(iter(d.entropic_potential.intermediates.values())),
+                                                        *d.entropic_potential.gaussians).coeffs()])))
+            for eq in closed.entropic:
+                items.append(self.eq(eq.lhs, eq.rhs))
+        elif closed.entropic_kind == "l2" and self.scalar:
+            for eq in closed.entropic:
+                items.append(self.eq(eq.lhs, eq.rhs))
+        elif closed.entropic_kind == "l2":
+            items.append(Text(r"Quadratic penalty, in matrix form ($\mathbb{E}_\nu$ over the spectral law; "
+                              r"$G = (\Lambda + \mathbb{A})^{-1}$):"))
+            for lhs, rhs in ((r"V_a", r"\mathbb{E}_\nu\left[\gamma_a G\right]"),
+                             (r"q_a", r"\mathbb{E}_\nu\left[\gamma_a G (\mathbb{B} + b b^\top) G\right]"),
+                             (r"m_a", r"\mathbb{E}_\nu\left[\pi_a G b\right]"),
+                             (r"\theta_a", r"\mathbb{E}_\nu\left[\gamma_a G b \tau^\top\right]")):
+                items.append(Eq(lhs, [rhs]))
+        else:
+            items.append(Text(r"By the envelope theorem ($\hat w$ the minimiser of the entropic bracket $B$), "
+                              r"$\partial_{\hat x} \Psi_w = -\mathbb{E}[\partial_{\hat x} B]_{w = \hat w}$:"))
+            for eq in d.saddle_point.entropic:
+                items.append(self.eq(eq.lhs, eq.rhs))
+            for s_, e in zip(d.conjugate_symbols, d.saddle_point.entropic_gradient.values()):
+                items.append(self.eq(rf"\partial_{{{self.x(s_)}}} B", e))
+        items.append(Text(r"\textit{Energetic side}, in prox form: "
+                          r"$\hat h" + self.idx + r"$ the global minimiser of $F$, "
+                          r"$f" + self.idx + r"$ the scaled residual,"))
+        items += self._energetic()
+        items.append(Text("Prox convention: $\\hat h$ is the global minimiser of $F$ (the theory of the global "
+                          "minimiser of the empirical risk, the default). Under the local convention the same "
+                          "equations are evaluated at the minimum reached by descent from $h = 0$ along the "
+                          "modified-Newton flow $\\dot h = -|\\nabla_h^2 F|^{-1} \\nabla_h F$."))
+        return items
+
+    def _energetic(self) -> list:
+        p, m = self.p, self.m
+        ff = p.field_form
+        a = self.idx
+        items = []
+        if ff is None:
+            items.append(Eq(rf"f{a}", [rf"V{a}^{{-1}} (\hat h{a} - \omega{a})"]))
+            items.append(Text("and, token by token (matrix notation; $\\mathbb{E}$ over the Gaussians"
+                              + (" and the labels" if m.channel is not None or m.data.has_clusters else "") + "):"))
+            for lhs, rhs in ((rf"\hat q{a}", rf"\alpha\, \mathbb{{E}}\left[f{a} f{a}^\top\right]"),
+                             (rf"\hat m{a}", rf"\alpha\, \mathbb{{E}}\left[f{a}\right]"),
+                             (rf"\hat\theta{a}", rf"\alpha\, \mathbb{{E}}\left[f{a} (h^{{*}}{a} - \theta{a}^\top q{a}^{{-1}} "
+                                                rf"(\omega{a} - m{a}))^\top\right] \kappa{a}^{{-1}}"),
+                             (rf"\hat V{a}", rf"-\alpha\, \mathbb{{E}}\left[f{a} (\omega{a} - m{a})^\top\right] q{a}^{{-1}}"
+                                             rf" + \hat\theta{a} \theta{a}^\top q{a}^{{-1}}")):
+                items.append(Eq(lhs, [rhs]))
+            items.append(Text(r"($\hat V_a$ symmetrised; for a symmetric matrix written by its independent entries "
+                              r"the off-diagonal factors follow from $K$ above)."))
+            return items
+        t0 = ff.tokens[0]
+        items.append(Eq(rf"f{a}", [rf"\frac{{\hat h{a} - \omega{a}}}{{V{a}}}"]))
+        closed = p.closed
+        if closed.prox is not None and closed.f is not None:
+            items.append(Text("The prox in closed form" + (" (three pieces)" if isinstance(closed.prox, sp.Piecewise)
+                                                            else "") + ":"))
+            items.append(self.eq(t0.hhat, self._y(closed.prox)))
+            items.append(self.eq(t0.f, self._y(closed.f)))
+        elif closed.stationarity is not None:
+            items.append(Text(r"The loss is smooth: at the minimiser $f = -\partial_h \ell(\hat h)$,"))
+            items.append(self.eq(t0.f, closed.stationarity))
+        if ff.channel:
+            Z, dZ, mu, kappa = p.channel_law
+            y = m.channel.label
+            items.append(Text(r"The label's law given the teacher form $u \sim \mathcal{N}(\mu, \kappa)$ and its "
+                              r"derivative, at the teacher's mean and variance given $\xi$:"))
+            items.append(self.eq(r"Z(y \mid \mu, \kappa)", label_unit(Z, y)))
+            items.append(self.eq(r"\partial_{\mu} Z", label_unit(sp.simplify(dZ), y)))
+            items.append(Eq(r"\mu", [self.x(mu) + r", \quad \kappa = " + self.x(kappa)]))
+            items.append(Text(r"and $P(y \mid \xi) = Z(y \mid \mu, \kappa)$ above. Then"))
+        else:
+            items.append(Text(r"Then ($\mathbb{E}$ over $\xi" + a + r", \eta" + a + r"$"
+                              + (" and the noise" if m.noise else "") + "):"))
+        for eq in ff.equations:
+            items.append(self.eq(eq.lhs, eq.rhs))
+        if ff.stein is not None:
+            items.append(Text(r"The loss is convex, so $f$ is Lipschitz in $\omega$ and Gaussian integration by "
+                              r"parts gives the equivalent"))
+            for eq in ff.stein:
+                items.append(self.eq(eq.lhs, eq.rhs))
+            if closed.dfdomega is not None:
+                items.append(self.eq(t0.dfdomega, self._y(closed.dfdomega)))
+        else:
+            items.append(Text(r"(The first-order form of $\hat V$ holds where the prox jumps between minima, as "
+                              r"it does for this non-convex loss; $-\alpha \mathbb{E}[\partial_\omega f]$ would miss "
+                              r"the jumps.)"))
+        if ff.aggregation:
+            items.append(Text("The reduced conjugates aggregate the tokens':"))
+            for eq in ff.aggregation:
+                items.append(self.eq(eq.lhs, eq.rhs))
+        if closed.energetic:
+            items.append(Text(r"The loss is quadratic in $h$: the Moreau envelope and its Gaussian average are "
+                              r"done exactly,"))
+            items.append(self.eq(r"\Psi_y", closed.psi_y))
+            for eq in closed.energetic:
+                items.append(self.eq(eq.lhs, eq.rhs))
+        return items
+
+    def _y(self, e):
+        """Label-simplified (``y^2 = 1``) where the label is ``+-1``, the noisy label folded back in."""
+        m = self.m
+        if m.channel is not None and tuple(m.channel.values) == (-1, 1):
+            return e
+        if getattr(self, "label_y", None):
+            y, expr = self.label_y
+            k = sp.Dummy()
+            return sp.simplify(sp.sympify(e).subs(m.hstar[0, 0], k - (expr - m.hstar[0, 0])).subs(k, y))
+        return e
+
+    # -------------------------------------------------------------- observables
+    def observables(self) -> list:
+        m = self.m
+        out = []
+        for o in m.observables:
+            if isinstance(o, TestObservable):
+                if o.name == TEST_LOSS and sp.sympify(o.expr) == m.loss:
+                    out.append(Text(r"Test error, the loss at a fresh sample (per sample, no prox: "
+                                    r"$h = \omega$ has the law of the test fields):"))
+                    args = "\\omega, y" if (m.channel is not None or getattr(self, "label_y", None)) else r"\omega, h^{*}"
+                    out.append(Eq(r"\varepsilon_g", [rf"\mathbb{{E}}\, \ell({args})"]))
+                    continue
+                body = sp.sympify(o.expr).subs(dict(zip(m.h, prox_center_symbols(m))))
+                out.append(Text(f"{self._describe(o)} (at a fresh sample, $h = \\omega$):"))
+                out.append(Eq(o.tex_name, [rf"\mathbb{{E}}\left[{self.x(body)}\right]"]))
+            elif isinstance(o, StateObservable):
+                out.append(Text(f"{self._describe(o)} (a function of the order parameters):"))
+                out.append(self.eq(o.tex_name, m.state_expression(o.expr)))
+            else:
+                out.append(Text(f"{self._describe(o)} (at the entropic minimiser $\\hat w$):"))
+                out.append(Eq(o.tex_name, [rf"\mathbb{{E}}\left[{self.x(o.expr)}\right]_{{w = \hat w}}"]))
+        out.append(Text(r"Training loss per weight dimension $d$, regulariser included: $e_t = \min_W "
+                        r"\big[\sum_{k} \ell_k + \sum_i \mathcal{R}(W_i)\big] / d$, a sum over $n = \alpha d$ "
+                        r"samples, so $e_t / \alpha$ (not $e_t$) compares with the per-sample $\varepsilon_g$:"))
+        out.append(Eq("e_t", [r"-\Phi"]))
+        return out
+
+    @staticmethod
+    def _describe(o) -> str:
+        known = {"classification_error": "Test classification error",
+                 "angle": "Angle between student and teacher weights",
+                 "zero_fraction": "Fraction of zero weights"}
+        if o.name in known:
+            return known[o.name]
+        text = o.description or o.name
+        if re.search(r"[=!<>*^_()\\]|sqrt|acos|lam\d", text):
+            return r"Observable \texttt{" + o.name.replace("_", r"\_") + "}"
+        return text
+
+    # -------------------------------------------------------------- dictionary
+    def reductions(self) -> list:
+        if not (self.one and self.scalar):
+            return []
+        return [Text(r"In the notation of the GLM literature (e.g. Aubin et al., 2020), "
+                     r"$\theta \leftrightarrow m$, $V \leftrightarrow \Sigma$, $\hat\theta \leftrightarrow \hat m$, "
+                     r"$\hat V \leftrightarrow \hat\Sigma$, $f \leftrightarrow f_{\rm out}$, "
+                     r"$Z \leftrightarrow Z^{\star}_{\rm out}$; the equations above reduce to the published ones "
+                     r"(checked by the test suite).")]
+
+    # -------------------------------------------------------------- notation
+    def notation(self) -> list[Item]:
+        m, d = self.m, self.d
+        a = self.idx
+        one = self.one
+        items = [Item("d, n", r"input dimension and number of samples, $d, n \to \infty$"),
+                 Item(r"\alpha", r"$n/d$, the sample complexity")]
+        p = m.h.shape[1]
+        if not one:
+            items.append(Item("L, a, b", "number of tokens; token indices"))
+        items.append(Item("r, r_t", rf"student and teacher rank ($r = {m.r}$, $r_t = {m.r_t}$"
+                          + (rf"; the student fields have {p} components" if p != m.r else "") + ")"))
+        items.append(Item(r"W, W^*", "student and teacher weights; $W_i$ a row"))
+        items.append(Item(rf"x{a}, \Sigma{a}", "token and its covariance" if not one else "input and its covariance"))
+        pos = any(any(sp.sympify(x) != 0 for x in at.pi) for at in m.data.atoms)
+        if pos:
+            items.append(Item("p_a", "positional encoding of token $a$"))
+        items.append(Item(rf"h{a}, h^*{a}", "student and teacher fields"))
+        if m.channel is not None or getattr(self, "label_y", None):
+            items.append(Item("y", "label" + (" (noise $z \\sim \\mathcal{N}(0, 1)$)" if m.noise else "")))
+        if m.student is not None:
+            items.append(Item("S, T", "student and target attention maps ($L \\times L$)"))
+        items.append(Item(r"\ell", "per-sample loss"))
+        items.append(Item(r"\mathcal{R}", "regulariser of a weight row"))
+        for s in sorted(m.parameter_symbols, key=str):
+            if s in self.renamed:
+                items.append(Item(self.renamed[s], "model parameter declared with the plain letter, which the "
+                                                   "notation takes (the target's positional weight, for attention)"
+                                                   if s.name == "omega" else "model parameter (tilde: the plain "
+                                                   "letter is taken by the notation)"))
+        params = [s for s in sorted(m.parameter_symbols, key=str) if s not in self.renamed
+                  and not s.name.startswith(("A_",))]
+        if params:
+            items.append(Item(", ".join(self.names.get(s, s.name) for s in params), "model parameters (the "
+                              "penalty strengths $\\lambda$, the noise variance $\\Delta$, the token scale "
+                              "$\\sigma$, ..., as declared)"))
+        if getattr(self, "_matrix_param", None):
+            items.append(Item(self._matrix_param[0], "positional attention matrix (a model parameter)"))
+        ov = (r"q_a = W^\top \Sigma_a W / d" if not one else r"q = W^\top \Sigma W / d")
+        items.append(Item(rf"q{a}", rf"${ov}$, the student's self-overlap"))
+        items.append(Item(rf"m{a}", r"$W^\top p_a / \sqrt{d}$, the overlap with the positional encoding"
+                          if pos else r"the mean of the student field (zero here: centred data)"))
+        items.append(Item(rf"\theta{a}", rf"$W^\top \Sigma{a} W^* / d$, the teacher-student overlap"))
+        items.append(Item(rf"V{a}", r"the variance order parameter (the response of the fields to a perturbation "
+                                    r"of the loss; the inverse curvature of the Moreau envelope)"))
+        items.append(Item(r"\hat q, \hat V, \hat m, \hat\theta", "the conjugates (Lagrange multipliers of the "
+                                                                  "overlaps)"))
+        items.append(Item(rf"\rho{a}", rf"$W^{{*\top}} \Sigma{a} W^* / d$, the teacher's norm"))
+        items.append(Item(rf"\bar\rho{a}", rf"$\operatorname{{tr}} \Sigma{a} / d$, the token power"))
+        if not self.scalar:
+            items.append(Item(r"\Lambda, \mathbb{A}, \mathbb{B}, b, G", "the penalty matrix and the entropic "
+                                                                       "field's precision, variance, mean and "
+                                                                       "resolvent (matrix form)"))
+        if not one or not self.scalar:
+            items.append(Item(r"\gamma_a, \pi_a, \tau, \nu", r"eigenvalues of $\Sigma_a$, projections "
+                                                            r"$\sqrt{d}\, e_i^\top p_a$, teacher components "
+                                                            r"$W^{*\top} e_i$, and their joint law"))
+        items.append(Item(rf"\xi{a}, \eta{a}", "independent standard Gaussians of the energetic average"))
+        if m.noise:
+            items.append(Item("z", "label noise, a standard Gaussian"))
+        items.append(Item(rf"\omega{a}", "the prox centre"))
+        items.append(Item(rf"\kappa{a}", rf"$\rho{a} - \theta{a}^\top q{a}^{{-1}} \theta{a}$, the teacher's variance "
+                                         rf"given the student's field"))
+        items.append(Item(rf"\hat h{a}", "the prox: the global minimiser of $F$"))
+        items.append(Item(rf"f{a}", rf"$V{a}^{{-1}}(\hat h{a} - \omega{a})$, the scaled prox residual ($f_{{\rm out}}$)"))
+        items.append(Item(r"F", "the energetic bracket"))
+        if m.channel is not None:
+            items.append(Item(r"P, Z, \mu", r"$P(y \mid \xi)$ the label's law given $\xi$; $Z(y \mid \mu, \kappa)$ "
+                                            r"the same as a function of the teacher form's conditional mean $\mu$ and "
+                                            r"variance $\kappa$"))
+        items.append(Item(r"\Psi_t, \Psi_w, \Psi_y", "trace, entropic and energetic potentials"))
+        items.append(Item(r"\Phi", "the free entropy (never the Gaussian CDF)"))
+        items.append(Item(r"\mathbb{E}", "average over the Gaussians above (and labels, where there are)"))
+        items.append(Item(r"H", r"$H(x) = \int_x^\infty \frac{e^{-t^2/2}}{\sqrt{2\pi}} dt = "
+                                r"\tfrac{1}{2}\operatorname{erfc}(x/\sqrt{2})$, the Gaussian tail"))
+        items.append(Item(r"\mathbb{1}", "indicator function"))
+        if isinstance(d.entropic_potential, GaussianMoreauEnvelope):
+            items.append(Item(r"b, \hat w" if self.scalar else r"\hat w", "the entropic field and the minimiser of the entropic bracket (the "
+                                            "proximal map of the regulariser)"))
+            gs = ", ".join(self.x(g) for g in d.entropic_potential.gaussians)
+            if not one:
+                gs = gs.replace(r"\tau, ", "").replace(r", \tau", "")
+            items.append(Item(gs, "standard Gaussians of the entropic average (the teacher's component "
+                                  "$\\tau$ among them)" if r"\tau" in gs else
+                              "standard Gaussians of the entropic average"))
+        if self.p.closed.entropic_kind == "l1":
+            items.append(Item("s", "standard deviation of the entropic field of the $\\ell_1$ prox"))
+        items.append(Item(r"\varepsilon_g", "test error per sample (the loss at a fresh sample)"))
+        items.append(Item(r"e_t", "training loss per weight dimension $d$ (regulariser included), "
+                                  "$e_t / \\alpha$ per sample"))
+        items.append(Item(r"K", "the coupling $\\partial^2 \\Psi_t / \\partial x \\partial \\hat x$"))
+        return items
 
 
 def _squeeze(M: sp.Matrix) -> sp.Expr | sp.Matrix:
-    """A 1x1 matrix as its entry (scalar order parameters read better)."""
+    """A 1x1 matrix as its entry."""
     return M[0, 0] if M.shape == (1, 1) else M
 
 
-def _loss_derivative_symbol(hs: sp.Symbol) -> sp.Symbol:
-    name = LATEX_NAMES.get(hs, sp.latex(hs))
-    return symbol(f"dloss__{hs.name}", rf"\frac{{\partial \ell}}{{\partial {name}}}")
+def _block(text: str, math) -> list:
+    """A paragraph followed by one equation per entry of ``math`` (no left-hand side)."""
+    return [Text(text)] + [Eq("", [m_], "") for m_ in ([math] if isinstance(math, str) else math)]
 
 
-def chain_rule_gradient(d: Derivation, x: sp.Symbol) -> sp.Expr:
-    """``dF/dx`` with ``dl/dh*`` left abstract (for display)."""
-    env = d.energetic_potential
-    m = d.model
-    total = sp.Integer(0)
-    quad = env.bracket - m.loss
-    for u, law in env.intermediates.items():
-        du = sp.diff(law, x)
-        if du == 0:
-            continue
-        if u in set(m.hstar):
-            dF = _loss_derivative_symbol(u) + sp.diff(quad, u)
-        else:
-            dF = sp.diff(env.bracket, u)
-        total += dF * sp.simplify(du)
-    total += sp.diff(quad, x)
-    return total
-
-
-def _cluster_blocks(m) -> list[Block]:
+def _cluster_blocks(m, tex) -> list:
     """Slot statistics and the label law of a model with token clusters (THEORY §6)."""
     data = m.data
-    out = [Block("Token clusters: token $\\ell$ is drawn from cluster $c_\\ell$, "
+    out = [_block("Token clusters: token $\\ell$ is drawn from cluster $c_\\ell$, "
                  "$x_\\ell \\mid c_\\ell = c \\sim \\mathcal{N}(\\mu_{\\ell c}, \\Sigma_{\\ell c})$; "
                  "order parameters carry a slot index $s = (\\ell, c)$, written $1a, 1b, 2a, \\dots$ "
                  "(token, cluster). Slot statistics:",
@@ -105,165 +832,30 @@ def _cluster_blocks(m) -> list[Block]:
     atoms = [rf"\text{{weight }} {tex(a.weight)}: \quad (\gamma_{{s}})_{{s = {labs}}} = "
              rf"({', '.join(tex(g) for g in a.gamma)}), \quad (\pi_{{s}})_{{s = {labs}}} = "
              rf"({', '.join(tex(x) for x in a.pi)})" for a in data.atoms]
-    out.append(Block("Spectral law of the slots: atoms of the eigenvalues $\\gamma_s$ of $\\Sigma_s$ and "
+    out.append(_block("Spectral law of the slots: atoms of the eigenvalues $\\gamma_s$ of $\\Sigma_s$ and "
                      "the projections $\\pi_s = \\sqrt{d}\\, e_i^T(\\mu_s + p_\\ell)$ of the cluster means "
                      "plus encodings:", atoms))
     rows = [rf"P(c = ({', '.join(CLUSTER_LETTERS[c] for c in config)})) = {tex(prob)}"
             for config, prob, _ in data.configurations()]
-    out.append(Block("Joint law of the cluster labels $c = (c_1, \\dots, c_L)$:", rows))
+    out.append(_block("Joint law of the cluster labels $c = (c_1, \\dots, c_L)$:", rows))
     views = [rf"x_{{{l + 1}}} = "
              + " + ".join(rf"e_{{{data.slot_label(s)}}}\, x_{{{data.slot_label(s)}}}" for s in data.token_slots(l))
              for l in range(m.L) if data.clusters[l] > 1]
-    out.append(Block("In the loss and the energetic bracket every token parameter "
+    out.append(_block("In the loss and the energetic bracket every token parameter "
                      "$x \\in \\{q, V, m, \\theta, \\rho, \\bar\\rho\\}$ is that of the token's cluster, "
                      "written with one-hot label indicators:", views))
-    return out
+    return [x for b in out for x in b]
 
 
-def blocks(d: Derivation) -> list[tuple[str, list[Block]]]:
-    """The document as sections of equation blocks."""
-    m = d.model
-    env = d.energetic_potential
-    sections: list[tuple[str, list[Block]]] = []
-    # --- model
-    model_blocks = []
-    if m.student is not None:
-        model_blocks.append(Block("Student score map:", rf"S(h) = {tex(m.student)}"))
-        model_blocks.append(Block("Target map:", rf"T(h^{{*}}) = {tex(m.target)}"))
-    if m.channel is not None:
-        model_blocks.append(Block("Teacher channel (the label's law given the teacher fields enters the Gaussian "
-                                  "measure, never the integrand):", m.channel.describe(tex)))
-    model_blocks.append(Block("Per-sample loss of the fields (the $d \\to \\infty$ limit of the risk):",
-                              rf"\ell(h, h^{{*}}) = {tex(m.loss)}"))
-    w = sp.Matrix([symbol(f"w_{i + 1}", f"w_{{{i + 1}}}") for i in range(m.r)])
-    model_blocks.append(Block("Regularizer of a weight row $w \\in \\mathbb{R}^{r}$:",
-                              rf"r(w) = {tex(m.regularizer.expression(w))}"))
-    if m.data.has_clusters:
-        model_blocks += _cluster_blocks(m)
-    for l in range(m.L if not m.data.has_clusters else 0):
-        model_blocks.append(Block(
-            f"Token {l + 1} statistics:",
-            [rf"\bar\rho_{{{l + 1}}} = {tex(m.data.rho_bar(l))}",
-             rf"\rho_{{{l + 1}}} = {tex(_squeeze(m.data.rho(l, m.r_t)))}"]))
-    if m.reduction is not None and m.reduction.coefficients:
-        parts = []
-        for fam, c in m.reduction.coefficients.items():
-            stem = {"q": "q", "V": "V", "m": "m", "theta": r"\theta"}[fam]
-            coef = {1: "", -1: "-"}
-            labels = m.data.slot_labels
-            parts.append(", ".join(rf"{stem}_{{{labels[l]}}} = {coef.get(ci, str(ci))}{stem}"
-                                   for l, ci in enumerate(c)))
-        model_blocks.append(Block("Token symmetry (free order parameters without token index; "
-                                  "conjugates aggregate accordingly):", parts))
-    sections.append(("Model", model_blocks))
-    # --- potentials
-    pot = [Block("Trace potential:", rf"\Psi_t = {tex(d.trace_potential)}")]
-    went = d.entropic_potential
-    if isinstance(went, GaussianMoreauEnvelope):
-        gw = ", ".join(tex(g) for g in went.gaussians)
-        pot.append(Block("Entropic potential (Moreau envelope of the regularizer):",
-                         rf"\Psi_w = -\mathbb{{E}}_{{{gw}}} \min_w \left[{tex(went.bracket)}\right]"))
-        pot.append(Block("with", [rf"{tex(u)} = {tex(e)}" for u, e in went.intermediates.items()]))
-        if getattr(went, "argmin", None):
-            pot.append(Block("and the minimiser in closed form (the proximal map of $r$, found by sympy):",
-                             [rf"\hat {tex(v)} = {tex(e)}" for v, e in zip(went.variables, went.argmin)]))
-    else:
-        pot.append(Block("Entropic potential (closed form, Gaussian teacher average done exactly):",
-                         rf"\Psi_w = {tex(d.entropic_potential)}"))
-    gs = ", ".join(tex(g) for g in env.gaussians)
-    if env.discrete:
-        gs = r"c \sim P, " + gs
-        pot.append(Block("Energetic potential, a Moreau envelope of the loss averaged over the label "
-                         "configurations $c$ (the indicators $e_{\\ell c}$ one-hot, "
-                         "$e_{\\ell c} = 1$ iff $c_\\ell = c$):",
-                         [rf"\Psi_y = -\mathbb{{E}}_{{{gs}}} \min_{{h}} F(h; \omega, h^{{*}}, V)",
-                          rf"F(h; \omega, h^{{*}}, V) = {tex(env.bracket)}"]))
-    elif env.weight is not None:
-        values = ", ".join(str(v) for v in env.label_values)
-        y = tex(env.label)
-        pot.append(Block("Energetic potential, a Moreau envelope of the loss at a fixed label, weighted by the "
-                         f"label's law $W$ given the student's Gaussians (the $Z_{{\\rm out}}$ form; ${y}$ "
-                         f"takes the values ${values}$):",
-                         [rf"\Psi_y = -\mathbb{{E}}_{{{gs}}} \sum_{{{y}}} W({y} \mid {gs}) \min_{{h}} F(h; \omega, {y}, V)",
-                          rf"W({y} \mid {gs}) = {tex(env.weight)}",
-                          rf"F(h; \omega, {y}, V) = {tex(env.bracket)}"]))
-    else:
-        pot.append(Block("Energetic potential, a Moreau envelope of the loss:",
-                         [rf"\Psi_y = -\mathbb{{E}}_{{{gs}}} \min_{{h}} F(h; \omega, h^{{*}}, V)",
-                          rf"F(h; \omega, h^{{*}}, V) = {tex(env.bracket)}"]))
-    if env.pieces is not None:
-        pot.append(Block("The loss is piecewise smooth in $h$, with breakpoints below; the minimum over $h$ is "
-                         "found exactly (stationary points of every piece and the breakpoints):",
-                         [rf"h \in \left\{{{', '.join(tex(b) for b in env.pieces.breakpoints)}\right\}}"]))
-    laws = [rf"{tex(u)} = {tex(e)}" for u, e in env.intermediates.items()]
-    pot.append(Block("with the centres and teacher fields (Cholesky form of $q^{1/2}$), all Gaussians "
-                     "standard and independent:", laws))
-    pot.append(Block("Free entropy (training loss $e_t = -\\Phi$):",
-                     r"\Phi = \operatorname{extr} \left[ \Psi_t + \Psi_w + \alpha \Psi_y \right]"))
-    sections.append(("Potentials", pot))
-    # --- saddle point
-    sp_eqs = d.saddle_point
-    ent = [Block("", rf"{tex(eq.lhs)} = {tex(eq.rhs)}") for eq in sp_eqs.entropic]
-    if sp_eqs.entropic_gradient:
-        ent.append(Block("where, by the envelope theorem ($\\hat w$ the minimiser of the entropic bracket $B$):",
-                         r"\partial_{\hat x} \Psi_w = -\mathbb{E}\left[ \partial_{\hat x} B(w) \big|_{w = \hat w} \right]"))
-        for s_, e in zip(d.conjugate_symbols, sp_eqs.entropic_gradient.values()):
-            ent.append(Block("", rf"\partial_{{{tex(s_)}}} B = {tex(e)}"))
-    sections.append(("Saddle-point equations: entropic side", ent))
-    en = [Block("", rf"{tex(eq.lhs)} = {tex(eq.rhs)}") for eq in sp_eqs.energetic]
-    if env.weight is not None:
-        y = tex(env.label)
-        en.append(Block("where, by the envelope theorem ($\\hat h$ the global minimiser of $F$ at the label) and "
-                        "differentiating the label's law, never the label:",
-                        rf"\partial_x \Psi_y = -\mathbb{{E}} \sum_{{{y}}} \left[ \partial_x W \, F(\hat h; \omega, "
-                        rf"{y}, V) + W \, \partial_x F(h; \omega, {y}, V) \big|_{{h = \hat h}} \right]"))
-        derivatives = {x: _law_derivative(env.weight, x) for x in d.order_symbols}
-        if any(v is None for v in derivatives.values()):
-            phi2 = env.weight.has(BivariateNormalCDF)
-            en.append(Block("The derivatives of the label's law $W$ are too long to print; they follow from $W$ "
-                            + ("above with (symmetrically in $k$)" if phi2 else "above"),
-                            PHI2_DERIVATIVES if phi2 else r"\partial_x W = \partial_x \left(W \text{ above}\right)"))
-        for x, dW in derivatives.items():
-            lines = [] if dW is None else [rf"\partial_{{{tex(x)}}} W = {tex(dW)}"]
-            en.append(Block("", lines + [rf"\partial_{{{tex(x)}}} F = {tex(chain_rule_gradient(d, x))}"]))
-    else:
-        en.append(Block("where, by the envelope theorem ($\\hat h$ the global minimiser of $F$):",
-                        r"\partial_x \Psi_y = -\mathbb{E}\left[ \partial_x F(h; \omega, h^{*}, V) "
-                        r"\big|_{h = \hat h} \right]"))
-        for x in d.order_symbols:
-            en.append(Block("", rf"\partial_{{{tex(x)}}} F = {tex(chain_rule_gradient(d, x))}"))
-    en.append(Block("Prox convention: $\\hat h$ above is the global minimiser of $F$, its lowest minimum (the theory of "
-                    "the global minimiser of the empirical risk: the global convention, the default). Under the local "
-                    "convention the same equations, $\\Psi_y$ and $e_t = -\\Phi$ are evaluated at the minimum reached "
-                    "by descent from $h = 0$ instead, along the modified-Newton flow",
-                    r"\hat h_{\mathrm{loc}} = \lim_{t \to \infty} h(t), \qquad \dot h = -\left|\nabla_h^2 F\right|^{-1} "
-                    r"\nabla_h F, \qquad h(0) = 0"))
-    sections.append(("Saddle-point equations: energetic side", en))
-    sections.append(("Observables", _observable_blocks(m)))
-    return sections
+
+# ------------------------------------------------------------------------------------------ documents
+def _sections(d: Derivation) -> list[tuple[str, list]]:
+    return Writer(d).sections()
 
 
-def _observable_blocks(m) -> list[Block]:
-    """Every declared observable (:mod:`replica.symbolic.observables`) and the training loss."""
-    out = []
-    for o in m.observables:
-        if isinstance(o, TestObservable):
-            if o.name == TEST_LOSS and sp.sympify(o.expr) == m.loss:
-                out.append(Block("Test error (no proximal step; $h_\\ell = \\omega_\\ell$ has the law of the test "
-                                 "fields):", r"\varepsilon_g = \mathbb{E}\, \ell(\omega, h^{*})"))
-                continue
-            body = tex(sp.sympify(o.expr).subs(dict(zip(m.h, prox_center_symbols(m)))))
-            out.append(Block(f"{o.description or o.name} (test point, $h_\\ell = \\omega_\\ell$):",
-                             rf"{o.tex_name} = \mathbb{{E}}\left[{body}\right]"))
-        elif isinstance(o, StateObservable):
-            out.append(Block(f"{o.description or o.name} (a function of the order parameters at the fixed point):",
-                             rf"{o.tex_name} = {tex(m.state_expression(o.expr))}"))
-        else:
-            out.append(Block(f"{o.description or o.name} (at the entropic minimiser $\\hat w$, summed over the "
-                             "atoms of the spectral law):",
-                             rf"{o.tex_name} = \mathbb{{E}}\left[{tex(o.expr)}\right]_{{w = \hat w}}"))
-    out.append(Block("Training loss:", r"e_t = -\Phi"))
-    return out
+def blocks(d: Derivation) -> list[tuple[str, list]]:
+    """The document as sections of :class:`Text`, :class:`Eq` and :class:`Item` entries."""
+    return _sections(d)
 
 
 def _stamp(d: Derivation) -> str:
@@ -271,26 +863,37 @@ def _stamp(d: Derivation) -> str:
     return current_stamp(getattr(d.model, "declared_in", None), "export").line()
 
 
+def _escape(s: str) -> str:
+    return s.replace("_", r"\_")
+
+
+def _tex_eq(e: Eq) -> str:
+    rel = f" &{e.rel} " if e.rel else " & "
+    rows = [e.lhs + rel + e.rows[0]]
+    for r in e.rows[1:]:
+        rows.append(r"&\quad " + r)
+    return r"\begin{align}" + "\n" + (r" \nonumber \\" + "\n").join(rows) + "\n" + r"\end{align}"
+
+
 def latex_document(d: Derivation) -> str:
-    """A standalone LaTeX document of the derivation."""
+    """A standalone LaTeX document of the derivation (article; compiles under revtex4-2/elsarticle too)."""
     out = [f"% {_stamp(d)}",
            r"\documentclass[10pt]{article}",
            r"\usepackage[margin=2cm]{geometry}",
-           r"\usepackage{amsmath,amssymb}",
-           r"\usepackage{breqn}",
+           r"\usepackage{amsmath,amssymb,bm}",
            r"\setlength{\parindent}{0pt}",
-           rf"\title{{Replica-symmetric saddle point: \texttt{{{d.model.name.replace('_', chr(92) + '_')}}}}}",
+           rf"\title{{Replica-symmetric saddle point: \texttt{{{_escape(d.model.name)}}}}}",
            r"\date{Generated by replica}",
            r"\begin{document}", r"\maketitle"]
-    if d.model.description:
-        out.append(d.model.description.replace("_", r"\_").replace("^", r"\^{}") + "\n")
-    for title, bl in blocks(d):
-        out.append(rf"\section*{{{title}}}")
-        for b in bl:
-            if b.text:
-                out.append(b.text + "\n")
-            for eq in b.equations:
-                out.append(r"\begin{dmath*}" + "\n" + eq + "\n" + r"\end{dmath*}")
+    for title, items in _sections(d):
+        out.append(rf"\section{{{title}}}")
+        if title == "Notation":
+            out.append(r"\begin{description}")
+            out += [rf"\item[${it.symbol}$] {it.meaning}" for it in items]
+            out.append(r"\end{description}")
+            continue
+        for it in items:
+            out.append(it.text + "\n" if isinstance(it, Text) else _tex_eq(it))
     out.append(r"\end{document}")
     return "\n".join(out) + "\n"
 
@@ -298,15 +901,19 @@ def latex_document(d: Derivation) -> str:
 def markdown_document(d: Derivation) -> str:
     """The same content as Markdown with ``$$`` display blocks."""
     out = [f"<!-- {_stamp(d)} -->", f"# Replica-symmetric saddle point: `{d.model.name}`", ""]
-    if d.model.description:
-        out += [d.model.description, ""]
-    for title, bl in blocks(d):
+    for title, items in _sections(d):
         out += [f"## {title}", ""]
-        for b in bl:
-            if b.text:
-                out += [b.text, ""]
-            for eq in b.equations:
-                out += ["$$", eq, "$$", ""]
+        if title == "Notation":
+            out += [f"- ${it.symbol}$: {it.meaning}" for it in items] + [""]
+            continue
+        for it in items:
+            if isinstance(it, Text):
+                out += [it.text.replace(r"\textit{", "*").replace("}.", "*.") if it.text.startswith(r"\textit")
+                        else it.text, ""]
+            else:
+                rel = f" &{it.rel} " if it.rel else " & "
+                body = (r" \\" + "\n").join([it.lhs + rel + it.rows[0]] + [r"&\quad " + r for r in it.rows[1:]])
+                out += ["$$", r"\begin{aligned}", body, r"\end{aligned}", "$$", ""]
     return "\n".join(out)
 
 
