@@ -317,6 +317,48 @@ def test_jump_check_sees_the_switches_of_the_paper_model(attention):
     assert check.errors["V"] > 0 and check.errors["eps_g"] > 0
 
 
+def test_jump_check_costing_too_much_is_replaced_by_the_switching_test(attention, monkeypatch):
+    """A jump check whose pre-integration visits more than JUMP_CHECK_COST x the working rule's
+    points (6-D models: 14^5 lines, ~320x gh:6) is not run: the Monte-Carlo switching test stands in,
+    says so in a note, and adds nothing to the bars where the minimiser does not switch (the paper
+    point's semantic state, as the replicon's test finds); where it switches, the result does not
+    claim its accuracy whatever the bars (here the test's answer is forced, to check that path)."""
+    import replica.numeric.accuracy as acc
+    from replica.numeric import rule_plan
+    from replica.numeric.integrators import from_spec
+    from replica.numeric.stability import Switching
+
+    solver = Solver(attention, {"omega": 0.3}, "semantic", rule=from_spec("default", attention, "semantic"),
+                    error_estimate=False)
+    assert rule_plan.jump_check_refusal(solver, acc.JUMP_CHECK_LEVEL) is None  # 4-D: 2x the working rule
+    fp = solver.solve(2.0)
+    monkeypatch.setattr(rule_plan, "JUMP_CHECK_COST", 1)
+    why = rule_plan.jump_check_refusal(solver, acc.JUMP_CHECK_LEVEL)
+    assert why is not None and "38,416 points" in why and "19,208" in why
+    check = acc.jump_check(solver, fp, 2.0)
+    assert check is not None and check.covers and not check.resolvable and check.errors == {}
+    assert "does not switch" in check.note and why in check.note
+    monkeypatch.setattr(acc, "switching", lambda *a, **k: Switching(samples=100, multi_fraction=0.5,
+                                                                     gap_scale=1.0, near=3))
+    out = acc.solve_to_accuracy(solver, solver.solve(2.0), 2.0, accuracy=0.5)
+    assert not out.accuracy_met and any("switches between minima" in n for n in out.notes)
+    assert any(n.startswith("accuracy 0.5 NOT claimed") for n in out.notes)
+
+
+def test_six_dimensional_jump_check_is_over_its_cost():
+    """The 6-D models' default rule (gh:6, folded to 23 328 nodes) against the jump check's level:
+    14^5 lines x 14 points, over the node budget too."""
+    from replica.artifacts.registry import load_module
+    from replica.numeric import accuracy, rule_plan
+
+    assert rule_plan.preint_points(6, accuracy.JUMP_CHECK_LEVEL) == 14 ** 5 * 14
+    assert rule_plan.preint_points(4, accuracy.JUMP_CHECK_LEVEL) == 14 ** 4
+    untied = load_module("attention_untied")
+    solver = Solver(untied, {}, "semantic", error_estimate=False)
+    why = rule_plan.jump_check_refusal(solver, accuracy.JUMP_CHECK_LEVEL)
+    assert why is not None and "7,529,536 points" in why and "23,328" in why
+
+
 def test_jump_check_beside_the_ladder_changes_nothing(attention, monkeypatch):
     """solve_to_accuracy runs the jump check in a thread beside the working rule's ladder; the two
     touch no shared state, so running the check first, alone (an executor that runs what is

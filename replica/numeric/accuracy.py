@@ -43,7 +43,9 @@ import numpy as np
 from ..errors import ConvergenceError, InvalidStateError, ParameterError
 from . import rqmc, rule_plan
 from .energetic import EnergeticAverage
+from .integrators import QuadratureIntegrator, preintegration_refusal
 from .solver import BRANCH_NOT_FOUND, FixedPoint, Solver
+from .stability import switching
 
 #: relative accuracy a result is checked against when none is requested
 DEFAULT_ACCURACY = 1e-3
@@ -242,6 +244,11 @@ class JumpCheck:
     #: whether a re-solve on the check's rule can resolve what it finds (False: the local
     #: convention's randomised check, :func:`local_check`, whose shift only joins the bars)
     resolvable: bool = True
+    #: what the result says about a check that did not run (:func:`switching_check`), or None
+    note: str | None = None
+    #: False where the bars may miss the tensor rule's error across the jumps (the check did not
+    #: run and the minimiser switches): the result then does not claim its accuracy
+    covers: bool = True
 
 
 def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None:
@@ -261,6 +268,11 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
         return local_check(solver, fp, alpha)  # a plain local rule: against randomised QMC
     if solver.convention.local:
         return None  # a locally corrected rule: its base is jump-aware, its correction's bar is correction_check
+    if not isinstance(solver.integrator, QuadratureIntegrator) or preintegration_refusal(solver.module) is not None:
+        return None  # (Solver.jump_aware's conditions, without building the integrator)
+    too_costly = rule_plan.jump_check_refusal(solver, JUMP_CHECK_LEVEL)
+    if too_costly is not None:
+        return switching_check(solver, fp, too_costly)
     aware = solver.jump_aware(JUMP_CHECK_LEVEL)
     if aware is None:
         return None
@@ -295,6 +307,33 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
     shift = float(np.linalg.norm((y - x)[free]) / max(np.linalg.norm(x[free]), 1e-300))
     return JumpCheck(errors=errors, shift=shift, lines=int(stats.lines), switch_lines=int(stats.switch_lines),
                      solver=aware, jacobian=J)
+
+
+#: Monte-Carlo nodes of :func:`switching_check` (~1 s in 6-D: every start's local minimum per node)
+SWITCHING_SAMPLES = 20_000
+
+
+def switching_check(solver: Solver, fp: FixedPoint, why: str) -> JumpCheck:
+    """What stands in for :func:`jump_check` where its pre-integration costs too much (``why``,
+    :func:`replica.rule_plan.jump_check_refusal`: 6-D averages): whether the global minimiser of
+    the bracket switches between minima at ``fp`` on :data:`SWITCHING_SAMPLES` Monte-Carlo nodes
+    (:func:`replica.stability.switching`, the replicon's test). Without switching the integrand
+    is smooth and the refinements are the bar, as where the check sees no jump on any line;
+    with switching the refinements of a tensor rule can under-cover across the jumps
+    (docs/certified.md), so the result says so and does not claim its accuracy (``covers`` False).
+    No error is added to the bars either way: the check's own estimate is not available."""
+    sw = switching(solver.module, np.asarray(fp.x, dtype=float), solver.p, samples=SWITCHING_SAMPLES,
+                   prox_tol=solver.prox_tol, backend=solver.backend)
+    if sw.detected:
+        note = (f"the global minimiser of the bracket switches between minima at this state ({sw.near} of "
+                f"{sw.samples:,} Monte-Carlo nodes nearly degenerate) and the jump check was not run ({why}): the "
+                "bars are the tensor rule's refinements, which can under-cover across the jumps, so the accuracy is "
+                "not claimed")
+    else:
+        note = (f"the jump check was not run ({why}); the global minimiser does not switch between minima on "
+                f"{sw.samples:,} Monte-Carlo nodes at this state, so the refinements give the bars")
+    return JumpCheck(errors={}, shift=0.0, lines=sw.samples, switch_lines=sw.near, solver=solver, jacobian=None,
+                     resolvable=False, note=note, covers=not sw.detected)
 
 
 #: the local convention's check (:func:`local_check`): scrambled Sobol sets of 2^LOCAL_CHECK_LOG2 points each
@@ -410,11 +449,16 @@ def correction_check(solver: Solver, fp: FixedPoint, alpha: float) -> dict[str, 
     return out
 
 
-def _finish(fp: FixedPoint, errors: dict[str, float], accuracy: float, why: str | None) -> FixedPoint:
+def _finish(fp: FixedPoint, errors: dict[str, float], accuracy: float, why: str | None,
+            doubt: str | None = None) -> FixedPoint:
+    """Attach the bars; ``doubt``: why the bars may not cover, whatever their size (the accuracy
+    is then not met, and a note says why)."""
     fp.errors = errors
     fp.accuracy = float(accuracy)
     bad = unresolved(fp, errors, accuracy)
-    fp.accuracy_met = not bad
+    fp.accuracy_met = not bad and doubt is None
+    if doubt is not None and not bad:
+        fp.notes.append(f"accuracy {accuracy:g} NOT claimed although every bar is below it: {doubt}")
     # the observable bars are the full ones (the test-rule-only estimate misses the rest)
     fp.observable_errors = {k: errors.get(k, float("nan")) for k in fp.observables}
     fp.eps_g_error = fp.observable_errors.get("eps_g", fp.eps_g_error)
@@ -522,9 +566,14 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
     spread = rqmc.scramble_errors(best_solver, best, alpha) if solver is working else None
     if spread is not None:
         errors = _add(errors, spread)
+    doubt = None
     if check is not None:
         # the tensor rule's error across the jumps (first order), on top of its refinements
         errors = _add(errors, check.errors)
+        if check.note is not None:
+            best.notes.append(check.note)
+        if not check.covers:
+            doubt = "the jump check did not run where the minimiser switches"
         if not check.resolvable and unresolved(best, check.errors, accuracy):
             best.notes.append(f"under the local prox convention the randomised check ({check.lines} scrambled Sobol "
                               f"points) puts the working rule {check.shift:.1e} (relative) off: its estimate and "
@@ -538,7 +587,7 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
         best.notes.append("the rules are not in their asymptotic regime on " + ", ".join(erratic[:6])
                           + " (a refinement did not halve the previous difference): their bars are the larger "
                             "of the last two differences")
-    return _finish(best, errors, accuracy, why)
+    return _finish(best, errors, accuracy, why, doubt)
 
 
 def _needs_jump_aware(check: JumpCheck | None, fp: FixedPoint, accuracy: float) -> bool:

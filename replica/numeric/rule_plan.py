@@ -91,6 +91,37 @@ def ladder_plan(solver, max_levels: int) -> list[tuple[str, int]]:
     return out
 
 
+#: a jump check (:func:`jump_check_refusal`) runs where one evaluation of its pre-integration level
+#: visits at most this many times the working rule's points: 2x on the paper's 4-D model (14^3
+#: lines x 14 points against 14^4 nodes folded to 19 208), ~280x in 6-D (14^5 lines: 7.5e6 points,
+#: minutes and gigabytes per evaluation, against gh:6's 23 328 folded nodes)
+JUMP_CHECK_COST = 16
+
+
+def preint_points(dim: int, level: str) -> int:
+    """The points one evaluation of pre-integration ``level`` (:data:`replica.preintegration.ACCURACY`)
+    visits on a ``dim``-dimensional average, counted without building it: ``line_order^(dim-1)``
+    lines of ``u_order + 2`` points (a lower bound: the pieces between located jumps add more)."""
+    from .preintegration import ACCURACY  # (pre-integration imports the compiled kernels: only here)
+
+    lines, u, _, _ = ACCURACY[level]
+    return int(lines) ** max(int(dim) - 1, 0) * (int(u) + 2)
+
+
+def jump_check_refusal(solver, level: str) -> str | None:
+    """Why the jump check on pre-integration ``level`` is not run for ``solver``'s working rule (its
+    points over :data:`JUMP_CHECK_COST` x the working rule's, or over the node budget
+    ``REPLICA_MAX_NODES``), or None where it runs. The working rule's points: its folded nodes."""
+    work = level_nodes(solver.integrator)
+    n = preint_points(len(solver.module.GAUSSIANS), level)
+    cap = min(budget(), JUMP_CHECK_COST * work) if work else budget()
+    if n <= cap:
+        return None
+    return (f"the jump check's pre-integration would visit over {n:,} points per evaluation"
+            + (f", {n / work:.0f}x the working rule's {work:,}" if work else "")
+            + f" (limit: {JUMP_CHECK_COST}x, and the node budget {budget():,} of REPLICA_MAX_NODES)")
+
+
 #: pre-integration level of the jump check (two map evaluations, ~1 s on the paper's model): the
 #: ``fast`` level's own error (~5e-4 relative on the paper point, docs/reference/accuracy.md) would dominate
 #: the check where the tensor rule is 1e-4-accurate
