@@ -97,3 +97,57 @@ class Progress:
         else:
             self._show(force=True)
         self.enabled = False
+
+
+class Stages:
+    """The stage a command is in, one line on stderr per stage -- once the command has run for
+    ``after`` seconds: a command that ends sooner prints nothing, one that takes longer says what
+    it is doing (the stage current at ``after`` seconds, then every later one as it starts).
+
+    ``stage(text)`` names the stage now starting; ``close()`` ends the reporting (also as a
+    context manager). Lines read ``<label>: <text> (<elapsed> s)``. ``enabled=False`` makes every
+    call a no-op.
+    """
+
+    def __init__(self, label: str, after: float = 3.0, enabled: bool = True, stream: TextIO | None = None):
+        import threading
+
+        self.label, self.after, self.enabled = label, float(after), enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.t0 = time.perf_counter()
+        self._current: str | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(self.after, self._late) if enabled else None
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _say(self) -> None:
+        if self._current is not None:
+            self.stream.write(f"{self.label}: {self._current} ({time.perf_counter() - self.t0:.0f} s)\n")
+            self.stream.flush()
+
+    def _late(self) -> None:
+        with self._lock:
+            if self.enabled:
+                self._say()
+
+    def stage(self, text: str) -> None:
+        """Name the stage now starting (printed at once when the command has run ``after`` seconds)."""
+        with self._lock:
+            self._current = text
+            if self.enabled and time.perf_counter() - self.t0 >= self.after:
+                self._say()
+
+    def close(self) -> None:
+        """Stop reporting (a stage still pending is not printed)."""
+        with self._lock:
+            self.enabled = False
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def __enter__(self) -> "Stages":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -14,8 +14,12 @@ from ...numeric.solver import Solver, iteration_tally, observable_dict
 from ...numeric.accuracy import DEFAULT_ACCURACY, solve_to_accuracy
 from ...numeric.rule_plan import plan_line
 from ...numeric.stability import perturbed_replicons, replicon_summary, state_error
+from ...runtime.progress import Stages
 from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
                      parameters_from_args, prox_from_args, rule_from_args, token_one)
+
+#: seconds after which ``replica solve`` names its stages on stderr (:class:`~replica.runtime.progress.Stages`)
+STAGES_AFTER = 3.0
 
 #: why a number of ``replica solve --json`` can be null
 REASONS = {"quadrature_residual": "not computed: the companion rule's map is not defined at this state "
@@ -101,12 +105,17 @@ def run(args: argparse.Namespace) -> int:
     # Cold CLI solves try a few generic starts (a branch can have several solutions at one alpha),
     # on a cheaper rule (Solver.scout); each distinct one is then re-solved on the working rule.
     t0 = time.perf_counter()
+    # a 6-D model's default command takes tens of seconds: past a few seconds, say what it is doing
+    stages = Stages("replica solve", after=STAGES_AFTER)
     tally = iteration_tally()
     iterations = tally.__enter__()  # every solve of the command (scout, starts, refined rules) counts
     try:
-        fp = solver.solve_best(args.alpha, scout=solver.scout())
+        scout = solver.scout()
+        stages.stage(f"cold starts on {(scout or solver).integrator.describe()}")
+        fp = solver.solve_best(args.alpha, scout=scout)
     except BaseException:
         tally.__exit__(None, None, None)
+        stages.close()
         raise
     qres = companion_residual(solver, fp)
     accuracy = DEFAULT_ACCURACY if args.accuracy is None else args.accuracy
@@ -124,16 +133,20 @@ def run(args: argparse.Namespace) -> int:
             if args.replicon:
                 early.append((best, pool.submit(replicon_summary, module, best)))
 
+        stages.stage("error bars: re-solves on refined rules and with more prox starts, jump check")
         try:
             fp = solve_to_accuracy(solver, fp, args.alpha, accuracy, max_levels=1 if args.accuracy is None else 8,
                                    progress=progress if args.accuracy is not None else None, beside=beside)
         finally:
             tally.__exit__(None, None, None)
+            if not args.replicon:
+                stages.close()
         # the whole solve's work, not the last rule's (its re-solve from the ladder took 1 iteration)
         fp.iterations, fp.seconds = iterations[0], time.perf_counter() - t0
         fp.quadrature_residual = qres  # of the working rule (a diagnostic; the bars are in errors)
         res = result_dict(module, fp)
         if args.replicon:
+            stages.stage("replicon and its error bar")
             # The replicon's bar: its quadrature error plus what the fixed point's own bars move it
             # by (docs/explanation/replicon.md); null where the replicon is not computed. The replicons at the
             # perturbed states are computed beside the replicon itself.
@@ -144,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
                 if bar is not None and res.get("replicon") is not None:
                     bar = bar + state_error(module, fp, fp.errors, base=res["replicon"], perturbed=perturbed.result())
                 res["errors"]["replicon"] = bar
+            stages.close()
     if args.json:
         jsonio.dump(res, sys.stdout, REASONS)
         print()
