@@ -114,7 +114,7 @@ from replica.symbolic.latex import markdown_document, write_latex
 tmp = Path(tempfile.mkdtemp())
 print(write_latex(derivation, tmp / "linear_attention.tex", tmp / "linear_attention.md"))
 md = markdown_document(derivation)
-start = md.index("## Saddle-point equations: entropic side")
+start = md.index("## Saddle-point equations")
 print(md[start:start + 900])
 
 # %% [markdown]
