@@ -65,6 +65,12 @@ that run. Sections (``--only`` selects some):
     tree-walking rewrites (the generator before issue 38) where ``--generation-baseline`` asks;
     each module checked equal to the committed one (:mod:`benchmarks.generation`).
 
+``defaults``
+    Every declared model's default command (``replica solve MODEL`` at a typical point, fresh
+    process: seconds, CPU, peak memory) against the bare API solve of the same point, and the first
+    command after installation with an empty cache against the same command warm
+    (:mod:`benchmarks.defaults`, also ``python -m benchmarks.defaults``).
+
 ``--quick`` shortens everything (fewer repeats, baseline on fewer nodes, 3 omega) and says
 so in the table. ``--out FILE`` writes the JSON; ``--markdown FILE`` the table.
 """
@@ -87,13 +93,14 @@ import numpy as np
 from replica.applications.attention.paper import PAPER_A
 from benchmarks.sweeps import bench_sweep  # noqa: E402,F401 -- the sweep section
 from benchmarks.generation import bench_generation  # noqa: E402 -- the generation section
+from benchmarks.defaults import bench_defaults  # noqa: E402,F401 -- the defaults section
 
 ROOT = Path(__file__).resolve().parent.parent
 OMEGA, ALPHA = 0.3, 2.0
 #: the semantic fixed point at (omega, alpha) = (0.3, 2), default quadrature, tol 1e-12
 X_SEMANTIC = np.array([0.1148165193, 12.66950154, 0.0, 0.1581531493])
 SECTIONS = ("iteration", "point", "phase", "six", "accuracy", "glm", "simulator", "histogram", "sweep", "gamp",
-            "generation")
+            "generation", "defaults")
 
 
 # --------------------------------------------------------------------------- helpers
