@@ -263,7 +263,9 @@ def jump_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | None
     family, not a refinement), mapped through the Newton Jacobian, estimates the tensor rule's
     error where it matters. None where the check does not apply (not a tensor rule, no
     pre-integration for the model) or where no line sees a jump or a repaired miss (the
-    integrand is smooth along every line: the refinements are the bar)."""
+    integrand is smooth along every line: the refinements are the bar). Where the check's
+    pre-integration costs more than :data:`replica.numeric.rule_plan.JUMP_CHECK_COST` x the working
+    rule's points or exceeds the node budget (6-D averages), :func:`switching_check` stands in."""
     if solver.convention.local and not hasattr(solver.integrator, "correction_replicates"):
         return local_check(solver, fp, alpha)  # a plain local rule: against randomised QMC
     if solver.convention.local:

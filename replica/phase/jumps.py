@@ -49,6 +49,9 @@ def threshold_jump_terms(module: ModuleType, parameters: Mapping[str, float] | N
                 checks[key] = None
                 return None
             checks[key] = (fp, jump_check(solver, fp, alpha))
+            note = getattr(checks[key][1], "note", None)
+            if note is not None:  # the check did not run (its cost): no jump term, and why
+                notes.append(f"jump term of the {branch} branch at alpha = {alpha:.6g}: {note}")
         return checks[key]
 
     def term(chk, name: str) -> float:
