@@ -96,6 +96,15 @@ def collect() -> dict:
             if v is not None:  # the figure legends print alpha_c, alpha_l with 3 decimals
                 out[f"figure_{name}@{w:g}"] = _entry(v, f"{v:.3f}", src, FIGURES, None,
                                                      f"{name} of the figures (GH 12, no jump check)")
+    for name in ("alpha_c", "alpha_l"):  # how far the figures' GH 12 thresholds are from the certified ones
+        devs = {k.split("@")[1]: out[f"figure_{name}@{k.split('@')[1]}"]["value"] / e["value"] - 1
+                for k, e in out.items() if k.startswith(name + "@") and f"figure_{name}@{k.split('@')[1]}" in out}
+        w = max(devs, key=lambda k: abs(devs[k]))
+        out[f"figure_{name}_max_deviation"] = _entry(
+            100 * devs[w], f"{100 * abs(devs[w]):.1f} %", f"figure_{name}@{w} against {name}@{w}",
+            "python -m benchmarks.numbers", None,
+            f"largest relative deviation of the figures' {name} from the certified one (at omega = {w}, "
+            + ("above" if devs[w] > 0 else "below") + ")")
     branch = _semantic_branch()
     v, b = branch["alpha_b_fine"], branch["alpha_b_bar"]
     out["alpha_b@0.3"] = _entry(v, _fmt(v, b), "benchmarks/certify/results/points.jsonl (semantic branch)",

@@ -283,7 +283,7 @@ show(OUT / "fig3_right_phase_diagram.png")
 # Against two committed computations, both read from `docs/reference/numbers.json`
 # (`python -m benchmarks.numbers`): the figures' own thresholds (`replica figures`, Gauss–Hermite
 # of order 12, no jump check; `docs/figures/fig3_right_phase_diagram.csv`) and the certified
-# reference with error bars (`docs/reference/certified.md`). The figures are within 1.6 % of the
+# reference with error bars (`docs/reference/certified.md`). The figures are within <!--n:figure_alpha_c_max_deviation-->1.6 %<!--/n--> of the
 # reference; the quick run's order-8 rule and coarser tolerance move `α_c` by a few more
 # thousandths (`docs/how-to/phase.md`). The largest relative gap is at small `ω`: at `ω = 0.05`
 # the GH 12 rule has two nearly degenerate positional solutions, and its `α_c` is 0.623 or
