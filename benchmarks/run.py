@@ -91,6 +91,7 @@ if __package__ in (None, ""):  # python benchmarks/run.py
 import numpy as np
 
 from replica.applications.attention.paper import PAPER_A
+from benchmarks.common import row, user_env  # noqa: F401 -- shared with the sections
 from benchmarks.sweeps import bench_sweep  # noqa: E402,F401 -- the sweep section
 from benchmarks.generation import bench_generation  # noqa: E402 -- the generation section
 from benchmarks.defaults import bench_defaults  # noqa: E402,F401 -- the defaults section
@@ -104,16 +105,6 @@ SECTIONS = ("iteration", "point", "phase", "six", "accuracy", "glm", "simulator"
 
 
 # --------------------------------------------------------------------------- helpers
-def user_env() -> dict[str, str]:
-    """The environment of a timed fresh process: this one's, with Python's bytecode cache on as a
-    user's interpreter has it. A sandbox's ``PYTHONDONTWRITEBYTECODE`` would otherwise recompile
-    every module of the package at each start (~0.1 s of the 2 s target, issue 14); the first,
-    untimed run of a measurement writes the cache, as a user's first command does."""
-    env = dict(os.environ)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
-
-
 def timed(fn, repeat: int = 3):
     """(min wall seconds, min CPU seconds, last result) over ``repeat`` calls."""
     walls, cpus, out = [], [], None
@@ -151,14 +142,6 @@ def tied():
     from derivations.generated import attention_tied
 
     return attention_tied
-
-
-def row(section, name, value, unit, baseline=None, note=""):
-    r = {"section": section, "name": name, "value": value, "unit": unit, "note": note}
-    if baseline is not None:
-        r["baseline"] = baseline
-        r["ratio"] = baseline / value if value else None
-    return r
 
 
 # --------------------------------------------------------------------------- sections

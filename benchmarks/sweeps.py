@@ -73,7 +73,7 @@ def bench_sweep(quick: bool, spec: str | None = None, what: str = "3x3 (omega, s
                 ) -> tuple[list[dict], dict]:
     """The rows of the section; ``spec`` replaces the benchmark's grid (a smoke check of this code
     on a cheap grid: ``bench_sweep(True, spec=..., what=...)``)."""
-    from benchmarks.run import row
+    from benchmarks.common import row
     from replica.sweep import open_sweep
 
     rows, data = [], {"spec": spec or spec_text(quick), "runs": {}}

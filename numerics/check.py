@@ -50,7 +50,7 @@ def theory(module, parameters: Mapping[str, float], alpha: float, branch: str | 
     ``error_bars=False`` skips the bars (their refinement and jump check take minutes for the
     six-dimensional models): no ``errors`` in the result."""
     from replica.numeric.accuracy import DEFAULT_ACCURACY, solve_to_accuracy
-    from replica.cli.commands.solve import result_dict
+    from replica.numeric.report import result_dict
     from replica.numeric.integrators import from_spec
     from replica.numeric.solver import Solver
     from replica.numeric.stability import replicon_summary

@@ -29,7 +29,7 @@ import sympy as sp
 from replica import L2, Derivation, Domain, Model, TokenStatistics, fields, parameter, teacher_fields
 from replica.numeric.accuracy import solve_to_accuracy, state_sizes, values
 from replica.codegen import write_module
-from replica.cli.commands.solve import result_dict
+from replica.numeric.report import result_dict
 from replica.numeric.integrators import from_spec
 from replica.numeric.kinks import KinkIntegrator, LineKinkIntegrator
 from replica.artifacts.registry import _import_path, load_module

@@ -196,7 +196,7 @@ def test_zero_by_symmetry_is_judged_against_its_kind_not_its_round_off(ridge_fp)
 
 def test_missing_bars_are_null_with_a_reason(ridge_fp):
     from replica.artifacts import jsonio
-    from replica.cli.commands.solve import error_dict
+    from replica.numeric.report import error_dict
 
     mod, fp = ridge_fp
     fp.errors = {"q_1": 1e-9, "phi": None}  # the others missing, one explicitly None

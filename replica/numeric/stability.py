@@ -417,28 +417,18 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
 def _check_isotropic(module: ModuleType, parameters: Mapping[str, float]) -> None:
     """The entropic factor ``J = V_ℓ/γ_ℓ`` needs every atom of the spectral law to share its
     eigenvalues (isotropic tokens). Read from the generated module (``ISOTROPIC_TOKENS``, else the
-    numbers of ``atom_eigenvalues``: no sympy); a module generated before they existed is checked on
-    its declaration when that can be found by name (which needs sympy: without it the replicon is
-    refused, not computed unchecked)."""
+    numbers of ``atom_eigenvalues``); a module without either is refused, not computed unchecked:
+    the numeric layer never reads the sympy declaration (every module the generator writes has them,
+    and a stale module is regenerated when loaded)."""
     if getattr(module, "ISOTROPIC_TOKENS", False):
         return
     if hasattr(module, "atom_eigenvalues"):
         p = np.array([float(parameters.get(n, d)) for n, d in zip(module.PARAMETERS, module.DEFAULTS)])
         gam = np.asarray(module.atom_eigenvalues(p), dtype=float).reshape(-1, module.L)
     else:
-        try:
-            import sympy as sp
-
-            from ..artifacts.registry import load_model
-
-            decl = load_model(module.MODEL)
-        except ImportError as exc:
-            raise ParameterError("model", f"{module.MODEL}: the replicon reads the declaration's spectral law, "
-                                          f"which needs sympy ({exc})") from None
-        except ParameterError:
-            return  # a model given by path: its declaration is not known here
-        values = {s: float(parameters.get(str(s), v)) for s, v in decl.defaults.items()}
-        gam = [[float(sp.sympify(g).subs(values)) for g in a.gamma] for a in decl.data.atoms]
+        raise ParameterError("model", f"{module.MODEL}: its generated module gives neither ISOTROPIC_TOKENS nor "
+                                      f"atom_eigenvalues, which the replicon reads; regenerate it "
+                                      f"(replica generate {module.MODEL})")
     if any(not np.allclose(g, gam[0]) for g in gam):
         raise ParameterError("model", f"{module.MODEL}: the replicon is implemented for isotropic tokens "
                                       "(every atom with the same eigenvalues)")

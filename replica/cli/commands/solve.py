@@ -10,13 +10,14 @@ from concurrent.futures import ThreadPoolExecutor
 from ...artifacts import jsonio
 from ... import validation
 from ...artifacts.registry import load_module
-from ...numeric.solver import Solver, iteration_tally, observable_dict
+from ...numeric.solver import Solver, iteration_tally
 from ...numeric.accuracy import DEFAULT_ACCURACY, solve_to_accuracy
 from ...numeric.rule_plan import plan_line
+from ...numeric.report import error_dict, result_dict  # noqa: F401 -- the JSON contract, re-exported
 from ...numeric.stability import perturbed_replicons, replicon_summary, state_error
 from ...runtime.progress import Stages
 from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
-                     parameters_from_args, prox_from_args, rule_from_args, token_one)
+                     parameters_from_args, prox_from_args, rule_from_args)
 
 #: seconds after which ``replica solve`` names its stages on stderr (:class:`~replica.runtime.progress.Stages`)
 STAGES_AFTER = 3.0
@@ -34,7 +35,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("model", help="a declared model (e.g. 'attention') or a path to a .py file")
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d (>= 0)")
     p.add_argument("--branch", default=None,
-                   help="semantic (m = 0), positional (theta = 0), agnostic (both), or free (default)")
+                   help="a branch the model declares (its families pinned to 0; replica models lists them), "
+                        "or free (default)")
     add_parameter_flags(p)
     add_numeric_flags(p)
     p.add_argument("--spectrum", metavar="FILE.csv", default=None,
@@ -46,45 +48,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "docs/explanation/replicon.md): no 'replicon'/'rs_stable' in the output")
     p.set_defaults(func=run)
     return p
-
-
-def error_dict(module, fp) -> dict:
-    """``errors``: the absolute error bar of every number of :func:`result_dict`, under the same
-    keys and in the same shape (token-1 families, observables, potentials, the full
-    ``order_parameters`` / ``conjugate_parameters``)."""
-    # a number without a bar is nan here, so that the JSON says why (null + <key>_reason), never a bare null
-    err = {k: v if v is not None else math.nan for k, v in fp.errors.items()}
-    err = {**{k: math.nan for k in (*fp.order, *fp.conjugates, *fp.observables)}, **err}
-    order = {k: err.get(k, math.nan) for k in fp.order}
-    conj = {k: err.get(k, math.nan) for k in fp.conjugates}
-    out: dict = {}
-    out.update(token_one(module, order))
-    out.update(token_one(module, conj))
-    out.update({k: err.get(k, math.nan) for k in fp.observables})
-    out.update({k: err.get(k, math.nan) for k in ("train_loss", "phi", "psi_t", "psi_w", "psi_y")})
-    out.update(order_parameters=order, conjugate_parameters=conj)
-    return out
-
-
-def result_dict(module, fp) -> dict:
-    """The JSON contract: token-1 q, m, theta, V (+ conjugates), every declared observable with its
-    ``<name>_error`` (``eps_g`` first), the solve's diagnostics, and (issue 14) ``errors`` (the
-    absolute error bar of every number, same keys), ``accuracy`` and ``accuracy_met``,
-    ``branch_found`` and the ``rules`` of the reported values."""
-    out: dict = {}
-    out.update(token_one(module, fp.order))
-    out.update(token_one(module, fp.conjugates))
-    out.update(observable_dict(fp))
-    out.update(train_loss=fp.train_loss, phi=fp.phi, converged=fp.converged, tol=fp.tol,
-               iterations=fp.iterations, residual=fp.residual, alpha=fp.alpha, branch=fp.branch,
-               quadrature=fp.quadrature,
-               quadrature_residual=fp.quadrature_residual, psi_t=fp.psi_t, psi_w=fp.psi_w,
-               psi_y=fp.psi_y, parameters=fp.parameters, order_parameters=fp.order,
-               conjugate_parameters=fp.conjugates, seconds=fp.seconds, notes=fp.notes)
-    if fp.errors:
-        out.update(errors=error_dict(module, fp), accuracy=fp.accuracy, accuracy_met=fp.accuracy_met)
-    out.update(branch_found=fp.branch_found, rules=fp.rules, prox=fp.prox, prox_saddle=fp.prox_saddle)
-    return out
 
 
 def run(args: argparse.Namespace) -> int:
