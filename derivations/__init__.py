@@ -2,4 +2,8 @@
 
 Every module here defines ``model`` (a :class:`replica.Model`) or a ``build(**options)``
 function returning one; :mod:`replica.artifacts.registry` lists them for ``replica models``.
+``ALIASES`` gives short names the command line accepts for some of them (read as a literal by
+:func:`replica.artifacts.registry.aliases`, never imported by the library).
 """
+
+ALIASES = {"attention": "attention_tied"}

@@ -956,8 +956,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from replica.cli.commands.common import add_parameter_flags
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv``, it has the parameter flags of the model ``argv`` names."""
+    from replica.applications import parameter_help
+    from replica.errors import ReplicaError
+    from replica.numeric.parameter_flags import add_parameter_flags, peek_positional
 
     p = _Parser(prog="python -m numerics.gamp",
                 description="GAMP (paper Appendix B, Algorithm 1) for a declared model: runs the algorithm "
@@ -973,7 +976,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--init", default="semantic", help="semantic, positional or random")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds")
     p.add_argument("--seed-start", type=int, default=0, help="first seed")
-    add_parameter_flags(p)
     g = p.add_argument_group("algorithm")
     g.add_argument("--damping", type=float, default=0.8,
                    help="fraction of the old estimate and messages kept per step (default 0.8, the paper's "
@@ -1004,6 +1006,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", action="store_true", help="include the per-iteration summary statistics")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    module = None
+    name = peek_positional(p, list(argv)) if argv is not None else None
+    if name is not None:
+        from replica.artifacts.registry import load_module
+
+        try:
+            module = load_module(name)
+        except ReplicaError:
+            module = None  # _run says why, in one line
+    add_parameter_flags(p, module, parameter_help())
     return p
 
 
@@ -1012,12 +1024,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     130/143 when interrupted (Ctrl-C / SIGTERM)."""
     from .checks import run_cli
 
-    return run_cli(build_parser(), _run, argv)  # SIGTERM ends like Ctrl-C: one line, no traceback
+    argv = sys.argv[1:] if argv is None else list(argv)
+    return run_cli(build_parser(argv), _run, argv)  # SIGTERM ends like Ctrl-C: one line, no traceback
 
 
 def _run(args: argparse.Namespace, prog: str) -> int:
     from replica.artifacts import jsonio
-    from replica.cli.commands.common import parameters_from_args
+    from replica.numeric.parameter_flags import parameters_from_args
     from replica.errors import ReplicaError
     from replica.artifacts.registry import load_module
     from replica.runtime.workers import exit_status

@@ -14,6 +14,7 @@ a fresh module needs no sympy; generating one takes seconds to a minute.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import sys
@@ -23,15 +24,26 @@ from types import ModuleType
 from ..errors import ParameterError, ReplicaError
 from .freshness import frozen, staleness
 
-#: short names accepted on the command line
-ALIASES = {"attention": "attention_tied"}
-
 DERIVATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "derivations"
 
 
+def aliases() -> dict[str, str]:
+    """Short names of declared models: ``ALIASES = {"short": "declared", ...}`` in
+    ``derivations/__init__.py``, read as a literal (the folder's business, not the library's)."""
+    init = DERIVATIONS_DIR / "__init__.py"
+    try:
+        tree = ast.parse(init.read_text())
+    except (OSError, SyntaxError):
+        return {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["ALIASES"]:
+            return dict(ast.literal_eval(node.value))
+    return {}
+
+
 def canonical(name: str) -> str:
-    """The canonical model name of ``name`` (resolves aliases such as ``attention``)."""
-    return ALIASES.get(name, name)
+    """The canonical model name of ``name`` (resolves a declared alias)."""
+    return aliases().get(name, name) if not (DERIVATIONS_DIR / f"{name}.py").exists() else name
 
 
 def declared_models() -> list[str]:
@@ -73,7 +85,7 @@ def declaration_path(name: str) -> Path:
     name = canonical(name)
     if name not in declared_models():
         raise ParameterError("model", f"unknown model {name!r}; known: {declared_models()} "
-                                      f"(aliases: {ALIASES})")
+                                      f"(aliases: {aliases()})")
     return DERIVATIONS_DIR / f"{name}.py"
 
 

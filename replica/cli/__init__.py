@@ -44,8 +44,10 @@ class _Parser(argparse.ArgumentParser):
         return ns, extras
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``replica`` argument parser with one sub-command per module of :mod:`replica.cli.commands`."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``replica`` argument parser with one sub-command per module of :mod:`replica.cli.commands`.
+    The subcommand named first in ``argv`` gets the parameter flags of the model it names, if it
+    takes them (:func:`replica.cli.commands.common.add_parameter_flags`)."""
     parser = _Parser(
         prog="replica",
         description="Replica-symmetric saddle-point equations from sympy models: derive them, export "
@@ -67,12 +69,35 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         mod.add_parser(sub)
+    if argv:
+        _add_model_flags(sub.choices.get(argv[0]), list(argv[1:]))
     return parser
+
+
+def _add_model_flags(p: argparse.ArgumentParser | None, rest: list[str]) -> None:
+    """The model flags of the model named in ``rest`` on subcommand parser ``p`` (only ``--param``
+    when there is none or it cannot be loaded: the command then says why, in one line)."""
+    if p is None or not getattr(p, "_replica_model_flags", False):
+        return
+    from ..numeric.parameter_flags import peek_positional
+    from .commands.common import add_model_flags
+
+    name = peek_positional(p, rest)
+    module = None
+    if name is not None:
+        from ..artifacts.registry import load_module
+
+        try:
+            module = load_module(name)
+        except ReplicaError:
+            module = None
+    add_model_flags(p, module)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``replica`` command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

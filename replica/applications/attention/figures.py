@@ -653,3 +653,30 @@ def make_figures(out: str | os.PathLike = "figures", *, quick: bool = False, job
     cfg = config or (quick_config() if quick else FigureConfig())
     data = compute_figures(cfg, jobs=jobs, cache=cache, progress=progress, executor=executor)
     return data, write_figures(data, out, sim_rows)
+
+
+def figures_command(args, *, jobs: int, cache: PointCache | None, progress: Progress | None,
+                    executor: cf.Executor | None) -> tuple[list[Path], str]:
+    """``replica figures`` for this study (registered in :data:`replica.applications.attention.APPLICATION`):
+    the configuration from the command's flags (``--quick``, ``--quadrature``, ``--dpi``,
+    ``--replicon-points``, ``--sim``), then :func:`make_figures`. Returns the files written
+    (PNGs, then ``summary.json``) and one line on the work done."""
+    from ...numeric.integrators import from_spec
+    from ...artifacts.registry import load_module
+
+    cfg = quick_config() if args.quick else FigureConfig()
+    if args.quadrature is not None:
+        from_spec(args.quadrature, load_module(cfg.model))  # validate early (names 'quadrature')
+        cfg = replace(cfg, settings=replace(cfg.settings, rule=args.quadrature))
+    if args.dpi is not None:
+        if args.dpi < 20 or args.dpi > 1200:
+            raise ParameterError("dpi", f"must be in [20, 1200], got {args.dpi}")
+        cfg = replace(cfg, dpi=args.dpi)
+    if args.replicon_points is not None:
+        if args.replicon_points < 0:
+            raise ParameterError("replicon-points", f"must be >= 0, got {args.replicon_points}")
+        cfg = replace(cfg, replicon_points=args.replicon_points)
+    data, pngs = make_figures(args.out, jobs=jobs, sim=args.sim, cache=cache, progress=progress, config=cfg,
+                              executor=executor)
+    return [*pngs, Path(args.out) / "summary.json"], f"{len(data.main) + len(data.second)} phase points in " \
+                                                      f"{data.seconds:.0f} s"

@@ -1,26 +1,28 @@
-"""``replica figures``: the paper's theory figures (Figs. 2, 3, 9) as PNG + CSV."""
+"""``replica figures``: the figures every installed application registers (PNG + CSV), e.g. the
+attention study's Figs. 2, 3 and 9 (:mod:`replica.applications`)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from dataclasses import replace
+from pathlib import Path
 
-from ...errors import ParameterError
-from ...runtime.executors import available_cpus
 from ...artifacts.outputs import check_output_dir
+from ...runtime.executors import available_cpus
 from ...runtime.progress import Progress
 from .phase import add_cache_flags, cache_from_args, check_jobs, executor_from_args, scheduler_from_args
 
 
+def _registered():
+    from ...applications import applications
+
+    return [app for app in applications() if app.figures]
+
+
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("figures", help="draw the paper's figures (PNG + CSV) on default parameters",
-                       description="Compute the phase analysis of the paper's attention model and draw Fig. 2 "
-                                   "(middle: q, m, theta; right: eps_g with eps_lin, alpha_c, alpha_l), Fig. 3 "
-                                   "(centre: training-loss difference of the branches; right: phase diagram "
-                                   "alpha_c(omega), alpha_l(omega)) and Fig. 9 (phase diagram for "
-                                   "A = [[0.3, 0.7], [0.8, 0.2]]), each as PNG with the CSV behind it, plus "
-                                   "summary.json.",
+    described = "; ".join(app.figures_help or app.name for app in _registered()) or "none installed"
+    p = sub.add_parser("figures", help="draw the applications' figures (PNG + CSV) on default parameters",
+                       description="Compute and draw the figures every installed application registers, each "
+                                   f"as PNG with the CSV behind it, plus summary.json: {described}.",
                        epilog="examples:\n  replica figures --out figures --jobs 2\n"
                               "  replica figures --quick --out /tmp/fig\n"
                               "  python -m numerics.simulate sweep ... --out sim.csv && replica figures --sim sim.csv",
@@ -36,43 +38,35 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--replicon-points", type=int, default=None, metavar="N",
                    help="replicon evaluations per followed branch, RS-unstable ranges hatched (default 10, "
                         "0 with --quick; 0 skips; docs/explanation/replicon.md)")
-    add_cache_flags(p, jobs_help="worker processes, parallel over omega (default: all CPUs of this machine)")
+    add_cache_flags(p, jobs_help="worker processes, parallel over an application's phase points (default: all CPUs "
+                                        "of this machine)")
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from ...applications.attention.figures import FigureConfig, make_figures, quick_config
-    from ...numeric.integrators import from_spec
-    from ...artifacts.registry import load_module
-
+    apps = _registered()
     if args.jobs is None:
         args.jobs = available_cpus()
     jobs = check_jobs(args)
     scheduler = scheduler_from_args(args)
-    cfg = quick_config() if args.quick else FigureConfig()
-    if args.quadrature is not None:
-        from_spec(args.quadrature, load_module("attention"))  # validate early (names 'quadrature')
-        cfg = replace(cfg, settings=replace(cfg.settings, rule=args.quadrature))
-    if args.dpi is not None:
-        if args.dpi < 20 or args.dpi > 1200:
-            raise ParameterError("dpi", f"must be in [20, 1200], got {args.dpi}")
-        cfg = replace(cfg, dpi=args.dpi)
-    if args.replicon_points is not None:
-        if args.replicon_points < 0:
-            raise ParameterError("replicon-points", f"must be >= 0, got {args.replicon_points}")
-        cfg = replace(cfg, replicon_points=args.replicon_points)
     check_output_dir(args.out, "out")  # before minutes of work, not after
     progress = Progress(label="replica figures: phase points", enabled=not args.quiet)
+    notes = []
     try:
         with executor_from_args(jobs, scheduler) as executor:
-            data, pngs = make_figures(args.out, jobs=jobs, sim=args.sim, cache=cache_from_args(args),
-                                      progress=progress, config=cfg, executor=executor)
+            for app in apps:
+                # one application writes into --out; several, each into its own subfolder
+                out = args.out if len(apps) == 1 else str(Path(args.out) / app.name)
+                paths, note = app.figure_function()(argparse.Namespace(**{**vars(args), "out": out}), jobs=jobs,
+                                                    cache=cache_from_args(args), progress=progress,
+                                                    executor=executor)
+                for path in paths:
+                    print(path)
+                notes.append(note)
     finally:
         progress.close()
-    for path in pngs:
-        print(path)
-    print(os.path.join(args.out, "summary.json"))
     where = f"on {scheduler}" if scheduler else f"with {jobs} job(s)"
-    print(f"{len(data.main) + len(data.second)} phase points in {data.seconds:.0f} s {where}", file=sys.stderr)
+    for note in notes:
+        print(f"{note} {where}", file=sys.stderr)
     return 0

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...artifacts.registry import ALIASES, declared_models, load_declaration
+from ...artifacts.registry import aliases, declared_models, load_declaration
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -14,12 +14,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    aliases = {v: k for k, v in ALIASES.items()}
+    short = {v: k for k, v in aliases().items()}
     for name in declared_models():
         mod = load_declaration(name)
         model = getattr(mod, "model", None)
         desc = model.description if model is not None else "(no 'model' defined)"
-        alias = f" (alias: {aliases[name]})" if name in aliases else ""
+        alias = f" (alias: {short[name]})" if name in short else ""
         branches = ", ".join(model.branches) if model is not None and model.branches else "-"
         extra = ""
         if model is not None and model.transition:

@@ -76,8 +76,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                    "ends (spinodals), the transition alpha_c where the free entropies of a pair of "
                                    "branches (HIGH, which wins at large alpha, and LOW) cross (root-found), the "
                                    "model's baseline error eps_lin and alpha_l (global-minimum eps_g = eps_lin, "
-                                   "root-found). The pair is the model's declared transition (for attention: "
-                                   "semantic, positional) unless --between names one. A threshold that does not "
+                                   "root-found). The pair is the model's declared transition (replica models lists it) "
+                                   "unless --between names one. A threshold that does not "
                                    "exist in [alpha-min, alpha-max] is null, with the reason.",
                        epilog="examples:\n  replica phase attention --omega 0.3 --json\n"
                               "  replica phase attention --omega 0.3 --thresholds-only\n"
