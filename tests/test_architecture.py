@@ -26,23 +26,49 @@ def run_cli(*args, cwd=ROOT, env=None, timeout=600):
 
 
 # --------------------------------------------------------------------------- layering
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(ROOT).with_suffix("")
+#: the packages whose import graph the layering rules read (the library, the simulator, the benchmarks)
+PACKAGES = ("replica", "numerics", "benchmarks")
+#: the layers of the library: a module of a layer never imports one of these (directly or through
+#: any chain of imports, function-level ones included)
+FORBIDDEN = {
+    "replica.numeric": ("replica.symbolic", "replica.codegen", "replica.cli", "replica.phase", "replica.sweep",
+                        "replica.applications", "sympy"),
+    "replica.symbolic": ("replica.cli", "replica.phase", "replica.sweep", "replica.applications"),
+    "replica.artifacts": ("replica.cli", "replica.phase", "replica.sweep", "replica.applications"),
+    "replica.runtime": ("replica.symbolic", "replica.numeric", "replica.codegen", "replica.artifacts", "replica.cli",
+                        "replica.phase", "replica.sweep", "replica.applications", "sympy"),
+    "replica.phase": ("replica.cli", "replica.sweep", "replica.applications"),
+    "replica.sweep": ("replica.cli", "replica.applications"),
+    "numerics": ("replica.cli",),
+}
+
+
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    rel = path.relative_to(root).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
-def _imports(path: Path, top_level_only: bool) -> set[str]:
-    """Modules of the ``replica``/``derivations`` packages imported by ``path`` (resolved)."""
+def _files():
+    return [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
+
+
+_KNOWN: set[str] = set()
+
+
+def _imports(path: Path, root: Path = ROOT) -> set[str]:
+    """What ``path`` imports anywhere in its code (function-level imports included), resolved: the
+    modules of :data:`PACKAGES` and ``derivations``, and the top-level name of any other package."""
+    if not _KNOWN:
+        _KNOWN.update(_module_name(p) for p in _files())
     tree = ast.parse(path.read_text())
-    pkg = _module_name(path).split(".")
+    pkg = _module_name(path, root).split(".")
     if path.name != "__init__.py":
         pkg = pkg[:-1]
     out = set()
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
-    for node in nodes:
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -53,8 +79,111 @@ def _imports(path: Path, top_level_only: bool) -> set[str]:
                 mod = node.module or ""
             out.add(mod)
             out |= {f"{mod}.{a.name}" for a in node.names}
-    known = {_module_name(p) for p in LIB.rglob("*.py")}
-    return {m for m in out if m in known or m.startswith("derivations")}
+    return {m for m in out if m in _KNOWN or m.startswith("derivations")} | {
+        m.split(".")[0] for m in out if m.split(".")[0] not in PACKAGES + ("derivations",)}
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the modules it imports, any import anywhere in its code (no allow-list)."""
+    return {(name := _module_name(p)): {d for d in _imports(p) if d != name} for p in _files()}
+
+
+def _reach(graph, start) -> dict[str, list[str]]:
+    """Every name reachable from ``start``, with one import chain leading to it."""
+    seen = {start: [start]}
+    todo = [start]
+    while todo:
+        n = todo.pop()
+        for d in sorted(graph.get(n, ())):
+            if d not in seen:
+                seen[d] = seen[n] + [d]
+                todo.append(d)
+    return seen
+
+
+def _cycle(graph) -> list[str] | None:
+    """One import cycle of ``graph`` (a package importing its own submodule is no cycle), or None."""
+    state: dict[str, int] = {}
+
+    def visit(n, stack):
+        state[n] = 1
+        for d in sorted(graph.get(n, ())):
+            if d.startswith(n + "."):
+                continue
+            if state.get(d) == 1:
+                return stack + [n, d]
+            if state.get(d) is None:
+                found = visit(d, stack + [n])
+                if found:
+                    return found
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = visit(n, [])
+            if found:
+                return found
+    return None
+
+
+def _violations(graph) -> list[str]:
+    """The import chains by which a layer reaches what :data:`FORBIDDEN` bans it."""
+    bad = []
+    for name in sorted(graph):
+        for layer, banned in FORBIDDEN.items():
+            if name != layer and not name.startswith(layer + "."):
+                continue
+            for target, chain in _reach(graph, name).items():
+                if any(target == b or target.startswith(b + ".") for b in banned):
+                    bad.append(" -> ".join(chain))
+                    break
+    return bad
+
+
+def test_no_import_cycles():
+    """Imports between the modules of replica, numerics and benchmarks form a DAG -- imports inside
+    functions count like the others, with no exception list. A package may import its own
+    submodules (re-exports); a submodule never imports its package."""
+    cycle = _cycle(_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_layers_never_import_upwards():
+    """numeric never reaches symbolic, codegen or sympy; numerics/ never reaches the command line;
+    no core layer reaches an application or the command line (:data:`FORBIDDEN`), through any
+    chain of imports, function-level ones included."""
+    bad = _violations(_graph())
+    assert not bad, "\n".join(bad)
+
+
+def test_the_rules_see_an_import_inside_a_function(tmp_path):
+    """The checks can fail: a numeric module importing the declaration inside a function is a
+    violation, and a function-level import back from the registry to it closes a cycle."""
+    fake = tmp_path / "replica" / "numeric" / "leak.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("def f():\n    from ..symbolic.model import Model\n    return Model\n")
+    graph = _graph()
+    graph["replica.numeric.leak"] = _imports(fake, tmp_path)
+    assert "replica.symbolic.model" in graph["replica.numeric.leak"]
+    assert any(v.startswith("replica.numeric.leak -> replica.symbolic.model") for v in _violations(graph))
+    graph["replica.symbolic.model"] = graph["replica.symbolic.model"] | {"replica.numeric.leak"}
+    assert _cycle(graph) is not None
+
+
+def test_core_knows_no_application():
+    """The generic core never imports an application package nor the derivations folder (the
+    applications are found by :mod:`replica.applications` at run time, by name); no core module
+    names the attention study's branches or parameter in its code."""
+    for p in LIB.rglob("*.py"):
+        name = _module_name(p)
+        if name.startswith("replica.applications.") or name == "replica.applications":
+            continue
+        deps = _imports(p)
+        bad = {d for d in deps if d.startswith(("replica.applications.", "derivations"))}
+        assert not bad, f"{name} imports {sorted(bad)}"
+        words = _code_strings(p) & {"semantic", "positional", "agnostic", "omega"}
+        assert not words, f"{name} names the attention study's {sorted(words)} in its code"
 
 
 def _code_strings(path: Path) -> set[str]:
@@ -68,51 +197,6 @@ def _code_strings(path: Path) -> set[str]:
                 docs.add(id(first.value))
     return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
             and id(n) not in docs}
-
-
-def test_no_import_cycles_in_the_library():
-    """Module-level imports between replica's modules form a DAG (no loop hidden by an import
-    inside a function either: those count too, except the documented lazy ones of the CLI and the
-    generation path, which import sympy or scipy only when needed)."""
-    files = [p for p in LIB.rglob("*.py")]
-    lazy_ok = {"replica.artifacts.registry", "replica.cli.commands.derive", "replica.cli.commands.generate", "replica.cli.commands.phase",
-               "replica.cli.commands.figures", "replica.cli.commands.common"}
-    graph = {}
-    for p in files:
-        name = _module_name(p)
-        deps = _imports(p, top_level_only=name in lazy_ok)
-        graph[name] = {d for d in deps if d != name and not d.startswith("derivations")}
-    # a package imports its submodules (re-exports); its submodules may import siblings, not the package
-    state: dict[str, int] = {}
-
-    def visit(n, stack):
-        state[n] = 1
-        for d in graph.get(n, ()):
-            if d.startswith(n + "."):
-                continue  # a package importing its own submodule
-            if state.get(d) == 1:
-                raise AssertionError(f"import cycle: {' -> '.join(stack + [n, d])}")
-            if state.get(d) is None:
-                visit(d, stack + [n])
-        state[n] = 2
-
-    for n in graph:
-        if n not in state:
-            visit(n, [])
-
-
-def test_core_knows_no_application():
-    """The generic core never imports an application package nor the derivations folder; only the
-    command line (the top layer) and the applications themselves do."""
-    for p in LIB.rglob("*.py"):
-        name = _module_name(p)
-        if name.startswith(("replica.applications", "replica.cli.commands")):
-            continue
-        deps = _imports(p, top_level_only=False)
-        bad = {d for d in deps if d.startswith(("replica.applications", "derivations"))}
-        assert not bad, f"{name} imports {sorted(bad)}"
-        words = _code_strings(p) & {"semantic", "positional", "agnostic", "omega"}
-        assert not words, f"{name} names the attention study's {sorted(words)} in its code"
 
 
 def test_numeric_cli_path_imports_no_sympy():
