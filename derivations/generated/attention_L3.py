@@ -5,7 +5,7 @@ Model: attention_L3: tied dot-product attention, L=3, r=1, r_t=1, Hadamard encod
 Fields: L=3, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=34bfdd48f465c978 generator=6962d064e74097fc
+# replica-artifact: version=0.1.0 declaration=34bfdd48f465c978 generator=92a32f509c5e9b58
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '949e1f1ae9e16813'
 DECLARATION_HASH = '34bfdd48f465c978'
-GENERATOR_HASH = '6962d064e74097fc'
+GENERATOR_HASH = '92a32f509c5e9b58'
 L, R, R_T = 3, 1, 1
 PARAMETERS = ('omega', 'sigma', 'lam', 'A_11', 'A_12', 'A_13', 'A_21', 'A_22', 'A_23', 'A_31', 'A_32', 'A_33')
 DEFAULTS = (0.3, 0.5, 0.01, 0.6, 0.3, 0.1, 0.2, 0.6, 0.2, 0.1, 0.3, 0.6)

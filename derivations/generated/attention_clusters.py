@@ -5,7 +5,7 @@ Model: attention_clusters: tied dot-product attention, L=2, r=r_t=1, tokens from
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=d8abec631cdbd3e4 generator=6962d064e74097fc
+# replica-artifact: version=0.1.0 declaration=d8abec631cdbd3e4 generator=92a32f509c5e9b58
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '4bc54455a011465b'
 DECLARATION_HASH = 'd8abec631cdbd3e4'
-GENERATOR_HASH = '6962d064e74097fc'
+GENERATOR_HASH = '92a32f509c5e9b58'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('omega', 'lam', 'p_same', 'A_11', 'A_12', 'A_21', 'A_22', 'sigma_1a', 'sigma_1b', 'sigma_2a', 'sigma_2b', 'mu_1a', 'mu_1b', 'mu_2a', 'mu_2b')
 DEFAULTS = (0.3, 0.01, 0.8, 0.6, 0.4, 0.4, 0.6, 0.5, 0.35, 0.5, 0.35, 0.8, -0.4, 0.4, -0.8)

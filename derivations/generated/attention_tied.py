@@ -5,7 +5,7 @@ Model: attention_tied: tied dot-product attention, L=2, r=1, r_t=1 (Cui et al. 2
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=79fec660e898c5ec generator=6962d064e74097fc
+# replica-artifact: version=0.1.0 declaration=79fec660e898c5ec generator=92a32f509c5e9b58
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '461b5f4c73e77356'
 DECLARATION_HASH = '79fec660e898c5ec'
-GENERATOR_HASH = '6962d064e74097fc'
+GENERATOR_HASH = '92a32f509c5e9b58'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('omega', 'sigma', 'lam', 'A_11', 'A_12', 'A_21', 'A_22')
 DEFAULTS = (0.3, 0.5, 0.01, 0.6, 0.4, 0.4, 0.6)

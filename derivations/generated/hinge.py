@@ -5,7 +5,7 @@ Model: hinge: support vector machine: hinge loss on a sign teacher y = sign(h*),
 Fields: L=1, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=d72bb427d286c40a generator=6962d064e74097fc
+# replica-artifact: version=0.1.0 declaration=d72bb427d286c40a generator=92a32f509c5e9b58
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = 'd6be560e74d5dfe3'
 DECLARATION_HASH = 'd72bb427d286c40a'
-GENERATOR_HASH = '6962d064e74097fc'
+GENERATOR_HASH = '92a32f509c5e9b58'
 L, R, R_T = 1, 1, 1
 PARAMETERS = ('lam',)
 DEFAULTS = (0.1,)

@@ -5,7 +5,7 @@ Model: lasso: LASSO: square loss on y = h* + sqrt(Delta) z, l1 penalty lam1 (a G
 Fields: L=1, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=39b4bff0f62ee624 generator=6962d064e74097fc
+# replica-artifact: version=0.1.0 declaration=39b4bff0f62ee624 generator=92a32f509c5e9b58
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = 'c839328756404a36'
 DECLARATION_HASH = '39b4bff0f62ee624'
-GENERATOR_HASH = '6962d064e74097fc'
+GENERATOR_HASH = '92a32f509c5e9b58'
 L, R, R_T = 1, 1, 1
 PARAMETERS = ('Delta', 'lam1')
 DEFAULTS = (0.25, 0.1)

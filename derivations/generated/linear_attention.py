@@ -5,7 +5,7 @@ Model: linear_attention: linear attention S(h) = h h^T learning T(h*) = h* h*^T,
 Fields: L=2, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=3baacfcbcfdb1997 generator=6962d064e74097fc
+# replica-artifact: version=0.1.0 declaration=3baacfcbcfdb1997 generator=92a32f509c5e9b58
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = 'ab686f5600bdd9ee'
 DECLARATION_HASH = '3baacfcbcfdb1997'
-GENERATOR_HASH = '6962d064e74097fc'
+GENERATOR_HASH = '92a32f509c5e9b58'
 L, R, R_T = 2, 1, 1
 PARAMETERS = ('sigma', 'lam')
 DEFAULTS = (0.5, 0.01)

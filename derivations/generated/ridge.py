@@ -5,7 +5,7 @@ Model: ridge: ridge regression y = h* + sqrt(Delta) z, square loss, l2 penalty (
 Fields: L=1, r=1, r_t=1. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=914733d3a71fde2b generator=6962d064e74097fc
+# replica-artifact: version=0.1.0 declaration=914733d3a71fde2b generator=92a32f509c5e9b58
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '5883e542a6990182'
 DECLARATION_HASH = '914733d3a71fde2b'
-GENERATOR_HASH = '6962d064e74097fc'
+GENERATOR_HASH = '92a32f509c5e9b58'
 L, R, R_T = 1, 1, 1
 PARAMETERS = ('Delta', 'lam')
 DEFAULTS = (0.25, 0.1)

@@ -5,7 +5,7 @@ Model: softmax_argmax3: three-class softmax regression on an argmax teacher (log
 Fields: L=1, r=2, r_t=2. The model's mathematics only (see replica.codegen for the
 function contract); the generic numerics live in the library. Imports numpy (and math) only.
 """
-# replica-artifact: version=0.1.0 declaration=f31fd29ffe4bc706 generator=6962d064e74097fc
+# replica-artifact: version=0.1.0 declaration=f31fd29ffe4bc706 generator=92a32f509c5e9b58
 import math
 
 import numpy as np
@@ -38,7 +38,7 @@ GENERATOR_VERSION = '2.1.0'
 REPLICA_VERSION = '0.1.0'
 SOURCE_HASH = '0d5b37ac8e2c8e3b'
 DECLARATION_HASH = 'f31fd29ffe4bc706'
-GENERATOR_HASH = '6962d064e74097fc'
+GENERATOR_HASH = '92a32f509c5e9b58'
 L, R, R_T = 1, 2, 2
 PARAMETERS = ('lam',)
 DEFAULTS = (0.1,)

@@ -23,8 +23,8 @@ from types import ModuleType
 
 from ..errors import ParameterError, ReplicaError
 from .freshness import frozen, staleness
+from .paths import DERIVATIONS_DIR
 
-DERIVATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "derivations"
 
 
 def aliases() -> dict[str, str]:

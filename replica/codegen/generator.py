@@ -24,7 +24,7 @@ from ..symbolic.observables import EntropicObservable, StateObservable, TestObse
 from ..artifacts.outputs import atomic_write_text
 from ..symbolic.order_parameters import ORDER_FAMILIES
 from ..symbolic.potentials import GaussianMoreauEnvelope, prox_center_symbols
-from ..artifacts.registry import DERIVATIONS_DIR
+from ..artifacts.paths import DERIVATIONS_DIR
 from ..symbolic.symbols import cholesky_lower
 from .backends import Backend, Function, NodeForm, NumpyBackend, default_backends
 
