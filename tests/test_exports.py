@@ -33,7 +33,6 @@ GREEK = re.compile(r"\\(alpha|beta|gamma|delta|Delta|epsilon|varepsilon|zeta|eta
 NOT_YET = {
     ("width", "softmax_argmax3"): "the three-class label law (bivariate H_2 cases) is printed entry by entry",
     ("width", "attention_clusters"): "the slot statistics and spectral atoms are one row each",
-    ("width", "attention_L3"): "the three tokens' statistics are one row",
 }
 
 

@@ -92,7 +92,16 @@ def test_lasso_soft_threshold_in_erfc_form(pres):
     for k, v in hand.items():
         assert sp.simplify(ent[k] - v) == 0, k
     assert sp.simplify(p.closed.threshold_variance - (qh + thh ** 2)) == 0
-    # the derivation: x = -K^-T dPsi_w/dxhat with dPsi_w/dxhat = -E[dB/dxhat at the soft threshold]
+
+
+@pytest.mark.slow
+def test_lasso_erfc_form_equals_the_derivations_integrands(pres):
+    """The erfc forms against the derivation: x = -K^-T dPsi_w/dxhat with dPsi_w/dxhat = -E[dB/dxhat at the
+    soft threshold], averaged over (xi, tau) by adaptive 2-d quadrature to 1e-12 (15 s: slow)."""
+    p = pres("lasso")
+    ent = _by_name(p.closed.entropic)
+    lam, Vh, thh, qh = sp.symbols("lam1 Vhat_1 thetahat_1 qhat_1", real=True)
+    s = sp.Symbol("s_threshold", positive=True)
     d = p.d
     went = d.entropic_potential
     vals = {qh: 0.8, Vh: 1.3, thh: 0.6, lam: 0.4, sp.Symbol("mhat_1", real=True): 0.0}
@@ -317,3 +326,49 @@ def test_tied_attention_prox_form_against_result_4_2(pres):
     for eq in ff.aggregation:
         got = float(eq.rhs.subs(num))
         assert got == pytest.approx(ref[eq.lhs.name], rel=1e-6, abs=1e-8), eq.lhs
+
+
+# ---------------------------------------------------------------- matrix models: the matrix form of the entropic side
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["attention_rank2", "attention_untied"])
+def test_matrix_entropic_form_equals_the_derivation(name):
+    """The export prints the entropic side of the matrix models (r = 2, untied h = (h^Q, h^K)) in matrix form,
+    V_a = E[gamma_a G], q_a = E[gamma_a G (B + b b^T) G], m_a = E[pi_a G b], theta_a = E[gamma_a G b tau^T],
+    G = (Lambda + A)^-1, A = sum gamma_a Vhat_a, B = sum gamma_a qhat_a, b = sum (pi_a mhat_a + gamma_a thetahat_a tau):
+    with the paper's data (gamma_a = sigma^2, pi = (1, -1), tau ~ N(0, 1)) and the token reduction (aggregated
+    conjugates) it must equal the derivation's entry-by-entry closed forms at random conjugates (exact
+    arithmetic up to round-off: tolerance 1e-12)."""
+    d = Derivation(load_model(name))
+    m = d.model
+    p = m.h.shape[1]
+    params = {s: m.defaults[s] for s in m.parameter_symbols}
+    s2 = float(params[sp.Symbol("sigma", real=True)]) ** 2
+    Lam = np.diag([float(x.subs(params)) for x in m.regularizer.matrix(p).diagonal()])
+    rng = np.random.default_rng(3)
+    conj = {s.name: s for s in d.conjugate_symbols}
+
+    def sym(stem):
+        return np.array([[0.0] * p] * p) if False else np.array(
+            [[vals[conj[f"{stem}_{min(i, j) + 1}{max(i, j) + 1}"]] for j in range(p)] for i in range(p)])
+    for _ in range(3):
+        vals = {}
+        for stem in ("qhat", "Vhat"):
+            X = rng.normal(size=(p, p))
+            M = X @ X.T + p * np.eye(p)
+            for i in range(p):
+                for j in range(i, p):
+                    vals[conj[f"{stem}_{i + 1}{j + 1}"]] = M[i, j]
+        for stem in ("mhat", "thetahat"):
+            for i in range(p):
+                vals[conj[f"{stem}_{i + 1}"]] = rng.normal()
+        Vh, qh = sym("Vhat"), sym("qhat")
+        mh = np.array([vals[conj[f"mhat_{i + 1}"]] for i in range(p)])
+        th = np.array([vals[conj[f"thetahat_{i + 1}"]] for i in range(p)])
+        G = np.linalg.inv(Lam + s2 * Vh)
+        Ebb = np.outer(mh, mh) + s2 ** 2 * np.outer(th, th)
+        expect = {"V": s2 * G, "q": s2 * G @ (s2 * qh + Ebb) @ G, "m": G @ mh, "theta": s2 * G @ (s2 * th)}
+        for eq in d.saddle_point.entropic:
+            stem, _, idx = eq.lhs.name.partition("_")
+            got = float(eq.rhs.subs(params).subs(vals))
+            want = expect[stem][tuple(int(c) - 1 for c in idx)] if len(idx) == 2 else expect[stem][int(idx) - 1]
+            assert got == pytest.approx(want, rel=1e-12, abs=1e-13), eq.lhs

@@ -216,7 +216,7 @@ class Writer:
             xi, eta = gaussian_symbols(m)
             syms += list(xi) + list(eta)
             for s in syms:
-                names[s] = strip(names.get(s, sp.latex(s)))
+                names[s] = strip(names.get(s, LATEX_NAMES.get(s, sp.latex(s))))
             for s in list(d.gradient_placeholders.values()) + list(d.entropic_placeholders.values()):
                 names[s] = names[s].replace("_{1}", "")
         names[THRESHOLD_SCALE] = "s"
@@ -239,6 +239,7 @@ class Writer:
         for s in getattr(expr, "free_symbols", ()):
             if s not in self.names and s in LATEX_NAMES:
                 self.names[s] = LATEX_NAMES[s]
+        self.printer._settings["symbol_names"] = self.names  # the printer keeps its own copy
         return self.printer.doprint(expr)
 
     def rows(self, lhs: str, expr) -> list[str]:
@@ -252,6 +253,9 @@ class Writer:
         head, tail = "", ""
         if isinstance(expr, sp.Add):
             terms = list(expr.as_ordered_terms())
+        elif isinstance(expr, Mean) and isinstance(expr.args[0], sp.Add):
+            head, tail = r"\mathbb{E}\Big[", r"\Big]"
+            terms = list(expr.args[0].as_ordered_terms())
         elif isinstance(expr, sp.Mul):
             adds = [f for f in expr.args if isinstance(f, sp.Add)]
             if adds:
@@ -277,6 +281,20 @@ class Writer:
                 cur = (cur + " " + s).strip()
         out.append(cur + tail)
         return out
+
+    def pack(self, lhs: str, parts: list[str], sep: str = r", \quad ", rel: str = "") -> Eq:
+        """LaTeX parts joined by ``sep`` and packed greedily into rows under :data:`ROW_BUDGET`."""
+        rows, cur = [], ""
+        for part in parts:
+            cand = part if not cur else cur + sep + part
+            limit = ROW_BUDGET - (width(lhs) + 2 if not rows else 4)
+            if cur and width(cand) > limit:
+                rows.append(cur + sep.split("\\")[0].rstrip())
+                cur = part
+            else:
+                cur = cand
+        rows.append(cur)
+        return Eq(lhs, rows, rel)
 
     def eq(self, lhs, rhs, rel: str = "=") -> Eq:
         """An equation from sympy objects or LaTeX strings."""
@@ -340,7 +358,7 @@ class Writer:
                 parts.append(", ".join(rf"{stem}_{{{l + 1}}} = {dict([(1, ''), (-1, '-')]).get(ci, str(ci))}{stem}"
                                        for l, ci in enumerate(c)))
             items.append(Text("Token symmetry: the free order parameters carry no token index,"))
-            items.append(Eq("", [r", \quad ".join(parts[:2]) + ",", r", \quad ".join(parts[2:]) + "."], ""))
+            items.append(self.pack("", [x for part in parts for x in part.split(", ")]))
         return items
 
     def _glm_blocks(self) -> list:
@@ -351,8 +369,7 @@ class Writer:
         if m.channel is not None:
             items.append(Text("Teacher channel (the label's law given the teacher field enters the Gaussian "
                               "measure):"))
-            items.append(Eq(m.channel.describe(self.x), [""], ""))
-            items[-1] = Eq("", [m.channel.describe(self.x)], "")
+            items.append(self.pack("", m.channel.describe(self.x).split(r", \quad "), r", \quad "))
         elif m.noise:
             z = m.noise[0]
             hs = m.hstar[0, 0]
@@ -370,8 +387,38 @@ class Writer:
         items.append(Text(r"Per-sample loss $\ell$ (a function of the fields; the risk is "
                           r"$\sum_{k=1}^n \ell(h^k, y^k) + \sum_{i=1}^d \mathcal{R}(W_i)$, $k$ the sample):"))
         args = "h, y" if (m.channel is not None or self.label_y) else r"h, h^{*}"
-        items.append(self.eq(rf"\ell({args})", loss))
+        lse = self._log_sum_exp(loss)
+        if lse is not None:
+            us, y = lse
+            names = ", ".join(f"u_{{{k}}}" for k in m.channel.values)
+            items.append(Eq(rf"\ell({args})", [r"\log \sum_{k} e^{u_k} - u_{y}"]))
+            items.append(Text("with the student's logits"))
+            items.append(self.pack(f"({names})", [self.x(u) for u in us], ", ", "="))
+            items[-1].rows = ["(" + items[-1].rows[0]] + items[-1].rows[1:]
+            items[-1].rows[-1] += ")"
+        else:
+            items.append(self.eq(rf"\ell({args})", loss))
         return items
+
+    def _log_sum_exp(self, loss):
+        """``(logits, label)`` if the loss is the cross-entropy ``log sum_k exp(u_k) - u_y`` of a channel's
+        labels ``0..K-1`` (checked at every label value), else ``None``."""
+        m = self.m
+        if m.channel is None:
+            return None
+        logs = [t for t in sp.Add.make_args(loss) if isinstance(t, sp.log)]
+        if len(logs) != 1:
+            return None
+        us = [e.args[0] if isinstance(e, sp.exp) else None for e in sp.Add.make_args(logs[0].args[0])]
+        y = m.channel.label
+        vals = list(m.channel.values)
+        if None in us or len(us) != len(vals) or vals != list(range(len(vals))):
+            return None
+        us = sorted(us, key=lambda u: [k for k in vals
+                                       if sp.simplify((loss - logs[0]).subs(y, k) + u) == 0] or [len(vals)])
+        if any(sp.simplify((loss - logs[0]).subs(y, k) + us[k]) != 0 for k in vals):
+            return None
+        return us, y
 
     def _attention_blocks(self) -> list:
         m = self.m
@@ -440,17 +487,16 @@ class Writer:
                                  rf"\rho = {self.x(data.rho(0, m.r_t)[0, 0] if m.r_t == 1 else data.rho(0, m.r_t))}"], ""))
             return items
         items.append(Text(r"Token statistics ($x_a \sim \mathcal{N}(0, \Sigma_a)$, independent):"))
-        items.append(Eq("", [", \\quad ".join(rf"\bar\rho_{{{l + 1}}} = {self.x(data.rho_bar(l))}"
-                                             for l in range(m.L))
-                             + ", \\quad " + ", \\quad ".join(
-                                 rf"\rho_{{{l + 1}}} = {self.x(data.rho(l, 1)[0, 0])}" for l in range(m.L))], ""))
+        items.append(self.pack("", [rf"\bar\rho_{{{l + 1}}} = {self.x(data.rho_bar(l))}" for l in range(m.L)]
+                               + [rf"\rho_{{{l + 1}}} = {self.x(data.rho(l, 1)[0, 0])}" for l in range(m.L)]))
         atoms = []
         for a in data.atoms:
             atoms.append(rf"\text{{weight }} {self.x(a.weight)}: \ (\gamma_a) = ({', '.join(self.x(g) for g in a.gamma)}),"
                          rf" \ (\pi_a) = ({', '.join(self.x(x) for x in a.pi)})")
         items.append(Text(r"Spectral law $\nu$ of $(\gamma_a, \pi_a, \tau)$ (eigenvalues of $\Sigma_a$, "
                           r"projections of $p_a$, teacher components):"))
-        items.append(Eq("", atoms, ""))
+        for row in atoms:
+            items.append(self.pack("", row.split(r", \ "), r", \ "))
         return items
 
     # -------------------------------------------------------------- potentials
@@ -515,7 +561,15 @@ class Writer:
             items.append(Eq(r"F(h; \omega, y)", [quad + r" + \ell(h, y)"]))
             w = env.weight
             y = m.channel.label
-            items.append(self.eq(r"P(y \mid \xi)", label_unit(w, y) if tuple(m.channel.values) == (-1, 1) else w))
+            w = label_unit(w, y) if tuple(m.channel.values) == (-1, 1) else w
+            if width(self.x(w)) <= 3 * ROW_BUDGET:
+                items.append(self.eq(r"P(y \mid \xi)", w))
+            else:
+                items.append(Text(r"$P(y \mid \xi)$ is the probability of the label's event for the teacher forms "
+                                  r"$u$, Gaussian given $\xi$ (conditional mean linear in $\xi$, covariance from "
+                                  r"$\rho - \theta^\top q^{-1} \theta$); with three classes a bivariate orthant "
+                                  r"probability $H_2(a, b; c) = P(X > a, Y > b)$, $X, Y$ standard with correlation "
+                                  r"$c$. It is too long to print usefully; the generated module evaluates it."))
         else:
             items.append(Text("Energetic potential, a Moreau envelope of the loss:"))
             items.append(Eq(r"\Psi_y", [r"-\mathbb{E} \min_{h} F(h; \omega, h^{*})"]))
@@ -604,6 +658,16 @@ class Writer:
                 items.append(Eq(lhs, [rhs]))
             items.append(Text(r"($\hat V_a$ symmetrised; for a symmetric matrix written by its independent entries "
                               r"the off-diagonal factors follow from $K$ above)."))
+            if m.reduction is not None and m.reduction.coefficients:
+                items.append(Text("The reduced conjugates aggregate the tokens':"))
+                stems = {"q": r"\hat q", "V": r"\hat V", "m": r"\hat m", "theta": r"\hat\theta"}
+                parts = []
+                for fam, c in m.reduction.coefficients.items():
+                    terms = "".join(("" if k == 0 and ci == 1 else ("+ " if ci == 1 else "- " if ci == -1 else
+                                                                     f"+ {ci} ")) + f"{stems[fam]}_{{{k + 1}}} "
+                                    for k, ci in enumerate(c))
+                    parts.append(f"{stems[fam]} = {terms.strip()}")
+                items.append(self.pack("", parts))
             return items
         t0 = ff.tokens[0]
         items.append(Eq(rf"f{a}", [rf"\frac{{\hat h{a} - \omega{a}}}{{V{a}}}"]))
@@ -678,7 +742,7 @@ class Writer:
                     continue
                 body = sp.sympify(o.expr).subs(dict(zip(m.h, prox_center_symbols(m))))
                 out.append(Text(f"{self._describe(o)} (at a fresh sample, $h = \\omega$):"))
-                out.append(Eq(o.tex_name, [rf"\mathbb{{E}}\left[{self.x(body)}\right]"]))
+                out.append(self.eq(o.tex_name, Mean(body)))
             elif isinstance(o, StateObservable):
                 out.append(Text(f"{self._describe(o)} (a function of the order parameters):"))
                 out.append(self.eq(o.tex_name, m.state_expression(o.expr)))
@@ -814,7 +878,11 @@ def _squeeze(M: sp.Matrix) -> sp.Expr | sp.Matrix:
 
 def _block(text: str, math) -> list:
     """A paragraph followed by one equation per entry of ``math`` (no left-hand side)."""
-    return [Text(text)] + [Eq("", [m_], "") for m_ in ([math] if isinstance(math, str) else math)]
+    out = [Text(text)]
+    for m_ in ([math] if isinstance(math, str) else math):
+        parts = re.split(r"(?<=[,:]) \\quad ", m_)
+        out.append(Eq("", parts, ""))
+    return out
 
 
 def _cluster_blocks(m, tex) -> list:
@@ -908,8 +976,7 @@ def markdown_document(d: Derivation) -> str:
             continue
         for it in items:
             if isinstance(it, Text):
-                out += [it.text.replace(r"\textit{", "*").replace("}.", "*.") if it.text.startswith(r"\textit")
-                        else it.text, ""]
+                out += [re.sub(r"\\textit\{([^}]*)\}", r"*\1*", it.text), ""]
             else:
                 rel = f" &{it.rel} " if it.rel else " & "
                 body = (r" \\" + "\n").join([it.lhs + rel + it.rows[0]] + [r"&\quad " + r for r in it.rows[1:]])
