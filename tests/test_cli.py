@@ -66,3 +66,54 @@ def test_bad_input_one_line_error(args, name):
 def test_unknown_model():
     res = run("solve", "nonexistent", "--alpha", "1")
     assert res.returncode != 0 and "model" in res.stderr
+
+
+# --------------------------------------------------------------------------- a model's own flags, plug-ins
+def _help(capsys, *argv) -> str:
+    from replica.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(list(argv))
+    assert exc.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_a_models_help_lists_its_own_parameters(capsys):
+    """``--help`` after a model lists that model's parameters (a matrix as one flag) with their
+    declared defaults, and no other model's: ridge has no --omega or --A."""
+    ridge = _help(capsys, "solve", "ridge", "--help")
+    assert "--Delta VALUE" in ridge and "--lam VALUE" in ridge and "(default 0.25)" in ridge
+    assert "--omega" not in ridge and "--A " not in ridge and "--sigma" not in ridge
+    attention = _help(capsys, "phase", "attention", "--help")
+    assert "--omega VALUE" in attention and "--A X11,X12,..." in attention and "2x2 = 4" in attention
+    assert "positionality of the target" in attention        # the attention application's words
+    bare = _help(capsys, "solve", "--help")
+    assert "--param NAME=VALUE" in bare and "--lam" not in bare and "--omega" not in bare
+
+
+def test_parameter_flags_from_metadata():
+    """Matrix parameters are read from their entries' names; the model is found before parsing
+    (a known option's value and an unknown flag's value are skipped)."""
+    import argparse
+
+    from replica.numeric.parameter_flags import matrix_parameters, peek_positional
+
+    assert matrix_parameters(("omega", "A_11", "A_12", "A_21", "A_22", "sigma_1a")) == {
+        "A": (2, 2, ["A_11", "A_12", "A_21", "A_22"])}
+    assert matrix_parameters(("A_11", "A_22")) == {}          # not a full grid: two scalars
+    p = argparse.ArgumentParser()
+    p.add_argument("model")
+    p.add_argument("--alpha", type=float)
+    p.add_argument("--json", action="store_true")
+    assert peek_positional(p, ["--alpha", "2", "--omega", "0.3", "--json", "ridge"]) == "ridge"
+    assert peek_positional(p, ["--alpha=2", "ridge", "--lam", "0.1"]) == "ridge"
+    assert peek_positional(p, ["--json"]) is None
+
+
+def test_applications_are_found_as_plugins():
+    """The attention study registers itself; the generic figures command draws what is registered."""
+    from replica.applications import applications, parameter_help
+
+    apps = {a.name: a for a in applications()}
+    assert "attention" in apps and callable(apps["attention"].figure_function())
+    assert parameter_help()["omega"].startswith("positionality")
