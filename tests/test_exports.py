@@ -29,18 +29,6 @@ GREEK = re.compile(r"\\(alpha|beta|gamma|delta|Delta|epsilon|varepsilon|zeta|eta
                    r"rho|sigma|Sigma|tau|phi|Phi|psi|Psi|omega|Omega|Gamma|Lambda)(?![A-Za-z])")
 
 
-#: exports that do not meet a check yet (strict: they fail the day they do, and the mark must go)
-NOT_YET = {
-    ("width", "softmax_argmax3"): "the three-class label law (bivariate H_2 cases) is printed entry by entry",
-    ("width", "attention_clusters"): "the slot statistics and spectral atoms are one row each",
-}
-
-
-def _models(check: str) -> list:
-    return [pytest.param(n, marks=pytest.mark.xfail(reason=NOT_YET[(check, n)], strict=True))
-            if (check, n) in NOT_YET else n for n in MODELS]
-
-
 def _tex(name: str) -> str:
     return (ROOT / "derivations" / f"{name}.tex").read_text()
 
@@ -50,7 +38,7 @@ def _sections(text: str) -> dict[str, str]:
     return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
-@pytest.mark.parametrize("name", _models("structure"))
+@pytest.mark.parametrize("name", MODELS)
 def test_export_structure(name):
     text = _tex(name)
     for env in set(re.findall(r"\\begin\{(\w+\*?)\}", text)):
@@ -91,7 +79,7 @@ def test_notation_defines_every_greek_letter(name):
     assert len(symbols) == len(set(symbols)), "one Notation entry per symbol"
 
 
-@pytest.mark.parametrize("name", _models("width"))
+@pytest.mark.parametrize("name", MODELS)
 def test_rows_fit_a_two_column_page(name):
     """Every row of every align is estimated (replica.symbolic.latex.width) below ROW_BUDGET letter widths."""
     text = _tex(name)

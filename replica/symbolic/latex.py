@@ -268,6 +268,20 @@ class Writer:
         pieces = []
         for k, t in enumerate(terms):
             s = self.x(t)
+            if width(s) > ROW_BUDGET - 6 and isinstance(t, sp.Mul):
+                # a long product: its small factors first, each long factor a piece of its own
+                big = [f for f in t.args if width(self.x(f)) > 12]
+                small = sp.Mul(*[f for f in t.args if f not in big])
+                head_s = self.x(small) if small != 1 else ""
+                head_s = "-" if head_s == "-1" else head_s
+                parts = [head_s] if head_s else []
+                parts += [(r"\cdot " if parts and parts[-1] != "-" else "") + self.x(f) for f in big]
+                if parts and parts[0] == "-":
+                    parts = ["- " + parts[1]] + parts[2:]
+                if k and not parts[0].startswith("-"):
+                    parts[0] = "+ " + parts[0]
+                pieces += parts
+                continue
             if k and not s.startswith("-"):
                 s = "+ " + s
             pieces.append(s)
@@ -286,6 +300,23 @@ class Writer:
         """LaTeX parts joined by ``sep`` and packed greedily into rows under :data:`ROW_BUDGET`."""
         rows, cur = [], ""
         for part in parts:
+            tup = re.match(r"(.*= )\((.*)\)$", part, re.S)
+            if tup and width(part) > ROW_BUDGET - 6:
+                # a long tuple: one row per group of its entries, split at the top-level commas
+                if cur:
+                    rows.append(cur + sep.split("\\")[0].rstrip())
+                    cur = ""
+                line = tup.group(1) + "("
+                entries = _top_level_split(tup.group(2))
+                for k, e in enumerate(entries):
+                    e = e + ("," if k < len(entries) - 1 else ")")
+                    if width(line + " " + e) > ROW_BUDGET - 6 and line.strip() not in ("", tup.group(1) + "("):
+                        rows.append(line)
+                        line = e
+                    else:
+                        line = (line + " " + e) if not line.endswith("(") else line + e
+                cur = line
+                continue
             cand = part if not cur else cur + sep + part
             limit = ROW_BUDGET - (width(lhs) + 2 if not rows else 4)
             if cur and width(cand) > limit:
@@ -479,7 +510,8 @@ class Writer:
         m = self.m
         data = m.data
         if data.has_clusters:
-            return _cluster_blocks(m, self.x)
+            return [self.pack("", it.rows, r" \quad ") if isinstance(it, Eq) else it
+                    for it in _cluster_blocks(m, self.x)]
         items = []
         if self.one:
             items.append(Text(r"Data statistics: $x \sim \mathcal{N}(0, \Sigma)$ with"))
@@ -869,6 +901,21 @@ class Writer:
                                   "$e_t / \\alpha$ per sample"))
         items.append(Item(r"K", "the coupling $\\partial^2 \\Psi_t / \\partial x \\partial \\hat x$"))
         return items
+
+
+def _top_level_split(s: str) -> list[str]:
+    """``s`` split at the commas outside braces, brackets and parentheses (entries of a tuple)."""
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        depth += ch in "{[("
+        depth -= ch in "}])"
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return out
 
 
 def _squeeze(M: sp.Matrix) -> sp.Expr | sp.Matrix:
