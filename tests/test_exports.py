@@ -129,3 +129,17 @@ def test_export_body_compiles_under_journal_classes(cls, tmp_path):
     if res.returncode != 0 and f"{cls}.cls' not found" in res.stdout:
         pytest.skip(f"{cls} not installed")
     assert res.returncode == 0, res.stdout[-2000:]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_row_is_balanced(name):
+    """pdflatex refuses a \\left without its \\right in the same align row and unbalanced braces: checked row
+    by row (the rows the writer splits long equations into), and for braces in the whole file."""
+    text = _tex(name)
+    unescaped = re.sub(r"\\[{}]", "", text)
+    assert unescaped.count("{") == unescaped.count("}")
+    for body in re.findall(r"\\begin\{align\}\n(.*?)\n\\end\{align\}", text, re.S):
+        for row in re.split(r"\\\\\s*\n", body):
+            r = re.sub(r"\\[{}]", "", row)
+            assert r.count("{") == r.count("}"), row[:120]
+            assert len(re.findall(r"\\left(?![a-z])", row)) == len(re.findall(r"\\right(?![a-z])", row)), row[:120]
