@@ -210,14 +210,15 @@ def power_law(N: int, exponent: float, teacher_exponent: float = 0.0) -> Spectru
 
 @dataclass(frozen=True)
 class ModeFunctions:
-    """The per-mode entropic term as numeric functions of ``(xhat, p, gamma, t)`` (arrays over the
-    modes): ``potential`` gives ``ψ``, ``gradient[j]`` its derivative by the ``j``-th conjugate
-    (the module's ``CONJUGATES`` order). Built by :func:`replica.symbolic.spectral_modes.mode_functions`."""
+    """The per-mode entropic term as numeric functions of ``(*xhat, *p, gamma, t)`` (``gamma``, ``t``
+    arrays over the modes): ``potential`` gives ``ψ``, ``gradient`` the list of its derivatives by the
+    conjugates (the module's ``CONJUGATES`` order; an entry may be a scalar where it does not depend
+    on the mode). Built by :func:`replica.symbolic.spectral_modes.mode_functions`."""
 
     conjugates: tuple[str, ...]
     parameters: tuple[str, ...]
     potential: Callable
-    gradient: tuple[Callable, ...]
+    gradient: Callable
 
 
 class SpectralEntropic:
@@ -246,15 +247,18 @@ class SpectralEntropic:
         self._gamma = spectrum.eigenvalues
         self._t = spectrum.projections
 
-    def _mean(self, f: Callable, xhat: np.ndarray, p: np.ndarray) -> float:
-        v = f(*np.asarray(xhat, dtype=float), *np.asarray(p, dtype=float), self._gamma, self._t)
+    def _call(self, f: Callable, xhat: np.ndarray, p: np.ndarray):
+        return f(*np.asarray(xhat, dtype=float), *np.asarray(p, dtype=float), self._gamma, self._t)
+
+    @staticmethod
+    def _mean(v) -> float:
         v = np.asarray(v, dtype=float)
         return float(v) if v.ndim == 0 else float(np.mean(v))
 
     def gradient(self, xhat: np.ndarray, p: np.ndarray) -> np.ndarray:
-        """``∇_x̂ Ψ_w = (1/N) Σ_k ∇_x̂ ψ(γ_k, t_k)``."""
+        """``∇_x̂ Ψ_w = (1/N) Σ_k ∇_x̂ ψ(γ_k, t_k)`` (one pass over the modes)."""
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return np.array([self._mean(f, xhat, p) for f in self.terms.gradient])
+            return np.array([self._mean(v) for v in self._call(self.terms.gradient, xhat, p)])
 
     def update(self, xhat: np.ndarray, p: np.ndarray) -> np.ndarray:
         """The order parameters from the conjugates: ``x = -K^{-T} ∇_x̂ Ψ_w``."""
@@ -263,7 +267,7 @@ class SpectralEntropic:
     def potential(self, xhat: np.ndarray, p: np.ndarray) -> float:
         """``Ψ_w = (1/N) Σ_k ψ(γ_k, t_k)``."""
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return self._mean(self.terms.potential, xhat, p)
+            return self._mean(self._call(self.terms.potential, xhat, p))
 
 
 def spectral_module(module: types.ModuleType, spectrum: Spectrum, terms: ModeFunctions) -> types.ModuleType:

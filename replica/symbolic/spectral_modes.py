@@ -84,8 +84,11 @@ def mode_functions(model, parameter_names: tuple[str, ...]) -> ModeFunctions:
     if model.r_t != 1:
         raise ParameterError("spectrum", f"{model.name}: a spectrum file gives one teacher projection per mode "
                                          f"(r_t = 1), this model has r_t = {model.r_t}")
-    f = [sp.lambdify(args, e, "numpy") for e in (term.potential, *term.gradient)]
-    return ModeFunctions(tuple(c.name for c in term.conjugates), tuple(parameter_names), f[0], tuple(f[1:]))
+    # the gradient in one function with its common subexpressions (λ + γ V̂ ...) computed once: one
+    # pass over the modes per map evaluation
+    potential = sp.lambdify(args, term.potential, "numpy")
+    gradient = sp.lambdify(args, list(term.gradient), "numpy", cse=True)
+    return ModeFunctions(tuple(c.name for c in term.conjugates), tuple(parameter_names), potential, gradient)
 
 
 def gcm_module(module: types.ModuleType, spectrum: Spectrum) -> types.ModuleType:
