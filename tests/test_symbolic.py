@@ -269,12 +269,7 @@ def test_generated_module_matches_derivation(name):
     derivation = Derivation(load_model(name))
     assert generate_module(derivation) == committed.read_text(), \
         f"derivations/generated/{name}.py is stale: run `replica generate {name}`"
-    if name not in SLOW_EXPORTS:
-        _check_exports(name, derivation)
-
-
-#: models whose LaTeX rendering takes over a minute (sympy printing of 2x2 order parameters)
-SLOW_EXPORTS = ("attention_rank2", "attention_untied")
+    _check_exports(name, derivation)
 
 
 def _check_exports(name: str, derivation: Derivation) -> None:
@@ -282,12 +277,6 @@ def _check_exports(name: str, derivation: Derivation) -> None:
         export = ROOT / "derivations" / f"{name}{suffix}"
         assert export.exists() and export.read_text() == render(derivation), \
             f"derivations/{name}{suffix} is missing or stale: run `python derivations/{name}.py`"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", SLOW_EXPORTS)
-def test_slow_exports_are_up_to_date(name):
-    _check_exports(name, Derivation(load_model(name)))
 
 
 def test_generated_module_imports_without_sympy():
