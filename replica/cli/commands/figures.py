@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ...artifacts.outputs import check_output_dir
+from ...errors import ParameterError
 from ...runtime.executors import available_cpus
 from ...runtime.progress import Progress
 from .phase import add_cache_flags, cache_from_args, check_jobs, executor_from_args, scheduler_from_args
@@ -46,6 +47,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     apps = _registered()
+    if not apps:
+        raise ParameterError("figures", "no installed application registers figures (replica.applications)")
     if args.jobs is None:
         args.jobs = available_cpus()
     jobs = check_jobs(args)
