@@ -215,6 +215,8 @@ class Writer:
             from .potentials import gaussian_symbols
             xi, eta = gaussian_symbols(m)
             syms += list(xi) + list(eta)
+            if isinstance(d.entropic_potential, GaussianMoreauEnvelope):
+                syms += list(d.entropic_potential.gaussians)
             for s in syms:
                 names[s] = strip(names.get(s, LATEX_NAMES.get(s, sp.latex(s))))
             for s in list(d.gradient_placeholders.values()) + list(d.entropic_placeholders.values()):
