@@ -322,7 +322,7 @@ def switching_check(solver: Solver, fp: FixedPoint, why: str) -> JumpCheck:
     (:func:`replica.stability.switching`, the replicon's test). Without switching the integrand
     is smooth and the refinements are the bar, as where the check sees no jump on any line;
     with switching the refinements of a tensor rule can under-cover across the jumps
-    (docs/certified.md), so the result says so and does not claim its accuracy (``covers`` False).
+    (docs/reference/certified.md), so the result says so and does not claim its accuracy (``covers`` False).
     No error is added to the bars either way: the check's own estimate is not available."""
     sw = switching(solver.module, np.asarray(fp.x, dtype=float), solver.p, samples=SWITCHING_SAMPLES,
                    prox_tol=solver.prox_tol, backend=solver.backend)
