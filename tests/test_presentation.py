@@ -372,3 +372,70 @@ def test_matrix_entropic_form_equals_the_derivation(name):
             got = float(eq.rhs.subs(params).subs(vals))
             want = expect[stem][tuple(int(c) - 1 for c in idx)] if len(idx) == 2 else expect[stem][int(idx) - 1]
             assert got == pytest.approx(want, rel=1e-12, abs=1e-13), eq.lhs
+
+
+# ---------------------------------------------------------------- the field form against the derivation
+@pytest.mark.parametrize("name", ["ridge", "attention_tied"])
+def test_qhat_and_mhat_integrands_are_the_derivations(pres, name):
+    """Pointwise (symbolically): the derivation's qhat and mhat, written as alpha E[integrand] through
+    K^-1 and the envelope theorem, have the integrands sum_a f_a^2 and sum_a c_a f_a of the exported form
+    (c_a the token reduction's signs), once h_a = omega_a + V_a f_a."""
+    p = pres(name)
+    d = p.d
+    ff = p.field_form
+    K = d.coupling
+    x = d.order_symbols
+    grads = [d.saddle_point.energetic_gradient[d.gradient_placeholders[s]] for s in x]
+    env = d.energetic_potential
+    # the derivation's integrands are written in the Gaussians: h_a = omega_a(xi) + V_a f_a
+    sub = {d.model.h[a, 0]: env.intermediates[t.omega] + t.V * t.f for a, t in enumerate(ff.tokens)}
+    Kinv = K.inv()
+    coeffs = d.model.reduction.coefficients if d.model.reduction is not None else {}
+    for j, conj in enumerate(d.conjugate_symbols):
+        fam = conj.name.split("hat")[0]
+        if fam not in ("q", "m"):
+            continue
+        # xhat_j = -alpha sum_i Kinv_ji dPsi_y/dx_i, dPsi_y/dx_i = -E[dF/dx_i]: integrand sum_i Kinv_ji dF/dx_i
+        integrand = sum(Kinv[j, i] * grads[i] for i in range(len(x)))
+        integrand = sp.simplify(integrand.subs(sub))
+        c = coeffs.get(fam, [1] * len(ff.tokens))
+        want = sum((t.f ** 2 if fam == "q" else ci * t.f) for ci, t in zip(c, ff.tokens))
+        assert sp.simplify(integrand - want) == 0, conj
+
+
+@pytest.mark.parametrize("name, prox", [("logistic", _logistic_prox), ("hinge", _hinge_prox)])
+def test_classifier_field_form_equals_the_derivation(pres, name, prox):
+    """The exported Z_out-form conjugates against the derivation's own equations: xhat = -alpha K^-1 dPsi_y/dx
+    with dPsi_y/dx = -E_xi sum_y [d_x P(y | xi) M + P d_x F at hhat] (the envelope theorem; M the envelope),
+    both by adaptive quadrature in xi (1e-13 absolute): tolerance 1e-7."""
+    p = pres(name)
+    d = p.d
+    m = p.m
+    env = d.energetic_potential
+    t = p.field_form.tokens[0]
+    y = m.channel.label
+    vals = {"q_1": 0.6, "V_1": 0.8, "m_1": 0.0, "theta_1": 0.45, "lam": 0.1}
+    alpha = 1.5
+    subs = {s: vals[s.name] for s in list(d.order_symbols) + list(m.parameter_symbols) if s.name in vals}
+    h = m.h[0, 0]
+    x = d.order_symbols
+    (xi,) = env.gaussians
+    omega_law = env.intermediates[t.omega]
+    grads = {}
+    for s in x:
+        # the derivation's integrand at a label already carries the label law and its derivative:
+        # d_x P(y | xi) M + P d_x F at hhat, summed over y
+        dF = sp.lambdify([xi, y, h], d.saddle_point.energetic_gradient[d.gradient_placeholders[s]].subs(subs), "numpy")
+
+        def per_xi(z, dF=dF):
+            om = float(omega_law.subs(subs).subs(xi, z))
+            tot = sum(float(dF(z, yy, prox(om, yy, vals["V_1"]))) for yy in (-1.0, 1.0))
+            return tot * np.exp(-z * z / 2) / np.sqrt(2 * np.pi)
+        grads[d.gradient_placeholders[s]] = -integrate.quad(per_xi, -12, 12, limit=400, epsabs=1e-13,
+                                                            points=[-1, 0, 1])[0]
+    derived = {eq.lhs.name: float(eq.rhs.subs(grads).subs(d.alpha, alpha)) for eq in d.saddle_point.energetic}
+    got = _exported(p, prox, vals, alpha=alpha)
+    assert got["qhat"] == pytest.approx(derived["qhat_1"], rel=1e-7)
+    assert got["thetahat"] == pytest.approx(derived["thetahat_1"], rel=1e-7)
+    assert got["Vhat"] == pytest.approx(derived["Vhat_1"], rel=1e-6)
+    assert got["Vhat_stein"] == pytest.approx(derived["Vhat_1"], rel=1e-6)

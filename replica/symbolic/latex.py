@@ -21,7 +21,7 @@ from sympy.printing.latex import LatexPrinter
 
 from .channels import BivariateNormalCDF, NormalCDF
 from .data import CLUSTER_LETTERS
-from .derivation import Derivation, Equation
+from .derivation import Derivation
 from ..artifacts.freshness import current_stamp
 from .observables import TEST_LOSS, StateObservable, TestObservable
 from .potentials import GaussianMoreauEnvelope, prox_center_symbols
@@ -535,7 +535,7 @@ class Writer:
 
     # -------------------------------------------------------------- potentials
     def potentials(self) -> list:
-        d, m = self.d, self.m
+        d = self.d
         items = []
         a = self.idx
         tr = r"\operatorname{tr}"
@@ -630,7 +630,7 @@ class Writer:
 
     # -------------------------------------------------------------- saddle point
     def saddle(self) -> list:
-        d, m, p = self.d, self.m, self.p
+        d, p = self.d, self.p
         items = [Text(r"Stationarity of $\Phi$ (what the solver iterates; $K = \partial^2 \Psi_t / \partial x "
                       r"\partial \hat x$ gives the factors):")]
         for eq in d.saddle_point.energetic:

@@ -33,8 +33,8 @@ import sympy as sp
 
 from .derivation import Derivation, Equation
 from .potentials import GaussianMoreauEnvelope, gaussian_symbols, prox_center_symbols
-from .regularizers import L2, SeparableRegularizer
-from .symbols import LATEX_NAMES, symbol
+from .regularizers import SeparableRegularizer
+from .symbols import symbol
 
 
 class Mean(sp.Function):
