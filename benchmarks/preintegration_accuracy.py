@@ -35,7 +35,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from derivations.generated import attention_tied as MOD  # noqa: E402
+from replica.artifacts.registry import load_module  # noqa: E402
+
+MOD = load_module("attention_tied")
 from replica.numeric.preintegration import PreintegrationIntegrator, make_integrator  # noqa: E402
 from replica.numeric.prox import newton_minimize, prox  # noqa: E402
 from replica.numeric.quadrature import gauss_hermite  # noqa: E402

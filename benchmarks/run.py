@@ -139,9 +139,9 @@ def backends() -> list[str]:
 
 
 def tied():
-    from derivations.generated import attention_tied
+    from replica.artifacts.registry import load_module
 
-    return attention_tied
+    return load_module("attention_tied")
 
 
 # --------------------------------------------------------------------------- sections
@@ -391,7 +391,9 @@ if name.endswith(".py"):
     mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
 else:
     mod = importlib.import_module("derivations.generated." + name)
+from replica.numeric.generated_model import as_model
 from replica.numeric.solver import Solver
+mod = as_model(mod)
 from replica.numeric.compiled import compiled
 if backend == "numba":
     compiled(mod)

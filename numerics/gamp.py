@@ -54,10 +54,10 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+from replica.numeric.generated_model import GeneratedModel, as_model
 
 __all__ = [
     "INITS",
@@ -104,7 +104,7 @@ class GampSpec:
     penalty matrix (``None`` for a separable regularizer, whose prox is ``sep_prox``).
     """
 
-    module: ModuleType
+    module: GeneratedModel
     name: str
     parameters: dict[str, float]
     p: np.ndarray
@@ -145,7 +145,7 @@ def _declaration_values(model, parameters: Mapping[str, float]) -> dict:
     return {s: float(parameters.get(str(s), v)) for s, v in model.defaults.items()}
 
 
-def model_spec(model: str | ModuleType, parameters: Mapping[str, float] | None = None) -> GampSpec:
+def model_spec(model: str | GeneratedModel, parameters: Mapping[str, float] | None = None) -> GampSpec:
     """The :class:`GampSpec` of a declared model (name, alias such as ``attention``, path to a
     declaration file, or generated module of a model in ``derivations/``).
 
@@ -160,10 +160,10 @@ def model_spec(model: str | ModuleType, parameters: Mapping[str, float] | None =
     from replica.symbolic.regularizers import L2, SeparableRegularizer
     from replica.numeric.solver import Solver
 
-    module = load_module(model) if isinstance(model, str) else model
+    module = load_module(model) if isinstance(model, str) else as_model(model)
     solver = Solver(module, parameters or {})  # validates names, domains and constraints
     params = solver.parameter_dict
-    if getattr(module, "DISCRETE", ()):
+    if module.DISCRETE:
         raise ParameterError("model", f"{module.MODEL}: token clusters are not supported by GAMP")
     # The declaration (a name or a path to a file) gives the regularizer and the data law.
     decl = load_model(model if isinstance(model, str) else module.MODEL)
@@ -210,7 +210,7 @@ def model_spec(model: str | ModuleType, parameters: Mapping[str, float] | None =
 
 
 # --------------------------------------------------------------------------- channels
-def _gaussian_slots(module: ModuleType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _gaussian_slots(module: GeneratedModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Indices in ``GAUSSIANS`` of ``xi`` (L, R), ``eta`` (L, R_T) and the noise variables."""
     L, R, RT = module.L, module.R, module.R_T
     xi = np.full((L, R), -1)
@@ -828,7 +828,7 @@ def _plain(v: Any) -> Any:
     return v.tolist() if isinstance(v, np.ndarray) else v
 
 
-def run_gamp_seed(model: str | ModuleType | GampSpec, seed: int, *, alpha: float = 2.0, d: int = 1000,
+def run_gamp_seed(model: str | GeneratedModel | GampSpec, seed: int, *, alpha: float = 2.0, d: int = 1000,
                   init: str = "semantic", parameters: Mapping[str, float] | None = None,
                   damping: float = 0.8, max_iter: int = 1000, tol: float = 1e-10,
                   backend: str = "numpy", device: str = "cpu", n_test: int = 10_000,
@@ -896,7 +896,7 @@ def _check_run(**kw: Any) -> None:
         raise ValueError(f"seeds must be a positive integer (got {s!r})")
 
 
-def run_gamp(model: str | ModuleType = "attention", alpha: float = 2.0, d: int = 1000, init: str = "semantic",
+def run_gamp(model: str | GeneratedModel = "attention", alpha: float = 2.0, d: int = 1000, init: str = "semantic",
              seeds: int = 1, *, seed_start: int = 0, parameters: Mapping[str, float] | None = None,
              verbose: bool = False, **kwargs: Any) -> dict[str, Any]:
     """GAMP on ``seeds`` seeds: means and standard errors over seeds and the per-seed runs
@@ -929,7 +929,7 @@ def run_gamp(model: str | ModuleType = "attention", alpha: float = 2.0, d: int =
     return out
 
 
-def expected_convergence(module: ModuleType, alpha: float, init: str, parameters: Mapping[str, float] | None = None
+def expected_convergence(module: GeneratedModel, alpha: float, init: str, parameters: Mapping[str, float] | None = None
                          ) -> dict[str, Any]:
     """Whether GAMP (global-minimum prox) is expected to converge: the replicon of the theory's
     fixed point on the branch named like ``init`` (the model's default branch otherwise).
@@ -942,7 +942,7 @@ def expected_convergence(module: ModuleType, alpha: float, init: str, parameters
     from replica.numeric.solver import Solver
     from replica.numeric.stability import replicon_summary
 
-    branch = init if init in getattr(module, "BRANCHES", {}) else None
+    branch = init if init in module.BRANCHES else None
     fp = Solver(module, parameters or {}, branch=branch).solve_best(alpha)
     out: dict[str, Any] = {"theory_branch": fp.branch}
     out.update(replicon_summary(module, fp))

@@ -50,12 +50,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import sympy as sp
 
+from replica.numeric.generated_model import GeneratedModel, as_model
 from replica.errors import ParameterError
 
 from .deps import require
@@ -187,8 +187,8 @@ class Problem:
     ``parameters`` overrides the declared defaults by name.
     """
 
-    def __init__(self, model, module: ModuleType | None, parameters: Mapping[str, float] | None = None):
-        self.model, self.module = model, module
+    def __init__(self, model, module: GeneratedModel | None, parameters: Mapping[str, float] | None = None):
+        self.model, self.module = model, (as_model(module) if module is not None else None)
         values = {s.name: float(v) for s, v in model.defaults.items()}
         for k, v in dict(parameters or {}).items():
             if k not in values:
@@ -796,7 +796,7 @@ class Problem:
     def _state_observables(self, orders: Mapping[str, float]) -> dict[str, float]:
         """State observables at the measured order parameters; NaN for one that needs ``V`` (not
         measurable from the weights)."""
-        names = tuple(getattr(self.module, "STATE_OBSERVABLES", ()))
+        names = tuple(self.module.STATE_OBSERVABLES)
         if not names:
             return {}
         p = np.array([self.values[k] for k in self.module.PARAMETERS], dtype=float)

@@ -256,7 +256,7 @@ def token_scale(module, p: np.ndarray) -> None:
             if valid(q):
                 culprits.append(k)
     if not culprits:
-        culprits = [k for k, (lo, hi) in getattr(module, "DOMAINS", {}).items()
+        culprits = [k for k, (lo, hi) in module.DOMAINS.items()
                     if k in names and p[names.index(k)] in (lo, hi)]
     with np.errstate(all="ignore"):
         rb = np.atleast_1d(np.asarray(module.rho_bar(p), dtype=float))
@@ -271,9 +271,9 @@ def convex_penalty(module, p: np.ndarray) -> None:
     """Refuse parameters at which a non-quadratic penalty is not convex (midpoint convexity of
     the generated ``regularizer`` on a grid of weights): its entropic Moreau envelope would have
     no unique minimiser. Names the parameters that differ from their defaults."""
-    if not hasattr(module, "regularizer"):
+    if module.regularizer is None:
         return
-    r = int(getattr(module, "R", 1))
+    r = int(module.R)
     grid = np.array([-6.0, -3.0, -1.5, -0.7, -0.2, 0.0, 0.3, 0.8, 1.6, 3.2, 6.5])
     rng = np.random.default_rng(0)
     dirs = np.eye(r) if r > 1 else np.ones((1, 1))

@@ -1,4 +1,4 @@
-"""Shared fixtures: the generated modules are imported once (they need no sympy)."""
+"""Shared fixtures: the generated models are loaded once (they need no sympy)."""
 from __future__ import annotations
 
 import warnings
@@ -8,16 +8,16 @@ import pytest
 
 @pytest.fixture(scope="session")
 def attention():
-    from derivations.generated import attention_tied
+    from replica.artifacts.registry import load_module
 
-    return attention_tied
+    return load_module("attention_tied")
 
 
 @pytest.fixture(scope="session")
 def ridge():
-    from derivations.generated import ridge
+    from replica.artifacts.registry import load_module
 
-    return ridge
+    return load_module("ridge")
 
 
 @pytest.fixture(autouse=True)

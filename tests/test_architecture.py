@@ -6,6 +6,7 @@ import ast
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -222,7 +223,7 @@ def test_generated_modules_are_thin():
             assert f"def {name}(" not in text, f"{p.name} defines the generic kernel {name}"
 
 
-def test_compiled_unit_is_assembled_in_the_cache(attention, tmp_path, monkeypatch):
+def test_compiled_unit_is_assembled_in_the_cache(attention, ridge, tmp_path, monkeypatch):
     from replica.numeric import compiled
 
     monkeypatch.delenv("REPLICA_CACHE", raising=False)
@@ -234,32 +235,35 @@ def test_compiled_unit_is_assembled_in_the_cache(attention, tmp_path, monkeypatc
     assert compiled.kernel_source() in text and "def node_bracket_newton(" in text
     unit = compiled.load_unit(attention)
     assert Path(unit.__file__).parent == tmp_path / "xdg" / "replica" / "compiled"
-    import derivations.generated.ridge as ridge
-
     assert compiled.unit_source(ridge)[0].split("-")[-1] == name.split("-")[-1]  # same kernels
     assert compiled.unit_source(ridge)[0].split("-")[1] != leaves_hash
 
 
-def test_backend_interface_selects_sections(tmp_path):
-    """The code-generation backends are selectable: a module generated with the numpy backend only
-    has no per-node leaves and runs on the numpy path; the numpy backend is required."""
-    from replica import Derivation
-    from replica.codegen import NodeBackend, NumpyBackend, generate_module
-    from replica.numeric.compiled import has_node_kernels
-    from replica.errors import DeclarationError
-    from replica.artifacts.registry import _import_path, load_model
-    from replica.numeric.solver import Solver
+def test_generated_model_interface_is_checked_at_load(tmp_path, ridge):
+    """load_module returns the typed interface: every function once in the module (kernel form),
+    the vectorised ones built from the kernels equal to the compiled unit's leaves run in plain
+    Python; a module that lacks a piece is refused with one line naming it."""
+    from replica.numeric.compiled import compiled
+    from replica.numeric.generated_model import GeneratedModel
+    from replica.artifacts.registry import _import_path, generated_path
 
-    d = Derivation(load_model("ridge"))
-    path = tmp_path / "ridge_numpy_only.py"
-    path.write_text(generate_module(d, [NumpyBackend()]))
-    mod = _import_path(path)
-    assert not has_node_kernels(mod) and hasattr(mod, "bracket_newton")
-    with pytest.raises(ParameterError, match="backend"):
-        Solver(mod, backend="numba")
-    assert Solver(mod, branch="centered", backend="auto").solve(1.0).converged
-    with pytest.raises(DeclarationError, match="numpy backend"):
-        generate_module(d, [NodeBackend()])
+    assert isinstance(ridge, GeneratedModel) and ridge.bracket_newton is not None and ridge.entropic_argmin is None
+    text = generated_path("ridge").read_text()
+    assert text.count("def ") == len(set(re.findall(r"^def (\w+)", text, re.M)))  # each function once
+    unit = compiled(ridge, jit=False)
+    rng = np.random.default_rng(0)
+    h, z = rng.normal(size=(1, 5)), rng.normal(size=(3, 5))
+    x, p = np.array([0.7, 0.4, 0.2, 0.3]), np.array(ridge.DEFAULTS, dtype=float)
+    F, g, H = ridge.bracket_newton(h, z, x, p)
+    for j in range(5):
+        c, gj, Hj = np.empty(ridge.N_CONSTANTS), np.empty(1), np.empty(1)
+        unit.node_constants(z[:, j], x, p, c)
+        assert unit.node_bracket_newton(h[:, j], c, gj, Hj) == pytest.approx(F[j], rel=1e-14)
+        assert gj[0] == pytest.approx(g[0, j], rel=1e-14) and Hj[0] == pytest.approx(H[0, j], rel=1e-14)
+    broken = tmp_path / "ridge_broken.py"
+    broken.write_text(re.sub(r"^PROX_DIM = .*$", "", text, flags=re.M))
+    with pytest.raises(ParameterError, match=r"has no PROX_DIM; regenerate it \(replica generate ridge\)"):
+        GeneratedModel.from_module(_import_path(broken))
 
 
 # --------------------------------------------------------------------------- freshness
@@ -323,6 +327,22 @@ def test_stamps_track_declaration_imports(tmp_path):
     # the attention declarations follow the study's constants, not the library
     names = {p.name for p in declaration_files(ROOT / "derivations" / "attention_L3.py")}
     assert names == {"attention_L3.py", "paper.py"}
+
+
+def test_generator_hash_reads_code_not_docstrings():
+    """The generator hash covers the files of the generator's packages that the writer imports (found
+    by following imports: the LaTeX writer is not part of a module's) and reads their code only: a
+    docstring or comment edit leaves every artifact fresh, a code edit not."""
+    from replica.artifacts.freshness import LIBRARY, code_digest, generator_files
+
+    files = {p.relative_to(LIBRARY).as_posix() for p in generator_files("module")}
+    assert {"codegen/generator.py", "codegen/backends.py", "symbolic/derivation.py"} <= files
+    assert "symbolic/latex.py" not in files and "symbolic/latex.py" in {
+        p.relative_to(LIBRARY).as_posix() for p in generator_files("export")}
+    src = 'def f(x):\n    """Square."""\n    return x * x  # fast\n\n\nclass A:\n    """Doc."""\n'
+    same = '# header\ndef f(x):\n    """Square ψ,\n    twice."""\n    return x * x\n\n\nclass A:\n    """Other."""\n'
+    assert code_digest(src.encode()) == code_digest(same.encode())
+    assert code_digest(src.encode()) != code_digest(src.replace("x * x", "x * x * x").encode())
 
 
 # --------------------------------------------------------------------------- observables

@@ -214,12 +214,10 @@ def test_rotation_invariant_students_are_compared_by_invariants():
     """Tied rank-2 attention is unchanged by h -> h O: its theory picks one basis of the weight columns,
     a minimiser another, so the compared quantities are q's eigenvalues and theta^T theta, equal in
     every basis; untied attention (only a joint sign flip) keeps its entries."""
-    import importlib
-
     from numerics.problem import Problem
-    from replica.artifacts.registry import load_model
+    from replica.artifacts.registry import load_model, load_module
 
-    rank2 = Problem(load_model("attention_rank2"), importlib.import_module("derivations.generated.attention_rank2"))
+    rank2 = Problem(load_model("attention_rank2"), load_module("attention_rank2"))
     untied = Problem(load_model("attention_untied"), module=None)
     assert rank2.rotation_free and not untied.rotation_free and untied.student_groups == [[0, 1]]
     q = np.array([[0.07, -0.02], [-0.02, 0.05]])

@@ -32,9 +32,9 @@ SAME = {f"sigma_{s}": 0.5 for s in ("1a", "1b", "2a", "2b")} | {f"mu_{s}": 0.0 f
 
 @pytest.fixture(scope="module")
 def clusters():
-    from derivations.generated import attention_clusters
+    from replica.artifacts.registry import load_module
 
-    return attention_clusters
+    return load_module("attention_clusters")
 
 
 def _softmax_rows(M):
@@ -211,8 +211,9 @@ def test_product_rule_and_folding(clusters):
     assert {tuple(c) for c in folded.nodes[4:].T} == {tuple(c) for c in values.T}
     # a zero-probability configuration is dropped; a rule for another module passes through
     assert label_law(clusters, Solver(clusters, {"p_same": 1.0}).p)[1].size == 2
-    from derivations.generated import attention_tied
+    from replica.artifacts.registry import load_module
 
+    attention_tied = load_module("attention_tied")
     assert labelled(base, attention_tied, np.zeros(1)) is base
 
 

@@ -85,7 +85,9 @@ def test_unregularised_logistic_on_separable_data_fails_fast_not_hangs():
 def test_prox_fallback_has_a_bounded_budget():
     """The per-node scipy fallback spends at most its budget of bracket evaluations, whatever the
     number of nodes where Newton failed (those left keep F = inf: failed, not silently wrong)."""
-    from derivations.generated import logistic
+    from replica.artifacts.registry import load_module
+
+    logistic = load_module("logistic")
     from replica.numeric import prox as P
 
     class Counting:

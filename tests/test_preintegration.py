@@ -21,6 +21,7 @@ from replica.errors import ParameterError
 from replica.numeric.preintegration import (PreintegrationIntegrator, PreintegrationState, fold_sign_flips,
                                     householder, make_integrator, truncated_normal_rule)
 from replica.numeric.quadrature import gauss_hermite
+from replica.artifacts.registry import load_module
 
 #: why the compiled-kernel tests skip (numba is optional; REPLICA_BACKEND=numpy forbids it)
 NO_NUMBA = "numba not available: not installed (pip install numba) or REPLICA_BACKEND=numpy"
@@ -148,7 +149,8 @@ def double_well(a: float, b: float, symmetric: bool = False) -> types.SimpleName
         return np.stack([np.sign(tilt(z, x)) * one + 0.1 * tilt(z, x), -one, one])
 
     mod = types.SimpleNamespace(
-        PROX_DIM=1, N_STARTS=3, GAUSSIANS=("z1", "z2"), ORDER_PARAMETERS=("c", "s"),
+        PROX_DIM=1, N_STARTS=3, GAUSSIANS=("z1", "z2"), ORDER_PARAMETERS=("c", "s"), SYMMETRIES=(), MIRRORED=(),
+        PIECEWISE=False, DISCRETE=(), WEIGHTED=False, KINK_RULE=False, LABEL_VALUES=None, leaves={},
         FAMILIES={"c": [0], "s": [1]}, bracket=bracket, bracket_newton=bracket_newton,
         bracket_parameter_gradient=bracket_parameter_gradient, prox_starts=prox_starts)
     if symmetric:
@@ -249,7 +251,7 @@ def test_symmetry_folding_matches_unfolded():
     folded = PreintegrationIntegrator(2, 12, 8, 8, direction=0)
     a = folded.average(mod, x, p)
     assert folded.last_stats.lines == 6           # 12 lines folded by z -> -z
-    del mod.SYMMETRIES
+    mod.SYMMETRIES = ()
     plain = PreintegrationIntegrator(2, 12, 8, 8, direction=0)
     b = plain.average(mod, x, p)
     assert plain.last_stats.lines == 12
@@ -287,7 +289,7 @@ def test_bad_arguments():
 
 
 # ----------------------------------------------------------------------------- paper model
-attention = pytest.importorskip("derivations.generated.attention_tied")
+attention = load_module("attention_tied")
 
 #: ``E[dF/dq], E[dF/dV], E[dF/dm], E[F]`` at X_POS (positional branch, omega = 0.3): the
 #: randomised-QMC reference of ``python benchmarks/preintegration_accuracy.py fixed-x``

@@ -38,7 +38,9 @@ STATES = {
 
 
 def run(n_random: int = 20000, seed: int = 0) -> list[dict]:
-    import derivations.generated.attention_tied as G
+    from replica.artifacts.registry import load_module
+
+    G = load_module("attention_tied")
     from replica.numeric.prox import prox as replica_prox
 
     p = Params()

@@ -2,7 +2,8 @@
 
 One JSON file per entry under ``<root>/points/<model>/<key[:2]>/<key>.json``. The key is
 the SHA-256 of a canonical JSON description of everything the result depends on
-(model, ``SOURCE_HASH`` and ``GENERATOR_VERSION`` of the generated module, every
+(model, the generated module's freshness stamp -- ``GeneratedModel.SOURCE_HASH`` and the replica
+version --, every
 parameter, branch, ``alpha``, quadrature / integrator description, tolerance, and for
 failures the warm start). The root is ``$REPLICA_CACHE`` if set, else the platform's user
 cache directory (:func:`platformdirs.user_cache_dir`: ``$XDG_CACHE_HOME/replica``, by

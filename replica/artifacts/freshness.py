@@ -9,9 +9,11 @@ Every generated module (``derivations/generated/<model>.py``) and LaTeX/Markdown
   followed recursively -- other declarations (``derivations.*``), application packages
   (``replica.applications.*``) and, for a user's file, modules next to it. Library and
   third-party imports are not followed (the library is covered by the generator hash).
-* ``generator``: SHA-256 of the library sources that decide what is written -- the symbolic
-  pipeline (model, data, regularizers, observables, order parameters, potentials, derivation,
-  symmetries) plus the code generator for modules, plus the LaTeX writer for exports.
+* ``generator``: SHA-256 of the *code* of the library packages that decide what is written --
+  the symbolic pipeline plus the code generator (:data:`GENERATOR_PACKAGES`) for modules, the
+  symbolic pipeline and the LaTeX writer for exports: every ``.py`` file of those packages, found
+  by walking their folders (no hand-kept list), hashed as its syntax tree without docstrings, so
+  that editing a comment or a docstring leaves every artifact fresh.
 * ``version``: the package version.
 
 Computing and comparing them reads files and hashes bytes: no sympy, no import of the
@@ -26,7 +28,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import os
+import tokenize
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,14 +41,11 @@ from .. import __version__
 LIBRARY = Path(__file__).resolve().parent.parent
 ROOT = LIBRARY.parent
 
-#: library sources of the symbolic pipeline (shared by modules and exports)
-SYMBOLIC_SOURCES = tuple(f"symbolic/{name}.py" for name in (
-    "channels", "constraints", "data", "derivation", "losses", "model", "observables",
-    "order_parameters", "potentials", "regularizers", "symbols", "symmetries"))
-#: what else decides a generated module / an export
-MODULE_SOURCES = SYMBOLIC_SOURCES + ("codegen/__init__.py", "codegen/backends.py", "codegen/dag.py",
-                                     "codegen/generator.py", "codegen/printers.py")
-EXPORT_SOURCES = SYMBOLIC_SOURCES + ("symbolic/latex.py",)
+#: the library packages (folders under ``replica/``) whose code may decide a generated artifact
+GENERATOR_PACKAGES = ("symbolic", "codegen")
+#: where each kind of artifact is written from: the code generator's package for a module, the LaTeX
+#: writer for an export (file names); its hash covers these and what they import from the packages
+WRITERS = {"module": ("codegen/",), "export": ("latex.py",)}
 
 STAMP = re.compile(r"replica-artifact: version=(\S+) declaration=(\S+) generator=(\S+)")
 
@@ -69,13 +70,78 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _package_files() -> set[Path]:
+    return {p.resolve() for pkg in GENERATOR_PACKAGES for p in (LIBRARY / pkg).rglob("*.py")
+            if "__pycache__" not in p.parts}
+
+
+def generator_files(kind: str = "module") -> list[Path]:
+    """The library files whose code decides a generated ``module`` or an ``export`` (sorted): the
+    writer's (:data:`WRITERS`) and, followed recursively, every file of :data:`GENERATOR_PACKAGES`
+    they import (module-level or inside a function). Found by reading the packages' folders and
+    imports, so that a moved or a new file is covered without a list to keep."""
+    pool = _package_files()
+    todo = [f for f in pool if any(f.relative_to(LIBRARY).as_posix().startswith(w) or f.name == w
+                                   for w in WRITERS[kind])]
+    seen = set(todo)
+    while todo:
+        f = todo.pop()
+        for module, level, names in _imports(f):
+            if level:
+                base = f.parent
+                for _ in range(level - 1):
+                    base = base.parent
+            elif module == "replica" or module.startswith("replica."):
+                base = ROOT
+            else:
+                continue
+            for c in _candidates(base, module) + [c for n in names for c in _candidates(base, f"{module}.{n}")]:
+                c = c.resolve()
+                if c in pool and c not in seen:
+                    seen.add(c)
+                    todo.append(c)
+    return sorted(seen)
+
+
+def code_digest(source: bytes) -> bytes:
+    """The code of a Python file without its comments and docstrings: the source with those cut out
+    (positions from :mod:`ast` and :mod:`tokenize`), trailing blanks and empty lines dropped. Text,
+    not a syntax-tree dump, so that the digest is the same under every Python version. The raw
+    bytes if the file does not parse."""
+    try:
+        text = source.decode("utf-8")
+        tree = ast.parse(text)
+        lines = text.splitlines(keepends=True)
+        spans = []  # (row, start column, end row, end column), in characters
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+                d = node.body[0]
+                if isinstance(d, ast.Expr) and isinstance(d.value, ast.Constant) and isinstance(d.value.value, str):
+                    # ast columns count UTF-8 bytes
+                    def col(row: int, byte: int) -> int:
+                        return len(lines[row - 1].encode()[:byte].decode())
+
+                    spans.append((d.lineno, col(d.lineno, d.col_offset), d.end_lineno,
+                                  col(d.end_lineno, d.end_col_offset)))
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                spans.append((*tok.start, *tok.end))
+    except (SyntaxError, ValueError, UnicodeDecodeError, tokenize.TokenError):
+        return source
+    for r0, c0, r1, c1 in sorted(spans, reverse=True):
+        if r0 == r1:
+            lines[r0 - 1] = lines[r0 - 1][:c0] + lines[r0 - 1][c1:]
+        else:
+            lines[r0 - 1:r1] = [lines[r0 - 1][:c0] + lines[r1 - 1][c1:]]
+    kept = [line.rstrip() for line in "".join(lines).splitlines()]
+    return "\n".join(line for line in kept if line).encode()
+
+
 def generator_hash(kind: str = "module") -> str:
-    """Hash of the library sources that decide a generated ``module`` or an ``export``."""
-    files = MODULE_SOURCES if kind == "module" else EXPORT_SOURCES
-    h = hashlib.sha256(kind.encode())
-    for name in files:
-        h.update(name.encode() + b"\0" + (LIBRARY / name).read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    """Hash of the code (:func:`code_digest`) of :func:`generator_files`: where a file lies does not
+    count, only what it says."""
+    digests = sorted(_sha(code_digest(f.read_bytes())) for f in generator_files(kind))
+    return _sha((kind + "\n" + "\n".join(digests)).encode())[:16]
 
 
 def _imports(path: Path) -> Iterable[tuple[str, int, list[str]]]:

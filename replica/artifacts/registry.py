@@ -6,7 +6,8 @@ file defining ``model``. Generated numeric modules live in ``derivations/generat
 (committed, checked against the derivation by the test suite) or, for a model given by path,
 in ``generated/<file stem>.py`` next to that file.
 
-:func:`load_module` is the one place that turns a model name into a numeric module: it checks
+:func:`load_module` is the one place that turns a model name into a numeric model (a
+:class:`~replica.numeric.generated_model.GeneratedModel`, the typed interface of the module): it checks
 the module's freshness stamp against the declaration and the generator
 (:mod:`replica.artifacts.freshness`, no sympy needed) and regenerates a missing or stale module -- saying
 so on stderr -- or refuses with a one-line message where the tree must not be written. Importing
@@ -24,6 +25,7 @@ from types import ModuleType
 from ..errors import ParameterError, ReplicaError
 from .freshness import frozen, staleness
 from .paths import DERIVATIONS_DIR
+from ..numeric.generated_model import GeneratedModel, as_model
 
 
 
@@ -137,9 +139,10 @@ def generate(name: str, path: Path | None = None, why: str | None = None) -> Pat
     return write_module(Derivation(model), path, declaration=model.declared_in)
 
 
-def load_module(name: str, regenerate: bool = False) -> ModuleType:
-    """Import the generated numeric module of ``name``, (re)generating it first if it is missing
-    or stale (see the module docstring); ``regenerate=True`` always regenerates."""
+def load_module(name: str, regenerate: bool = False) -> GeneratedModel:
+    """The generated model of ``name``, read and checked (:class:`~replica.numeric.generated_model.GeneratedModel`):
+    its module is imported, (re)generated first if it is missing or stale (see the module
+    docstring); ``regenerate=True`` always regenerates."""
     path = generated_path(name)
     why = "regeneration requested" if regenerate else staleness(path, declaration_path(name), "module")
     if why is not None:
@@ -153,8 +156,8 @@ def load_module(name: str, regenerate: bool = False) -> ModuleType:
         modname = f"derivations.generated.{path.stem}"
         if why is not None and modname in sys.modules:
             del sys.modules[modname]
-        return importlib.import_module(modname)
-    return _import_path(path, prefix="replica_generated_")
+        return as_model(importlib.import_module(modname))
+    return as_model(_import_path(path, prefix="replica_generated_"))
 
 
 def _display(path: Path) -> str:

@@ -2,17 +2,23 @@
 
 Like ``pydy``'s ``generate_ode_function``, the generator is separated from the derivation
 (:mod:`replica.codegen.generator` lists the model's functions as backend-neutral specs) and
-has swappable backends (:mod:`replica.codegen.backends`): :class:`NumpyBackend` writes
-readable, common-subexpression-eliminated vectorised numpy; :class:`NodeBackend` the per-node
-scalar leaves that :mod:`replica.numeric.compiled` compiles together with the generic kernels of
-:mod:`replica.numeric.kernels`. A generated module holds the model's mathematics only -- the generic
-numerics are library code -- and never imports sympy, so solving does not pay for symbolic work.
+writes them through a backend (:mod:`replica.codegen.backends`): :class:`KernelBackend` writes
+every function once, common-subexpression-eliminated, in *kernel form* -- text that numpy runs on
+arrays of quadrature nodes and numba compiles for one node. :mod:`replica.numeric.generated_model` builds
+the vectorised functions from the kernels (:class:`~replica.numeric.generated_model.GeneratedModel`, what
+:func:`replica.artifacts.registry.load_module` returns); :mod:`replica.numeric.compiled` compiles the per-node
+kernels together with the generic kernels of :mod:`replica.numeric.kernels`. A generated module holds the
+model's mathematics only -- the generic numerics are library code -- and never imports sympy, so
+solving does not pay for symbolic work.
 
-The generated module's contract (names are stable, see :data:`MODULE_API`):
+The contract, as :class:`~replica.numeric.generated_model.GeneratedModel` reads it (names are stable, see
+:data:`MODULE_API`):
 
 * a freshness stamp line ``replica-artifact: version=... declaration=... generator=...``
-  (:mod:`replica.artifacts.freshness`, also as ``REPLICA_VERSION``, ``DECLARATION_HASH``, ``GENERATOR_HASH``);
-* metadata: ``MODEL``, ``GENERATOR_VERSION``, ``SOURCE_HASH``, ``L, R, R_T``,
+  (:mod:`replica.artifacts.freshness`: the one record of what the module was generated from);
+* ``FUNCTIONS``: how each vectorised function is built from a kernel (see
+  :class:`KernelBackend`), and ``N_CONSTANTS``;
+* metadata: ``MODEL``, ``L, R, R_T``,
   ``PARAMETERS`` (names), ``DEFAULTS``, ``DOMAINS``, ``ORDER_PARAMETERS``,
   ``CONJUGATES``, ``FAMILIES`` (family -> indices into the order vector),
   ``SYMMETRIC_DIAGONAL`` (indices of diagonal entries of ``q`` and ``V``), ``BRANCHES``,
@@ -48,12 +54,14 @@ The generated module's contract (names are stable, see :data:`MODULE_API`):
   zero, flipping the sign of those ``z`` entries leaves the minimum of the bracket and the
   other families' ``dF/dx`` unchanged (THEORY §5, derived by :mod:`replica.symbolic.symmetries`; used
   to fold quadrature rules); ``MIRRORED``: per pair, whether it maps the minimiser to ``-h``;
-* per-node leaves (the node backend, :data:`NODE_API`): ``N_CONSTANTS``,
-  ``node_constants(z, x, p, c)``, ``node_bracket_newton(h, c, g, H) -> F``,
-  ``node_parameter_gradient(h, z, x, p, G)``, ``node_starts(z, x, p, out)``,
-  ``node_test_observables(z, x, p, out)``. Plain Python over ``math``; the generic kernels
-  that call them (``node_prox_average``, ``node_test_average``) are library code
-  (:mod:`replica.numeric.kernels`), compiled together with them by :mod:`replica.numeric.compiled`.
+* per-node leaves (:data:`NODE_API`, the kernels of the functions with a
+  :class:`~replica.codegen.backends.NodeForm`): ``node_constants(z, x, p, c)``,
+  ``node_bracket_newton(h, c, g, H) -> F``, ``node_parameter_gradient(h, z, x, p, G)``,
+  ``node_starts(z, x, p, out)``, ``node_test_observables(z, x, p, out)``, ``node_weight(z, x, p)``;
+  ``bracket_newton`` and friends are built from them. The generic kernels that call them
+  (``node_prox_average``, ``node_test_average``) are library code (:mod:`replica.numeric.kernels`),
+  compiled together with them by :mod:`replica.numeric.compiled`. A piecewise loss has none (its prox is
+  :func:`replica.numeric.prox.piecewise_prox` on the vectorised functions).
 
 Arrays: ``x``/``xhat`` are 1-d in ``ORDER_PARAMETERS``/``CONJUGATES`` order, ``p`` in
 ``PARAMETERS`` order; ``h`` has shape ``(PROX_DIM, ...)`` and ``z`` shape
@@ -61,17 +69,17 @@ Arrays: ``x``/``xhat`` are 1-d in ``ORDER_PARAMETERS``/``CONJUGATES`` order, ``p
 """
 from __future__ import annotations
 
-from .backends import Backend, Function, NodeBackend, NodeForm, NumpyBackend, default_backends
-from .generator import GENERATOR_VERSION, generate_module, model_functions, source_hash, write_module
+from .backends import Backend, Function, KernelBackend, NodeForm, default_backends
+from .generator import generate_module, model_functions, write_module
 
 MODULE_API = (
     "entropic_update", "entropic_potential", "energetic_update", "trace_potential", "bracket",
     "bracket_newton", "bracket_parameter_gradient", "prox_starts", "test_loss", "test_observables", "validity",
 )
 
-#: per-node leaves of the node backend (see :class:`NodeBackend` and :mod:`replica.numeric.compiled`)
+#: per-node leaves (see :class:`KernelBackend` and :mod:`replica.numeric.compiled`)
 NODE_API = ("node_constants", "node_bracket_newton", "node_parameter_gradient", "node_starts",
-            "node_test_observables")
+            "node_test_observables", "node_weight")
 
-__all__ = ["Backend", "Function", "GENERATOR_VERSION", "MODULE_API", "NODE_API", "NodeBackend", "NodeForm",
-           "NumpyBackend", "default_backends", "generate_module", "model_functions", "source_hash", "write_module"]
+__all__ = ["Backend", "Function", "KernelBackend", "MODULE_API", "NODE_API", "NodeForm", "default_backends",
+           "generate_module", "model_functions", "write_module"]

@@ -3,18 +3,10 @@
 The generator (:mod:`replica.codegen.generator`) describes *what* the model computes -- the
 bracket and its derivatives, the envelope gradient, the prox starts, the test-point
 observables, the entropic update... -- once, as backend-neutral :class:`Function` specs. A
-:class:`Backend` decides *how* that reads in code:
-
-* :class:`NumpyBackend` -- vectorised numpy over arrays of quadrature nodes (the section every
-  generated module has; :class:`replica.numeric.solver.Solver` runs it with ``backend="numpy"`` and for
-  everything outside the inner minimisation);
-* :class:`NodeBackend` -- per-node scalar leaves over ``math`` for the functions that have a
-  :class:`NodeForm`; :mod:`replica.numeric.compiled` compiles them with the generic kernels of
-  :mod:`replica.numeric.kernels` (``backend="numba"``). Optional: a module generated without it runs
-  on the numpy path.
-
-``generate_module(derivation, backends=[...])`` selects them; a new backend (e.g. C, or torch)
-implements :meth:`Backend.section`.
+:class:`Backend` decides *how* that reads in code. :class:`KernelBackend` (the default) writes
+each function once, in a form that numpy runs on node arrays and numba compiles for one node
+(:mod:`replica.numeric.generated_model` builds the vectorised functions from it, :mod:`replica.numeric.compiled`
+the compiled unit); a new backend (e.g. C, or torch) implements :meth:`Backend.section`.
 """
 from __future__ import annotations
 
@@ -25,12 +17,12 @@ from typing import Sequence
 import sympy as sp
 
 from .dag import cse, free_symbols
-from .printers import ArrayPrinter, ScalarPrinter, hoist, share_exponentials, share_reciprocals
+from .printers import KernelPrinter, hoist, share_exponentials, share_reciprocals
 
 
 @dataclass(frozen=True)
 class NodeForm:
-    """The per-node variant of a :class:`Function` (for :class:`NodeBackend`).
+    """The per-node variant of a :class:`Function`: the compiled unit's leaf (:class:`KernelBackend`).
 
     ``targets`` has one entry per output block of the function: ``None`` for a scalar the node
     function returns, or the name of an array argument it fills. ``split``: ``(name, doc)`` of a
@@ -89,134 +81,91 @@ class Backend:
         raise NotImplementedError
 
 
-class NumpyBackend(Backend):
-    """Vectorised numpy code: every node array is processed at once, no Python loops."""
+class KernelBackend(Backend):
+    """Every function once, in *kernel form*: source that numpy runs on node arrays and numba
+    compiles for one node.
 
-    name = "numpy"
-
-    def __init__(self) -> None:
-        self.printer = ArrayPrinter({"fully_qualified_modules": True, "inline": True,
-                                     "allow_unknown_functions": False})
-
-    def _p(self, e: sp.Expr) -> str:
-        return self.printer.doprint(e)
-
-    def section(self, functions: Sequence[Function]) -> str:
-        """Every function, in order."""
-        return "\n\n".join(self.function(f) for f in functions)
-
-    def function(self, fn: Function) -> str:
-        """A block that is a bare expression is returned as an array of the node shape (or a
-        float without node arguments); a block that is a list is stacked on a new leading axis,
-        even when it has a single entry."""
-        names = ", ".join(a for a, _ in fn.args)
-        if fn.delegate is not None:
-            other, k = fn.delegate
-            return (f"def {fn.name}({names}):\n" + textwrap.indent(f'"""{fn.doc}"""', "    ")
-                    + f"\n    return {other}({names})[{k}]\n")
-        blocks = fn.blocks
-        flat = [sp.sympify(e) for exprs, _ in blocks for e in exprs]
-        replacements, reduced = cse(flat, sp.numbered_symbols("_t"))
-        lines = [f"def {fn.name}({', '.join(a for a, _ in fn.args)}):", textwrap.indent(f'"""{fn.doc}"""', "    ")]
-        used = free_symbols(flat) | free_symbols([e for _, e in replacements])
-        for arg, syms in fn.args:
-            syms = list(syms)
-            if not syms or not any(s in used for s in syms):
-                continue
-            names = [s.name if s in used else "_" for s in syms]
-            target = ", ".join(names) + ("," if len(names) == 1 else "")
-            lines.append(f"    {target} = {arg}")
-        if fn.node_args:
-            shape_src = ", ".join(f"np.shape({a}[0])" for a in fn.node_args)
-            lines.append(f"    _shape = np.broadcast_shapes({shape_src})")
-        for s, e in replacements:
-            lines.append(f"    {s.name} = {self._p(e)}")
-        pos = 0
-        results = []
-        for bi, (exprs_b, is_stack) in enumerate(blocks):
-            exprs = reduced[pos:pos + len(exprs_b)]
-            pos += len(exprs_b)
-            var = f"_out{bi}"
-            if not is_stack:
-                if fn.node_args:
-                    lines.append(f"    {var} = np.empty(_shape)")
-                    lines.append(f"    {var}[...] = {self._p(exprs[0])}")
-                else:
-                    lines.append(f"    {var} = {self._p(exprs[0])}")
-            else:
-                shape = f"({len(exprs_b)},) + _shape" if fn.node_args else f"({len(exprs_b)},)"
-                lines.append(f"    {var} = np.empty({shape})")
-                for i, e in enumerate(exprs):
-                    lines.append(f"    {var}[{i}] = {self._p(e)}")
-            results.append(var)
-        lines.append(f"    return {', '.join(results)}")
-        return "\n".join(lines) + "\n"
-
-
-class NodeBackend(Backend):
-    """Per-node scalar leaves for the compiled kernels (see :mod:`replica.numeric.kernels`).
-
-    Each function handles one quadrature node: arguments are 1-d sequences (``h``, ``z``,
-    ``x``, ``p``), array outputs are filled in place, scalars are returned. Plain Python over
-    ``math``; :mod:`replica.numeric.compiled` compiles it with numba.
+    A kernel unpacks its arguments along their first axis (``xi_1, eta_1, _ = _z``), writes every
+    stacked output block into an array argument it is given (``_out0[k] = ...``) and returns its
+    bare-expression block (``0.0`` if it has none). Only ``np.`` functions and the helpers
+    ``_exp``, ``_erfc``, ``_ndtr``, ``_bvn``, ``_where`` are called: on arrays they are
+    :mod:`replica.numeric.generated_model`'s (which also allocates the outputs, so that the vectorised
+    functions of the solver are built from the kernels generically), in the compiled unit their
+    scalar versions (:mod:`replica.numeric.compiled`). A function with a :class:`NodeForm` is written
+    under the node name with the node rewrites (one exponential and one reciprocal per base,
+    :func:`~replica.codegen.printers.share_exponentials`) and, with ``split``, as two kernels: the
+    ``h``-free constants and the rest (:func:`~replica.codegen.printers.hoist`).
     """
 
-    name = "node"
+    name = "kernel"
 
     def __init__(self) -> None:
-        self.printer = ScalarPrinter({"fully_qualified_modules": True, "inline": True})
+        self.printer = KernelPrinter({"fully_qualified_modules": True, "inline": True,
+                                      "allow_unknown_functions": False})
 
     def _p(self, e: sp.Expr) -> str:
         return self.printer.doprint(e)
 
     def section(self, functions: Sequence[Function]) -> str:
-        """The leaves of every function with a :class:`NodeForm`, after a header that defines
-        ``N_CONSTANTS`` (per-node constants of the split functions) and the scalar ``_sexp``."""
-        chunks = []
-        n_constants = 0
+        """Every function, in order, after the table that says how to call them (``FUNCTIONS``,
+        ``N_CONSTANTS``)."""
+        chunks, table, n_constants = [], [], 0
         for fn in functions:
-            if fn.node is None:
+            blocks = tuple(len(b) if stacked else 0 for b, stacked in fn.blocks)
+            n_node = len(fn.node_args)
+            if fn.delegate is not None:
+                table.append(f"    {fn.name!r}: ({fn.delegate[0]!r}, {fn.delegate[1]}),")
                 continue
-            outputs = [(t, exprs) for t, (exprs, _) in zip(fn.node.targets, fn.blocks)]
+            if fn.node is None:
+                chunks.append(self.function(fn.name, fn.args, self._targets(fn, None), fn.doc))
+                table.append(f"    {fn.name!r}: ({fn.name!r}, {n_node}, {blocks!r}, None),")
+                continue
+            targets = self._targets(fn, fn.node.targets)
             if fn.node.split is not None:
                 src, n_constants = self.split_function(fn.node.split[0], fn.node.name, fn.args[0], fn.args[1:],
-                                                       outputs, fn.node.split[1], fn.node.doc)
+                                                       targets, fn.node.split[1], fn.node.doc)
                 chunks.append(src)
+                split = fn.node.split[0]
             else:
-                chunks.append(self.function(fn.node.name, fn.args, outputs, fn.node.doc))
-        if not chunks:
-            return ""
-        header = f'''# ---------------------------------------------------------------------------------------
-# Per-node leaves: scalar code for one quadrature node (math only). replica.numeric.compiled assembles
-# them with the generic kernels of replica.numeric.kernels into a compiled unit (numba, cached on disk);
-# the solver then uses it instead of the numpy functions above.
-
-N_CONSTANTS = {n_constants}
-
-
-def _sexp(u):
-    """Scalar exp with the exponent capped at EXP_CAP (see _exp)."""
-    return math.exp(min(u, EXP_CAP))
-'''
+                chunks.append(self.function(fn.node.name, fn.args, targets, fn.node.doc, node=True))
+                split = None
+            table.append(f"    {fn.name!r}: ({fn.node.name!r}, {n_node}, {blocks!r}, {split!r}),")
+        header = ("# how replica.numeric.generated_model calls the kernels below on node arrays: function -> (kernel,\n"
+                  "# leading arguments with node axes, output blocks (entries; 0: one value per node), kernel of\n"
+                  "# its h-free constants or None), or (function, entry) for an entry of another's output\n"
+                  "FUNCTIONS = {\n" + "\n".join(table) + f"\n}}\nN_CONSTANTS = {n_constants}\n")
         return header + "\n\n" + "\n\n".join(chunks)
 
     @staticmethod
+    def _targets(fn: Function, names) -> list:
+        """``(target, exprs)`` per output block: ``None`` for the returned bare expression, else the
+        name of the array argument a stacked block is written into."""
+        out = []
+        for i, (exprs, stacked) in enumerate(fn.blocks):
+            name = names[i] if names is not None else None
+            out.append(((name or f"_out{i}") if stacked else None, exprs))
+        return out
+
+    @staticmethod
     def _loads(args, used) -> list[str]:
+        """One unpacking line per argument whose symbols are used (``_`` for the unused ones)."""
         lines = []
         for arg, syms in args:
-            for i, s in enumerate(syms):
-                if s in used:
-                    lines.append(f"    {s.name} = {arg}[{i}]")
+            if syms and any(s in used for s in syms):
+                names = [s.name if s in used else "_" for s in syms]
+                lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = {arg}")
         return lines
 
-    def function(self, name, args, outputs, doc) -> str:
-        """``outputs``: list of ``(target, exprs)``; ``target`` None returns the single
-        expression, otherwise the expressions are written into the array argument ``target``."""
-        flat = [share_reciprocals(share_exponentials(sp.sympify(e))) for _, block in outputs for e in block]
+    def function(self, name, args, outputs, doc, node: bool = False) -> str:
+        """``outputs``: list of ``(target, exprs)`` (see :meth:`_targets`)."""
+        flat = [sp.sympify(e) for _, block in outputs for e in block]
+        if node:
+            flat = [share_reciprocals(share_exponentials(e)) for e in flat]
         reps, reduced = cse(flat, sp.numbered_symbols("_t"))
-        used = free_symbols(flat)
+        used = free_symbols(flat) | free_symbols([e for _, e in reps])
         targets = [t for t, _ in outputs if t is not None]
-        lines = [f"def {name}({', '.join([a for a, _ in args] + targets)}):", f'    """{doc}"""']
+        lines = [f"def {name}({', '.join([a for a, _ in args] + targets)}):",
+                 textwrap.indent(f'"""{doc}"""', "    ")]
         lines += self._loads(args, used)
         lines += [f"    {s.name} = {self._p(e)}" for s, e in reps]
         lines += self._outputs(outputs, reduced)
@@ -235,7 +184,7 @@ def _sexp(u):
         return lines
 
     def split_function(self, const_name, name, h_args, const_args, outputs, doc_const, doc):
-        """Two functions: ``const_name(*const_args, _c)`` computes, once per node, every
+        """Two kernels: ``const_name(*const_args, _c)`` computes, once per node, every
         subexpression independent of ``h_args`` (see :func:`~replica.codegen.printers.hoist`)
         into ``_c``; ``name(_h, _c, *targets)`` evaluates the outputs for a given ``h``.
         Returns ``(source, number of constants)``."""
@@ -248,26 +197,25 @@ def _sexp(u):
         creps, creduced = cse([share_reciprocals(e) for e, _ in consts], sp.numbered_symbols("_u"))
         # h-dependent part: one CSE over the outputs (in h and the constant symbols).
         reps, reduced = cse(flat, sp.numbered_symbols("_t"))
-        used_var = free_symbols(flat)
+        used_var = free_symbols(flat) | free_symbols([e for _, e in reps])
         const_args_used = [s for _, syms in const_args for s in syms if s in used_var]
         stored = const_args_used + [k for _, k in consts if k in used_var]
+        value = {k: e for (_, k), e in zip(consts, creduced)}
         used_c = free_symbols([e for e, _ in consts])
         lc = [f"def {const_name}({', '.join(a for a, _ in const_args)}, _c):", f'    """{doc_const}"""']
         lc += self._loads(const_args, used_c | set(const_args_used))
         lc += [f"    {s.name} = {self._p(e)}" for s, e in creps]
-        lc += [f"    {k.name} = {self._p(e)}" for (_, k), e in zip(consts, creduced) if k in used_var]
-        lc += [f"    _c[{i}] = {s.name}" for i, s in enumerate(stored)]
+        lc += [f"    _c[{i}] = {self._p(value.get(s, s))}" for i, s in enumerate(stored)]
         lc.append("    return 0.0")
         targets = [t for t, _ in outputs if t is not None]
         lf = [f"def {name}({h_args[0]}, _c, {', '.join(targets)}):", f'    """{doc}"""']
-        lf += [f"    {s.name} = {h_args[0]}[{i}]" for i, s in enumerate(h_args[1]) if s in used_var]
-        lf += [f"    {s.name} = _c[{i}]" for i, s in enumerate(stored)]
+        lf += self._loads([h_args, ("_c", stored)], used_var)
         lf += [f"    {s.name} = {self._p(e)}" for s, e in reps]
         lf += self._outputs(outputs, reduced)
         return "\n".join(lc) + "\n\n\n" + "\n".join(lf) + "\n", len(stored)
 
 
 def default_backends() -> list[Backend]:
-    """The backends of a committed module: numpy (always) and the per-node leaves."""
-    return [NumpyBackend(), NodeBackend()]
+    """The backend of a committed module: the kernels (see :class:`KernelBackend`)."""
+    return [KernelBackend()]
 

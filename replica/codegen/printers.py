@@ -1,8 +1,8 @@
-"""sympy printers of the two code-generation backends, and the rewrites they share.
+"""The sympy printer of the generated kernels, and the rewrites before it.
 
-* :class:`ArrayPrinter` -- vectorised numpy (``np.`` prefix, capped exponentials ``_exp``);
-* :class:`ScalarPrinter` -- scalar Python over ``math`` for one quadrature node (what numba
-  compiles): capped ``_sexp``, small integer powers as products, one division per denominator.
+* :class:`KernelPrinter` -- kernel code: numpy on node arrays and, compiled by numba, scalar code
+  for one quadrature node (capped ``_exp``, small integer powers as products, one division per
+  denominator).
 
 :func:`share_exponentials`, :func:`share_reciprocals` and :func:`hoist` rewrite expressions
 before common-subexpression elimination so that the per-node code computes each exponential,
@@ -12,53 +12,11 @@ from __future__ import annotations
 
 import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
-from sympy.printing.pycode import PythonCodePrinter
 
 from .dag import own_free_symbols, replace
 
 
-class ArrayPrinter(NumPyPrinter):
-    """numpy printer writing ``np.`` instead of ``numpy.`` for readability."""
-
-    def _module_format(self, fqn, register=True):
-        out = super()._module_format(fqn, register)
-        return "np." + out[len("numpy."):] if out.startswith("numpy.") else out
-
-    def _print_exp(self, expr):
-        # _exp caps the exponent (see the module header): derivatives of a saturated
-        # softmax are ratios like exp(u) / (1 + exp(u))**2 that would be inf/inf.
-        return f"_exp({self._print(expr.args[0])})"
-
-    def _print_erfc(self, expr):
-        # numpy has no erfc; the module's _erfc is scipy.special's (a channel's label law)
-        return f"_erfc({self._print(expr.args[0])})"
-
-    def _print_erf(self, expr):
-        return f"(1.0 - _erfc({self._print(expr.args[0])}))"
-
-    def _print_NormalCDF(self, expr):
-        # the standard normal CDF of a channel's label law (replica.symbolic.channels.NormalCDF)
-        return f"_ndtr({self._print(expr.args[0])})"
-
-    def _print_BivariateNormalCDF(self, expr):
-        # a three-class argmax's label law (replica.symbolic.channels.BivariateNormalCDF; replica.numeric.bivariate)
-        return f"_bvn({', '.join(self._print(a) for a in expr.args)})"
-
-    def _print_Max(self, expr):
-        # elementwise (sympy's default goes through functools.reduce, not imported here)
-        out = self._print(expr.args[0])
-        for a in expr.args[1:]:
-            out = f"np.maximum({out}, {self._print(a)})"
-        return out
-
-    def _print_Min(self, expr):
-        out = self._print(expr.args[0])
-        for a in expr.args[1:]:
-            out = f"np.minimum({out}, {self._print(a)})"
-        return out
-
-
-_E = sp.Function("_E")  # capped exponential in per-node code (printed as _sexp)
+_E = sp.Function("_E")  # capped exponential in per-node code (printed as _exp)
 
 
 def share_exponentials(expr: sp.Expr) -> sp.Expr:
@@ -134,31 +92,81 @@ def hoist(expr: sp.Expr, variables: set, table: dict) -> sp.Expr:
     return do(expr)
 
 
-class ScalarPrinter(PythonCodePrinter):
-    """Scalar Python (``math``) for one node: what numba compiles into a fused kernel."""
+class KernelPrinter(NumPyPrinter):
+    """Kernel code (:class:`~replica.codegen.backends.KernelBackend`): numpy on node arrays, and
+    numba's scalar code for one node, from one text.
+
+    Only ``np.`` functions that numba compiles for scalars are written, plus helpers that each
+    side binds to its own implementation: ``_exp`` (the exponential with its argument capped at
+    ``EXP_CAP``: derivatives of a saturated softmax are ratios like ``exp(u) / (1 + exp(u))**2``
+    that would be inf/inf), ``_erfc``, ``_ndtr`` (the standard normal CDF of a channel's label
+    law), ``_bvn`` (a three-class argmax's bivariate normal CDF) and ``_where(c, a, b)`` (a
+    Piecewise, every branch evaluated as ``np.select`` would). Small integer powers of a symbol
+    are written as products (fast under numba, exact on arrays); reciprocals as one division.
+    """
+
+    def _module_format(self, fqn, register=True):
+        out = super()._module_format(fqn, register)
+        return "np." + out[len("numpy."):] if out.startswith("numpy.") else out
 
     def _print_Function(self, expr):
         if expr.func == _E:
-            return f"_sexp({self._print(expr.args[0])})"
+            return f"_exp({self._print(expr.args[0])})"
         if expr.func == _R:
             return f"(1.0/{self.parenthesize(expr.args[0], 1000)})"
         return super()._print_Function(expr)
 
     def _print_exp(self, expr):
-        return f"_sexp({self._print(expr.args[0])})"
+        return f"_exp({self._print(expr.args[0])})"
+
+    def _print_erfc(self, expr):
+        return f"_erfc({self._print(expr.args[0])})"
+
+    def _print_erf(self, expr):
+        return f"(1.0 - _erfc({self._print(expr.args[0])}))"
 
     def _print_NormalCDF(self, expr):
-        # Phi(x) = erfc(-x / sqrt 2) / 2: accurate in both tails
-        return f"(0.5*math.erfc(-0.7071067811865476*{self.parenthesize(expr.args[0], 1000)}))"
+        return f"_ndtr({self._print(expr.args[0])})"
 
     def _print_BivariateNormalCDF(self, expr):
-        # replica.numeric.bivariate.bvn_scalar: the compiled unit includes its source
-        return f"bvn_scalar({', '.join(self._print(a) for a in expr.args)})"
+        return f"_bvn({', '.join(self._print(a) for a in expr.args)})"
+
+    def _print_Max(self, expr):
+        # elementwise (sympy's default goes through functools.reduce, not imported here)
+        out = self._print(expr.args[0])
+        for a in expr.args[1:]:
+            out = f"np.maximum({out}, {self._print(a)})"
+        return out
+
+    def _print_Min(self, expr):
+        out = self._print(expr.args[0])
+        for a in expr.args[1:]:
+            out = f"np.minimum({out}, {self._print(a)})"
+        return out
+
+    def _print_Piecewise(self, expr):
+        out = "np.nan"
+        for e, c in reversed(expr.args):
+            out = self._print(e) if c == sp.true else f"_where({self._print(c)}, {self._print(e)}, {out})"
+        return out
+
+    def _print_And(self, expr):
+        return self._logical("np.logical_and", expr.args)
+
+    def _print_Or(self, expr):
+        return self._logical("np.logical_or", expr.args)
+
+    def _print_Not(self, expr):
+        return f"np.logical_not({self._print(expr.args[0])})"
+
+    def _logical(self, f, args):
+        out = self._print(args[0])
+        for a in args[1:]:
+            out = f"{f}({out}, {self._print(a)})"
+        return out
 
     def _print_Pow(self, expr, rational=False):
         b, e = expr.args
-        # Small integer powers of a symbol as products: fast under numba, and never an
-        # OverflowError in plain Python (float ** int raises, float * float gives inf).
         if e.is_Integer and 2 <= abs(int(e)) <= 4 and b.is_Symbol:
             prod = "*".join([self._print(b)] * abs(int(e)))
             return f"({prod})" if e > 0 else f"(1.0/({prod}))"

@@ -361,8 +361,8 @@ def local_check(solver: Solver, fp: FixedPoint, alpha: float) -> JumpCheck | Non
     from .quadrature import QuadratureRule, sobol_rqmc
 
     mod = solver.module
-    if not isinstance(solver.integrator, QuadratureIntegrator) or getattr(mod, "DISCRETE", ()) \
-            or getattr(mod, "WEIGHTED", False):
+    if not isinstance(solver.integrator, QuadratureIntegrator) or mod.DISCRETE \
+            or mod.WEIGHTED:
         return None
     x = np.asarray(fp.x, dtype=float)
     free = solver.free

@@ -9,11 +9,11 @@ it. Known kinds:
 """
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Mapping
 
 import numpy as np
 
+from .generated_model import GeneratedModel
 from ..errors import ParameterError
 from .labels import label_law, with_labels
 from .parameters import parameter_vector
@@ -23,11 +23,11 @@ from .quadrature import default_rule, gauss_hermite
 KINDS = {"linear": "a target T(h*) (student/target models)"}
 
 
-def baseline(module: ModuleType, parameters: Mapping[str, float] | None = None,
+def baseline(module: GeneratedModel, parameters: Mapping[str, float] | None = None,
              kind: str | None = None) -> tuple[float, float] | None:
     """The value and error estimate of the baseline ``kind`` (default: the module's declared
     ``BASELINE``); ``None`` when the model declares none."""
-    kind = kind if kind is not None else getattr(module, "BASELINE", None)
+    kind = kind if kind is not None else module.BASELINE
     if kind is None:
         return None
     if kind == "linear":
@@ -35,13 +35,13 @@ def baseline(module: ModuleType, parameters: Mapping[str, float] | None = None,
     raise ParameterError("baseline", f"unknown baseline {kind!r}; known: {list(KINDS)}")
 
 
-def linear_baseline(module: ModuleType, parameters: Mapping[str, float] | None = None,
+def linear_baseline(module: GeneratedModel, parameters: Mapping[str, float] | None = None,
                     order: int = 40) -> tuple[float, float]:
     """``eps_g^lin = 1/2 sum_{l,k} rho_bar_k Var[T(h*)_{lk}]`` with ``h*_l ~ N(0, rho_l)`` (Result 5.1).
 
     Returns the value and a two-order quadrature error estimate. Needs a model with a target.
     """
-    if not getattr(module, "HAS_TARGET", False):
+    if not module.HAS_TARGET:
         raise ParameterError("model", f"{module.MODEL} declares no target T(h*); no linear baseline")
     p = parameter_vector(module, parameters)
     L = module.L

@@ -9,8 +9,8 @@ paper's model, ``agnostic`` (``m = theta = 0``) is where ``semantic`` (``m = 0``
 """
 from __future__ import annotations
 
-from types import ModuleType
 
+from .generated_model import GeneratedModel
 from ..errors import ParameterError
 
 #: the branch with nothing pinned, available in every model
@@ -20,7 +20,7 @@ FREE = "free"
 PINNABLE = ("m", "theta")
 
 
-def pinned(module: ModuleType, branch: str | None) -> tuple[str, ...]:
+def pinned(module: GeneratedModel, branch: str | None) -> tuple[str, ...]:
     """Families pinned to zero on ``branch`` (``None`` or ``"free"``: none)."""
     if branch in (None, FREE):
         return ()
@@ -29,20 +29,20 @@ def pinned(module: ModuleType, branch: str | None) -> tuple[str, ...]:
     return tuple(module.BRANCHES[branch])
 
 
-def merge_targets(module: ModuleType, branch: str) -> list[str]:
+def merge_targets(module: GeneratedModel, branch: str) -> list[str]:
     """Declared branches that pin strictly more than ``branch``, fewest pinned first."""
     own = set(pinned(module, branch))
     out = [b for b, p in module.BRANCHES.items() if b != branch and own < set(p)]
     return sorted(out, key=lambda b: len(module.BRANCHES[b]))
 
 
-def merge_target(module: ModuleType, branch: str) -> str | None:
+def merge_target(module: GeneratedModel, branch: str) -> str | None:
     """The branch ``branch`` merges into (the smallest declared superset), or None."""
     targets = merge_targets(module, branch)
     return targets[0] if targets else None
 
 
-def defining_families(module: ModuleType, branch: str) -> list[str]:
+def defining_families(module: GeneratedModel, branch: str) -> list[str]:
     """Families free on ``branch`` but pinned on its merge target (module ``FAMILIES`` order):
     the overlaps that distinguish the branch; empty if it merges into nothing."""
     target = merge_target(module, branch)
@@ -52,7 +52,7 @@ def defining_families(module: ModuleType, branch: str) -> list[str]:
     return [f for f in module.FAMILIES if f in extra]
 
 
-def branch_pinning(module: ModuleType, families: set[str] | tuple[str, ...]) -> str | None:
+def branch_pinning(module: GeneratedModel, families: set[str] | tuple[str, ...]) -> str | None:
     """The declared branch whose pinned families are exactly ``families``, or None."""
     want = set(families)
     return next((b for b, p in module.BRANCHES.items() if set(p) == want), None)

@@ -35,16 +35,25 @@ from types import ModuleType, SimpleNamespace
 from . import bivariate, kernels
 from ..artifacts.cache import default_cache_dir
 from ..errors import ParameterError
+from .generated_model import EXP_CAP, GeneratedModel
 
 #: the generated leaves a module needs for the compiled path, in the unit's order
-LEAF_NAMES = ("_sexp",) + kernels.LEAF_NAMES
-#: library functions a leaf may call (scalar ``math`` code, numba-compilable), by the name the
-#: generated code calls them: the unit includes the source of those a model's leaves use
-HELPERS = {"bvn_scalar": bivariate.bvn_scalar}
+LEAF_NAMES = kernels.LEAF_NAMES
+#: the scalar versions of the helpers a kernel calls (:class:`replica.codegen.backends.KernelBackend`;
+#: :mod:`replica.numeric.generated_model` defines the array versions), numba-compilable source; the unit
+#: includes those its leaves use, and the library functions they call (:data:`LIBRARY_HELPERS`)
+SCALAR_HELPERS = {
+    "_exp": "def _exp(u):\n    return math.exp(min(u, EXP_CAP))\n",
+    "_erfc": "def _erfc(u):\n    return math.erfc(u)\n",
+    "_ndtr": "def _ndtr(u):\n    return 0.5 * math.erfc(-0.7071067811865476 * u)\n",
+    "_bvn": "def _bvn(h, k, r):\n    return bvn_scalar(h, k, r)\n",
+    "_where": "def _where(c, a, b):\n    return a if c else b\n",
+}
+LIBRARY_HELPERS = {"_bvn": ("bvn_scalar", bivariate.bvn_scalar)}
 #: runtime backends a :class:`~replica.numeric.solver.Solver` accepts
 BACKENDS = ("auto", "numba", "numpy")
 
-_UNITS: dict[int, tuple[ModuleType, SimpleNamespace]] = {}
+_UNITS: dict[int, tuple[GeneratedModel, SimpleNamespace]] = {}
 
 
 def numba_cache_dir() -> Path:
@@ -90,12 +99,12 @@ def numba_available() -> bool:
     return True
 
 
-def has_node_kernels(module: ModuleType) -> bool:
-    """Whether a generated module carries the per-node leaves (the node backend's output)."""
-    return all(hasattr(module, n) for n in LEAF_NAMES) and hasattr(module, "N_OBSERVABLES")
+def has_node_kernels(module: GeneratedModel) -> bool:
+    """Whether a generated model carries the per-node leaves (off for a piecewise loss)."""
+    return bool(module.leaves)
 
 
-def resolve_backend(module: ModuleType, backend: str = "auto") -> str:
+def resolve_backend(module: GeneratedModel, backend: str = "auto") -> str:
     """``"numba"`` or ``"numpy"`` for ``backend`` in ``auto|numba|numpy``."""
     if backend not in BACKENDS:
         raise ParameterError("backend", f"unknown backend {backend!r}; use auto, numba or numpy")
@@ -119,22 +128,26 @@ def kernel_source() -> str:
     return "\n\n".join(inspect.getsource(getattr(kernels, n)).rstrip() + "\n" for n in kernels.KERNEL_NAMES)
 
 
-def helper_names(module: ModuleType) -> tuple[str, ...]:
-    """Library functions the module's leaves call (:data:`HELPERS`), in the unit's order."""
-    leaves = "".join(inspect.getsource(getattr(module, n)) for n in LEAF_NAMES)
-    return tuple(n for n in HELPERS if f"{n}(" in leaves)
+def helper_names(module: GeneratedModel) -> tuple[str, ...]:
+    """The helpers (:data:`SCALAR_HELPERS`) and the library functions (:data:`LIBRARY_HELPERS`) the
+    module's leaves call, in the unit's order (each after what it calls)."""
+    leaves = "".join(inspect.getsource(module.leaves[n]) for n in LEAF_NAMES)
+    used = [n for n in SCALAR_HELPERS if f"{n}(" in leaves]
+    return tuple(LIBRARY_HELPERS[n][0] for n in used if n in LIBRARY_HELPERS) + tuple(used)
 
 
-def leaf_source(module: ModuleType) -> str:
-    """The model's part of the unit: its sizes, the library helpers its leaves call, and the
+def leaf_source(module: GeneratedModel) -> str:
+    """The model's part of the unit: its sizes, the scalar helpers its leaves call, and the
     source of its per-node leaves."""
     sizes = "".join(f"{n} = {int(getattr(module, n))}\n" for n in kernels.SIZE_NAMES)
-    helpers = "".join(inspect.getsource(HELPERS[n]).rstrip() + "\n\n\n" for n in helper_names(module))
-    leaves = "\n\n".join(inspect.getsource(getattr(module, n)).rstrip() + "\n" for n in LEAF_NAMES)
-    return f"EXP_CAP = {float(module.EXP_CAP)!r}\n{sizes}\n\n{helpers}{leaves}"
+    library = {name: fn for name, fn in LIBRARY_HELPERS.values()}
+    helpers = "".join((inspect.getsource(library[n]) if n in library else SCALAR_HELPERS[n]).rstrip() + "\n\n\n"
+                      for n in helper_names(module))
+    leaves = "\n\n".join(inspect.getsource(module.leaves[n]).rstrip() + "\n" for n in LEAF_NAMES)
+    return f"EXP_CAP = {float(EXP_CAP)!r}\n{sizes}\n\n{helpers}{leaves}"
 
 
-def unit_source(module: ModuleType) -> tuple[str, str]:
+def unit_source(module: GeneratedModel) -> tuple[str, str]:
     """``(file name, source)`` of the compiled unit of ``module`` (see the module docstring)."""
     leaves, kern = leaf_source(module), kernel_source()
     lh, kh = _digest(leaves)[:12], _digest(kern)[:12]
@@ -176,7 +189,7 @@ def _write_once(path: Path, text: str) -> None:
         os.unlink(tmp)
 
 
-def load_unit(module: ModuleType) -> ModuleType:
+def load_unit(module: GeneratedModel) -> ModuleType:
     """The unit of ``module`` as a plain Python module (written to the cache on first use)."""
     name, text = unit_source(module)
     path = units_dir() / name
@@ -192,7 +205,7 @@ def load_unit(module: ModuleType) -> ModuleType:
     return unit
 
 
-def compiled(module: ModuleType, jit: bool = True) -> SimpleNamespace:
+def compiled(module: GeneratedModel, jit: bool = True) -> SimpleNamespace:
     """The compiled unit of ``module``: its leaves and :data:`~replica.numeric.kernels.KERNEL_NAMES`.
 
     ``jit=True`` compiles every function with numba (dependency order, rebinding the unit's

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, Protocol
 
 import numpy as np
 
+from .generated_model import GeneratedModel
 from .compiled import compiled, resolve_backend
 from .prox import (AGREE_TOL, GLOBAL, NEWTON_MAX_ITER, SADDLE_PROBE, SADDLE_TOL, ProxConvention, envelope_gradient,
                    local_prox, newton_minimize, prox)
@@ -42,7 +42,7 @@ class EnergeticIntegrator(Protocol):
 
     dim: int
 
-    def average(self, module: ModuleType, x: np.ndarray, p: np.ndarray, warm: Any = None,
+    def average(self, module: GeneratedModel, x: np.ndarray, p: np.ndarray, warm: Any = None,
                 multistart: bool = True, prox_tol: float = 1e-12) -> EnergeticAverage:
         """``Ψ_y`` and its gradient in the order parameters at state ``x``, parameters ``p``
         (``warm``: the previous minimisers)."""
@@ -59,12 +59,12 @@ class EnergeticIntegrator(Protocol):
 
 def label_weighted(module, values: np.ndarray, z: np.ndarray, x: np.ndarray, p: np.ndarray) -> np.ndarray:
     """``W F_min`` with a teacher channel's label law ``W`` (module ``WEIGHTED``), else ``F_min``."""
-    if not getattr(module, "WEIGHTED", False):
+    if not module.WEIGHTED:
         return values
     return values * np.asarray(module.label_weight(z, x, p), dtype=float)
 
 
-def average_on_nodes(module: ModuleType, nodes: np.ndarray, weights: np.ndarray, x: np.ndarray, p: np.ndarray,
+def average_on_nodes(module: GeneratedModel, nodes: np.ndarray, weights: np.ndarray, x: np.ndarray, p: np.ndarray,
                      warm: Any = None, multistart: bool = True, prox_tol: float = 1e-12, backend: str = "auto",
                      chunk: int = 4096, warm_starts: int = 1, n_starts: int | None = None,
                      convention: ProxConvention = GLOBAL) -> EnergeticAverage:
@@ -194,7 +194,7 @@ def _average_compiled(module, nodes, weights, x, p, warm, multistart, prox_tol, 
     return EnergeticAverage(-grad, -float(psi), h_out, int(n_dis), int(n_fail))
 
 
-def local_average_on_nodes(module: ModuleType, nodes: np.ndarray, weights: np.ndarray, x: np.ndarray,
+def local_average_on_nodes(module: GeneratedModel, nodes: np.ndarray, weights: np.ndarray, x: np.ndarray,
                            p: np.ndarray, convention: ProxConvention, prox_tol: float = 1e-12, backend: str = "auto",
                            chunk: int = 4096) -> EnergeticAverage:
     """``Psi_y`` and its gradient under the local convention: at every node the minimiser reached by
@@ -256,7 +256,7 @@ def local_average_on_nodes(module: ModuleType, nodes: np.ndarray, weights: np.nd
 LOCAL_MAX_ITER = 200
 
 
-def start_minima(module: ModuleType, nodes: np.ndarray, starts: np.ndarray, x: np.ndarray, p: np.ndarray,
+def start_minima(module: GeneratedModel, nodes: np.ndarray, starts: np.ndarray, x: np.ndarray, p: np.ndarray,
                  prox_tol: float = 1e-12, backend: str = "auto") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Damped Newton from each start of ``starts`` ``(K, PROX_DIM, N)`` at every node, no other
     start and no fallback: the local minimisers reached ``(K, PROX_DIM, N)``, the brackets there and

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from pathlib import Path
-from types import ModuleType
 from typing import Sequence
 
 import hashlib
@@ -22,6 +21,7 @@ import tempfile
 
 import numpy as np
 
+from .generated_model import GeneratedModel
 from ..artifacts.cache import default_cache_dir
 from .energetic import EnergeticAverage, EnergeticIntegrator, average_on_nodes, label_weighted, start_minima
 from .prox import GLOBAL, ProxConvention
@@ -81,7 +81,7 @@ class QuadratureIntegrator:
     def average(self, module, x, p, warm=None, multistart=True, prox_tol=1e-12) -> EnergeticAverage:
         """``Ψ_y`` and its gradient by the batched multistart prox on every (folded) node of the rule."""
         avg = self._average(module, x, p, warm, multistart, prox_tol)
-        if self.extra_starts and multistart and not getattr(module, "PIECEWISE", False):
+        if self.extra_starts and multistart and not module.PIECEWISE:
             # (a piecewise bracket's prox is exact already: replica.numeric.prox.piecewise_prox)
             avg = self._more_starts(module, np.asarray(x, dtype=float), np.asarray(p, dtype=float), avg, prox_tol)
         return avg
@@ -506,7 +506,7 @@ def _fold(nodes: np.ndarray, weights: np.ndarray, flips) -> tuple[np.ndarray, np
     return np.ascontiguousarray(canon[:, index]), folded_w
 
 
-def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module: ModuleType,
+def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module: GeneratedModel,
               branch: str | None = None, prox: ProxConvention = GLOBAL):
     """A quadrature rule or integrator from a user-facing spec (CLI ``--quadrature``).
 
@@ -545,19 +545,19 @@ def from_spec(spec: "str | QuadratureRule | EnergeticIntegrator | None", module:
         raise ParameterError("quadrature", f"{spec!r}: {exc}") from None
 
 
-def preintegration_refusal(module: ModuleType) -> str | None:
+def preintegration_refusal(module: GeneratedModel) -> str | None:
     """Why the jump-aware pre-integration (:mod:`replica.numeric.preintegration`) cannot average the
     energetic potential of ``module``, or None where it can."""
-    if getattr(module, "DISCRETE", ()):  # token clusters: Gaussian rules x labels
+    if module.DISCRETE:  # token clusters: Gaussian rules x labels
         return (f"the pre-integration integrator does not average over the cluster labels of {module.MODEL}; "
                 "use a rule (gh:N, default, ...)")
-    if getattr(module, "WEIGHTED", False) or getattr(module, "PIECEWISE", False):
+    if module.WEIGHTED or module.PIECEWISE:
         return ("pre-integration follows Newton minimisers along lines and does not weight by a channel's label "
                 f"law; for {module.MODEL} use kinks (the kink-aware rule) or a Gauss-Hermite rule (gh:N)")
     return None
 
 
-def default_spec(module: ModuleType, branch: str | None = None) -> str:
+def default_spec(module: GeneratedModel, branch: str | None = None) -> str:
     """The ``auto`` quadrature of ``branch``: Gauss-Hermite (``default``) where a mirror symmetry
     holds on the branch (a fold symmetry mapping the minimiser ``h -> -h``, module ``MIRRORED``:
     the bracket's minima come in mirror pairs that the folded rule treats alike, and the argmin
@@ -567,12 +567,12 @@ def default_spec(module: ModuleType, branch: str | None = None) -> str:
     always Gauss-Hermite (the solver multiplies Gaussian rules by the label configurations,
     :mod:`replica.numeric.labels`, which pre-integration does not), and for a channel model without a
     kink-aware rule (several Gaussians: e.g. a three-class argmax) or a piecewise loss."""
-    if getattr(module, "KINK_RULE", False) or line_rule_applies(module):
+    if module.KINK_RULE or line_rule_applies(module):
         return "kinks"  # a channel model, or a piecewise loss, with a one-dimensional prox (replica.numeric.kinks)
-    if getattr(module, "DISCRETE", ()) or getattr(module, "WEIGHTED", False) or getattr(module, "PIECEWISE", False):
+    if module.DISCRETE or module.WEIGHTED or module.PIECEWISE:
         return "default"  # labels, a channel's weight or a piecewise prox: pre-integration has none of them
     pinned = set(module.BRANCHES.get(branch or "free", ()))
-    for (fams, _), mirrored in zip(module.SYMMETRIES, getattr(module, "MIRRORED", ())):
+    for (fams, _), mirrored in zip(module.SYMMETRIES, module.MIRRORED):
         if mirrored and all(f in pinned or f not in module.FAMILIES for f in fams):
             return "default"
     return "preint:default"

@@ -67,7 +67,7 @@ def node_weight(z, x, p):  # pragma: no cover - stub
     raise NotImplementedError("bound to the model's generated leaf in the compiled unit")
 
 
-#: the leaves above, in the order the compiled unit defines them (after ``_sexp``)
+#: the leaves above, in the order the compiled unit defines them (after the scalar helpers they call)
 LEAF_NAMES = ("node_constants", "node_bracket_newton", "node_parameter_gradient", "node_starts",
               "node_test_observables", "node_weight")
 #: module-level sizes the kernels read

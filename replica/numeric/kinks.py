@@ -35,11 +35,11 @@ re-solving at a finer rule).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from .generated_model import GeneratedModel
 from .energetic import EnergeticAverage, average_on_nodes
 from ..errors import ParameterError
 from .quadrature import QuadratureRule, hermite_1d, legendre_1d
@@ -107,7 +107,7 @@ def _base_grid(plan: PanelPlan) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- the loss's own scale
-def loss_points(module: ModuleType, p: np.ndarray, label: float, samples: int = 601) -> np.ndarray:
+def loss_points(module: GeneratedModel, p: np.ndarray, label: float, samples: int = 601) -> np.ndarray:
     """Points ``h`` where a smooth loss's curvature changes (for label ``label``).
 
     ``l''`` (module ``loss_profile``) on a symmetric log-spaced grid out to ``1e4``; where it is
@@ -117,7 +117,7 @@ def loss_points(module: ModuleType, p: np.ndarray, label: float, samples: int = 
     """
     pos = np.logspace(-3, 4, samples // 2)
     h = np.concatenate([-pos[::-1], [0.0], pos])
-    z = np.full((len(getattr(module, "GAUSSIANS", ())) + len(getattr(module, "DISCRETE", ())), h.size), 0.0)
+    z = np.full((len(module.GAUSSIANS) + len(module.DISCRETE), h.size), 0.0)
     z = np.vstack([z, np.full((1, h.size), float(label))])
     with np.errstate(all="ignore"):
         g, c = (np.asarray(a, dtype=float) for a in module.loss_profile(h[None, :], z, p))
@@ -151,11 +151,11 @@ class KinkIntegrator:
     loss, the exact piecewise prox of :mod:`replica.numeric.prox` for a non-smooth one).
     """
 
-    def __init__(self, module: ModuleType, plan: PanelPlan | None = None, backend: str = "auto"):
-        if not getattr(module, "KINK_RULE", False):
+    def __init__(self, module: GeneratedModel, plan: PanelPlan | None = None, backend: str = "auto"):
+        if not module.KINK_RULE:
             raise ParameterError("quadrature", f"kinks: model {module.MODEL} has no kink-aware rule (it needs a "
                                                "teacher channel and a one-dimensional prox with one Gaussian)")
-        if len(module.GAUSSIANS) != 1 or getattr(module, "DISCRETE", ()):
+        if len(module.GAUSSIANS) != 1 or module.DISCRETE:
             raise ParameterError("quadrature", f"kinks: model {module.MODEL} averages over "
                                                f"{len(module.GAUSSIANS)} Gaussians; the kink-aware rule needs one")
         self.module = module
@@ -190,7 +190,7 @@ class KinkIntegrator:
         if test:
             xs[self._V] = 0.0
         parts = [_base_grid(plan)]
-        if getattr(mod, "N_TRANSITIONS", 0):
+        if mod.N_TRANSITIONS:
             centres, widths = (np.asarray(a, dtype=float) for a in mod.channel_transitions(x, p))
             for c, w in zip(np.atleast_1d(centres), np.atleast_1d(widths)):
                 if np.isfinite(c) and np.isfinite(w):
@@ -219,7 +219,7 @@ class KinkIntegrator:
                               "kinks", self.plan.order)
 
     # ---------------------------------------------------------------- the integrator protocol
-    def average(self, module: ModuleType, x: np.ndarray, p: np.ndarray, warm: Any = None,
+    def average(self, module: GeneratedModel, x: np.ndarray, p: np.ndarray, warm: Any = None,
                 multistart: bool = True, prox_tol: float = 1e-12) -> EnergeticAverage:
         """``Psi_y`` and its gradient on the rule at ``x`` (every prox start; warm starts do not
         carry over between states, whose rules differ)."""
@@ -261,17 +261,17 @@ LINE_SCAN = 8
 LINE_BISECT = 52
 
 
-def line_rule_applies(module: ModuleType) -> bool:
+def line_rule_applies(module: GeneratedModel) -> bool:
     """Whether :class:`LineKinkIntegrator` averages ``module``: a piecewise loss (module
     ``PIECEWISE``, exact prox :func:`replica.numeric.prox.piecewise_prox`) of a one-dimensional prox, no
     teacher channel (whose law :class:`KinkIntegrator` weighs) and no cluster labels."""
-    return (bool(getattr(module, "PIECEWISE", False)) and getattr(module, "PROX_DIM", 0) == 1
-            and not getattr(module, "KINK_RULE", False) and not getattr(module, "WEIGHTED", False)
-            and not getattr(module, "DISCRETE", ()) and getattr(module, "LABEL_VALUES", None) is None
-            and len(getattr(module, "GAUSSIANS", ())) >= 1)
+    return (bool(module.PIECEWISE) and module.PROX_DIM == 1
+            and not module.KINK_RULE and not module.WEIGHTED
+            and not module.DISCRETE and module.LABEL_VALUES is None
+            and len(module.GAUSSIANS) >= 1)
 
 
-def kink_integrator(module: ModuleType, plan: PanelPlan | None = None, backend: str = "auto") -> "KinkIntegrator":
+def kink_integrator(module: GeneratedModel, plan: PanelPlan | None = None, backend: str = "auto") -> "KinkIntegrator":
     """The kink-aware energetic integrator of ``module``: :class:`KinkIntegrator` for a channel
     model, :class:`LineKinkIntegrator` for a piecewise loss with the teacher in the loss."""
     if line_rule_applies(module):
@@ -297,7 +297,7 @@ class LineKinkIntegrator(KinkIntegrator):
     the loss's piece at ``h = omega`` (the test integrands at a fresh sample).
     """
 
-    def __init__(self, module: ModuleType, plan: PanelPlan | None = None, backend: str = "auto",
+    def __init__(self, module: GeneratedModel, plan: PanelPlan | None = None, backend: str = "auto",
                  across: int | None = None, scan: float = LINE_SCAN):
         if not line_rule_applies(module):
             raise ParameterError("quadrature", f"kinks: model {module.MODEL} has no kink-aware rule (it needs a "
@@ -430,8 +430,8 @@ class EntropicKinkRule:
     Gauss--Hermite points in every orthogonal direction (the envelope gradient is linear there).
     """
 
-    def __init__(self, module: ModuleType, plan: PanelPlan | None = None):
-        if not getattr(module, "ENTROPIC_KINK_RULE", False):
+    def __init__(self, module: GeneratedModel, plan: PanelPlan | None = None):
+        if not module.ENTROPIC_KINK_RULE:
             raise ParameterError("entropic_rule", f"model {module.MODEL} has no kink-aware entropic rule "
                                                   "(it needs one weight per row and one spectral atom)")
         self.module = module

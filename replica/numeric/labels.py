@@ -23,10 +23,10 @@ label values onto itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 
 import numpy as np
 
+from .generated_model import GeneratedModel
 from .quadrature import QuadratureRule
 
 
@@ -38,12 +38,12 @@ def draw_labels(P: np.ndarray, values, rng: np.random.Generator) -> np.ndarray:
     return np.asarray(values, dtype=float)[idx]
 
 
-def has_labels(module: ModuleType) -> bool:
+def has_labels(module: GeneratedModel) -> bool:
     """Whether a generated module averages over cluster labels (token clusters)."""
-    return bool(getattr(module, "DISCRETE", ()))
+    return bool(module.DISCRETE)
 
 
-def label_law(module: ModuleType, p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def label_law(module: GeneratedModel, p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """``(values (len(DISCRETE), C), probabilities (C,))`` of the configurations of positive
     probability at parameters ``p``; None for a module without labels."""
     if not has_labels(module):
@@ -92,7 +92,7 @@ def with_labels(rule: QuadratureRule, values: np.ndarray, probabilities: np.ndar
                         base=rule, values=values, probabilities=probabilities)
 
 
-def labelled(rule, module: ModuleType, p: np.ndarray):
+def labelled(rule, module: GeneratedModel, p: np.ndarray):
     """``rule`` extended by the module's label law when it is a Gaussian rule of a module with
     labels (``rule.dim == len(GAUSSIANS)``), then by a channel's label values; anything else is
     returned unchanged."""
@@ -102,14 +102,14 @@ def labelled(rule, module: ModuleType, p: np.ndarray):
     if law is not None and not isinstance(rule, LabelledRule) and rule.dim == len(module.GAUSSIANS):
         rule = with_labels(rule, *law)
     values = channel_values(module)
-    if values is not None and rule.dim == len(module.GAUSSIANS) + len(getattr(module, "DISCRETE", ())):
+    if values is not None and rule.dim == len(module.GAUSSIANS) + len(module.DISCRETE):
         rule = with_channel(rule, values)
     return rule
 
 
-def channel_values(module: ModuleType) -> np.ndarray | None:
+def channel_values(module: GeneratedModel) -> np.ndarray | None:
     """The label values of a module with a teacher channel, else None."""
-    vals = getattr(module, "LABEL_VALUES", None)
+    vals = module.LABEL_VALUES
     return None if vals is None else np.asarray(vals, dtype=float)
 
 

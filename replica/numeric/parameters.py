@@ -6,16 +6,16 @@ naming it).
 """
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Mapping
 
 import numpy as np
 
+from .generated_model import GeneratedModel
 from .. import validation
 from ..errors import ParameterError
 
 
-def parameter_vector(module: ModuleType, overrides: Mapping[str, float] | None = None) -> np.ndarray:
+def parameter_vector(module: GeneratedModel, overrides: Mapping[str, float] | None = None) -> np.ndarray:
     """The parameters of ``module`` in ``PARAMETERS`` order: its defaults with ``overrides``
     applied, checked against the declared constraints and domains."""
     mod = module

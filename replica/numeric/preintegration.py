@@ -87,11 +87,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, Sequence
 
 import numpy as np
 
+from .generated_model import GeneratedModel
 from .compiled import compiled, numba_available, resolve_backend
 from .energetic import EnergeticAverage, chunk_map
 from ..errors import ParameterError
@@ -651,7 +651,7 @@ class PreintegrationIntegrator:
             break_width=self.break_width, pilot_orders=self.pilot_orders, segment_multistart=True,
             backend=self.backend)
 
-    def average(self, module: ModuleType, x: np.ndarray, p: np.ndarray, warm: Any = None,
+    def average(self, module: GeneratedModel, x: np.ndarray, p: np.ndarray, warm: Any = None,
                 multistart: bool = True, prox_tol: float = 1e-12) -> EnergeticAverage:
         """``dPsi_y/dx``, ``Psi_y``, the minimisers at the line points and prox diagnostics."""
         x, p = np.asarray(x, dtype=float), np.asarray(p, dtype=float)
@@ -670,7 +670,7 @@ class PreintegrationIntegrator:
         self.last_stats = out.state.stats
         return out
 
-    def _folded_lines(self, module: ModuleType, x: np.ndarray, basis: np.ndarray
+    def _folded_lines(self, module: GeneratedModel, x: np.ndarray, basis: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray, list[int]]:
         """The outer grid folded by the module's sign-flip ``SYMMETRIES`` valid at ``x``.
 
@@ -685,7 +685,7 @@ class PreintegrationIntegrator:
         if self.dim == 1:
             return self._y, self._wy, []
         flips, odd = [], []
-        for fams, idx in getattr(module, "SYMMETRIES", ()):
+        for fams, idx in module.SYMMETRIES:
             if not all(f not in module.FAMILIES or np.all(x[module.FAMILIES[f]] == 0) for f in fams):
                 continue
             S = np.ones(self.dim)
@@ -705,7 +705,7 @@ class PreintegrationIntegrator:
         return (*cache[key], sorted(set(odd)))
 
     # ------------------------------------------------------------------ direction
-    def estimate_direction(self, module: ModuleType, x: np.ndarray, p: np.ndarray,
+    def estimate_direction(self, module: GeneratedModel, x: np.ndarray, p: np.ndarray,
                            prox_tol: float = 1e-12) -> tuple[np.ndarray, bool]:
         """Principal normal of the jump surface at state ``x``, and whether any switch was seen.
 
@@ -760,7 +760,7 @@ class PreintegrationIntegrator:
 class _Run:
     """One energetic average at state ``x`` (all lines vectorised)."""
 
-    def __init__(self, integ: PreintegrationIntegrator, module: ModuleType, x: np.ndarray, p: np.ndarray,
+    def __init__(self, integ: PreintegrationIntegrator, module: GeneratedModel, x: np.ndarray, p: np.ndarray,
                  prox_tol: float, basis: np.ndarray, y: np.ndarray | None = None,
                  wy: np.ndarray | None = None):
         self.I, self.mod, self.x, self.p, self.tol = integ, module, x, p, prox_tol
@@ -1362,7 +1362,7 @@ class _Run:
 ACCURACY = {"fast": (8, 8, 6, 0.01), "default": (14, 12, 10, 0.005), "high": (20, 12, 10, 0.005)}
 
 
-def make_integrator(module: ModuleType, accuracy: str = "default",
+def make_integrator(module: GeneratedModel, accuracy: str = "default",
                     direction: str | int | Sequence[float] | np.ndarray = "auto",
                     **options: Any) -> PreintegrationIntegrator:
     """The pre-integration integrator for ``module`` at an accuracy level (``fast|default|high``).

@@ -20,9 +20,9 @@ minimiser for both kinds (on a moving breakpoint: the total derivative along it)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 
 import numpy as np
+from .generated_model import GeneratedModel
 
 
 @dataclass
@@ -75,7 +75,7 @@ NEWTON_MAX_ITER = 50
 AGREE_TOL = 1e-6
 
 
-def newton_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.ndarray, p: np.ndarray,
+def newton_minimize(module: GeneratedModel, h0: np.ndarray, z: np.ndarray, x: np.ndarray, p: np.ndarray,
                     tol: float = 1e-12, max_iter: int = NEWTON_MAX_ITER, step_tol: float = 1e-8
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Damped Newton from ``h0`` ``(D, M)`` at nodes ``z`` ``(nz, M)``.
@@ -157,7 +157,7 @@ def newton_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.nda
     return h, F, converged, it
 
 
-def prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
+def prox(module: GeneratedModel, z: np.ndarray, x: np.ndarray, p: np.ndarray,
          warm: np.ndarray | None = None, tol: float = 1e-12, max_iter: int = NEWTON_MAX_ITER,
          agree_tol: float = AGREE_TOL, multistart: bool = True, n_starts: int | None = None) -> ProxResult:
     """Global minimum of the bracket at every node, over the module's starts (and ``warm``).
@@ -169,7 +169,7 @@ def prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
     the first ``n_starts`` module starts (0: the warm start alone). A piecewise bracket
     (module ``PIECEWISE``) goes to :func:`piecewise_prox`, which needs no start.
     """
-    if getattr(module, "PIECEWISE", False):
+    if module.PIECEWISE:
         return piecewise_prox(module, z, x, p)
     D = module.PROX_DIM
     N = z.shape[1]
@@ -367,7 +367,7 @@ def _min_eigen(H: np.ndarray, D: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return lam[:, 0], U[:, :, 0].T, np.max(np.abs(lam), axis=1)
 
 
-def off_saddles(module: ModuleType, h: np.ndarray, F: np.ndarray, conv: np.ndarray, z: np.ndarray, x: np.ndarray,
+def off_saddles(module: GeneratedModel, h: np.ndarray, F: np.ndarray, conv: np.ndarray, z: np.ndarray, x: np.ndarray,
                 p: np.ndarray, tol: float = 1e-12, max_iter: int = NEWTON_MAX_ITER) -> tuple[np.ndarray, np.ndarray]:
     """Newton endpoints ``h`` ``(D, M)`` that are saddles (a start on a stationary point that is no
     minimum, e.g. the origin of an even loss at ``omega = 0``) moved to the lower of the minima
@@ -409,7 +409,7 @@ def off_saddles(module: ModuleType, h: np.ndarray, F: np.ndarray, conv: np.ndarr
     return h, F
 
 
-def local_minimize(module: ModuleType, h0: np.ndarray, z: np.ndarray, x: np.ndarray, p: np.ndarray,
+def local_minimize(module: GeneratedModel, h0: np.ndarray, z: np.ndarray, x: np.ndarray, p: np.ndarray,
                    tol: float = 1e-12, max_iter: int = 200, step: float = 0.1, step_tol: float = 1e-8
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Descent from ``h0`` ``(D, M)`` at nodes ``z`` that stays in the start's basin.
@@ -494,7 +494,7 @@ class LocalProxResult(ProxResult):
     n_saddle: int = 0
 
 
-def local_prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
+def local_prox(module: GeneratedModel, z: np.ndarray, x: np.ndarray, p: np.ndarray,
                convention: ProxConvention, tol: float = 1e-12, max_iter: int = 200) -> LocalProxResult:
     """The local minimiser of the bracket reached by descent from the convention's start at every
     node ``z`` ``(nz, N)`` (:func:`local_minimize`). A node whose descent ends on a saddle is
@@ -552,7 +552,7 @@ def _branch_rows(table: np.ndarray, branch: np.ndarray, k: int, stride: int) -> 
     return np.take_along_axis(table, (stride * branch + k)[None, :], axis=0)[0]
 
 
-def _branch_root(module: ModuleType, branch: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: np.ndarray,
+def _branch_root(module: GeneratedModel, branch: np.ndarray, lo: np.ndarray, hi: np.ndarray, z: np.ndarray,
                  x: np.ndarray, p: np.ndarray, iters: int = 100) -> np.ndarray:
     """The stationary point of each node's ``branch`` inside ``(lo, hi)`` (nan if none), for
     branches without a closed form: safeguarded Newton on ``dF/dh`` (bracketing, bisection when
@@ -600,7 +600,7 @@ def _branch_root(module: ModuleType, branch: np.ndarray, lo: np.ndarray, hi: np.
     return np.where(_inside(h, lo, hi), h, np.nan)
 
 
-def piecewise_prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray) -> PiecewiseProxResult:
+def piecewise_prox(module: GeneratedModel, z: np.ndarray, x: np.ndarray, p: np.ndarray) -> PiecewiseProxResult:
     """Exact global minimum of a piecewise bracket in one variable at every node.
 
     The breakpoints ``b_1 <= ... <= b_k`` (module ``loss_breaks``) cut the line into intervals; the
@@ -660,7 +660,7 @@ def piecewise_prox(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarr
     return PiecewiseProxResult(h_best[None, :], F_best, 0, int(failed.sum()), 0, 1, on_break=on_break)
 
 
-def envelope_gradient(module: ModuleType, result: ProxResult, z: np.ndarray, x: np.ndarray,
+def envelope_gradient(module: GeneratedModel, result: ProxResult, z: np.ndarray, x: np.ndarray,
                       p: np.ndarray) -> np.ndarray:
     """``d(W F)/dx`` at the minimisers of ``result`` (envelope theorem), ``(len(x), N)``.
 
@@ -671,7 +671,7 @@ def envelope_gradient(module: ModuleType, result: ProxResult, z: np.ndarray, x: 
     """
     G = np.asarray(module.bracket_parameter_gradient(result.h, z, x, p), dtype=float)
     on = getattr(result, "on_break", None)
-    if on is not None and getattr(module, "MOVING_BREAKS", False) and np.any(on >= 0):
+    if on is not None and module.MOVING_BREAKS and np.any(on >= 0):
         sel = np.flatnonzero(on >= 0)
         nx = G.shape[0]
         Gb = np.asarray(module.break_parameter_gradient(z[:, sel], x, p), dtype=float).reshape(

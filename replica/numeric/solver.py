@@ -25,11 +25,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from types import ModuleType
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from .generated_model import GeneratedModel, as_model
 from .baselines import linear_baseline  # noqa: F401  (re-exported: replica.numeric.solver.linear_baseline)
 from .branches import FREE, PINNABLE, branch_pinning, pinned
 from .compiled import compiled, resolve_backend
@@ -62,7 +62,7 @@ ENTROPIC_REFINEMENT = 1.5
 ALIGNED_ORDER = 20
 
 
-def default_entropic_rule(module: ModuleType) -> "EntropicKinkRule | AlignedEntropicRule | QuadratureRule":
+def default_entropic_rule(module: GeneratedModel) -> "EntropicKinkRule | AlignedEntropicRule | QuadratureRule":
     """The entropic rule of a non-quadratic regularizer when none is given: panels at the module's
     closed-form kinks where it has them (one weight, one atom: :class:`~replica.numeric.kinks.EntropicKinkRule`;
     the aligned rule was 8.5e-4 off on LASSO at alpha = 5 where this one is exact), else aligned with
@@ -70,10 +70,10 @@ def default_entropic_rule(module: ModuleType) -> "EntropicKinkRule | AlignedEntr
     (:class:`~replica.numeric.integrators.AlignedEntropicRule`; tensor Gauss-Hermite wherever its assumptions
     fail at a state), tensor Gauss-Hermite for ``r > 1``."""
     dim = len(module.ENTROPIC_GAUSSIANS)
-    if getattr(module, "ENTROPIC_KINK_RULE", False):
+    if module.ENTROPIC_KINK_RULE:
         # the module's kinks in closed form (one weight, one atom): exact panel boundaries
         return EntropicKinkRule(module)
-    if getattr(module, "ENTROPIC_DIM", 0) == 1:
+    if module.ENTROPIC_DIM == 1:
         return AlignedEntropicRule(dim, ALIGNED_ORDER)
     return gauss_hermite(dim, TENSOR_ENTROPIC_ORDERS.get(dim, 12))
 
@@ -213,10 +213,10 @@ class _MapResult:
     n_saddle: int = 0
 
 
-def _correctable(module: ModuleType) -> bool:
+def _correctable(module: GeneratedModel) -> bool:
     """Whether the local convention's default rule can be a locally corrected one (plain Gaussian
     nodes: no token-cluster labels, no teacher channel's label law)."""
-    return not getattr(module, "DISCRETE", ()) and not getattr(module, "WEIGHTED", False)
+    return not module.DISCRETE and not module.WEIGHTED
 
 
 #: open tallies of fixed-point iterations (:func:`iteration_tally`)
@@ -303,16 +303,16 @@ class Solver:
         rules (a model whose default is the kink-aware rule gets the tensor rule instead).
     """
 
-    def __init__(self, module: ModuleType, parameters: Mapping[str, float] | None = None,
+    def __init__(self, module: GeneratedModel, parameters: Mapping[str, float] | None = None,
                  branch: str | None = None, rule: QuadratureRule | EnergeticIntegrator | None = None,
                  test_rule: QuadratureRule | None = None, tol: float = 1e-8, max_iter: int = 500,
                  damping: float = 0.8, anderson: int = 6, prox_tol: float = 1e-12,
                  verbose: bool = False, error_estimate: bool = True, backend: str = "auto",
                  newton: bool = True, entropic_rule: QuadratureRule | int | None = None,
                  extra_starts: int = 0, prox: ProxConvention | str | None = None, prox_start=None):
-        self.module = module
+        self.module = module = as_model(module)
         self.convention = prox_convention(prox, prox_start)
-        if self.convention.local and getattr(module, "PIECEWISE", False):
+        if self.convention.local and module.PIECEWISE:
             raise ParameterError("prox", f"the local convention needs a smooth bracket; the loss of {module.MODEL} is "
                                          "piecewise (its prox is exact, and unique where the loss is convex)")
         self.names = list(module.ORDER_PARAMETERS)
@@ -332,7 +332,7 @@ class Solver:
         # (replica.numeric.labels); z then has len(GAUSSIANS) + len(DISCRETE) coordinates, and a
         # teacher channel's label one more. A channel model with a one-dimensional prox gets
         # the kink-aware rule by default (replica.numeric.kinks), built afresh at every state.
-        if rule is None and getattr(module, "KINK_RULE", False) and not self.convention.local:
+        if rule is None and module.KINK_RULE and not self.convention.local:
             rule = KinkIntegrator(module, backend=backend)
         rule = labelled(rule or _cached_rule("energetic", dim), module, self.p)
         self.integrator = (QuadratureIntegrator(rule, self.symmetries, backend)
@@ -343,14 +343,14 @@ class Solver:
             raise ParameterError("prox", f"the local convention runs on quadrature rules, not on "
                                          f"{self.integrator.describe()}; give a rule such as gh:14")
         self.test_rule = labelled(test_rule or _cached_rule("test", dim), module, self.p)
-        dim += len(getattr(module, "DISCRETE", ())) + (1 if getattr(module, "LABEL_VALUES", None) else 0)
+        dim += len(module.DISCRETE) + (1 if module.LABEL_VALUES else 0)
         self.error_estimate = bool(error_estimate)
         # A non-quadratic regularizer: the entropic side is a Moreau envelope averaged over
         # (xi, tau) too, whose integrand has kinks (soft thresholding): a scalar prox gets the
         # rule aligned with them (default_entropic_rule); replica.numeric.kinks.EntropicKinkRule, from the
         # module's symbolic kinks, can be given instead; else a fine tensor rule (r + r_t dims).
         self.entropic_rule = None
-        if getattr(module, "ENTROPIC", "closed") == "envelope":
+        if module.ENTROPIC == "envelope":
             validation.convex_penalty(module, self.p)
             dim_w = len(module.ENTROPIC_GAUSSIANS)
             if entropic_rule is None:
@@ -392,20 +392,20 @@ class Solver:
         mod = self.module
         own = set(pinned(mod, self.branch))
         out = []
-        for fams, idx in getattr(mod, "SYMMETRIES", ()):
+        for fams, idx in mod.SYMMETRIES:
             if all(f in own or f not in mod.FAMILIES for f in fams):
                 out.append(tuple(idx))
         return tuple(out)
 
     @staticmethod
-    def parameter_dict_from(module: ModuleType, p: np.ndarray) -> dict[str, float]:
+    def parameter_dict_from(module: GeneratedModel, p: np.ndarray) -> dict[str, float]:
         return dict(zip(module.PARAMETERS, np.asarray(p, dtype=float).tolist()))
 
     # ------------------------------------------------------------ rules
     def rules(self) -> dict[str, str]:
         """What each average uses: ``energetic``, ``entropic`` (``closed form`` for a quadratic
         regularizer), ``test`` and ``prox_starts`` (the module's starts plus extra ones)."""
-        starts = getattr(self.module, "N_STARTS", 0)
+        starts = self.module.N_STARTS
         return {"energetic": self.integrator.describe(),
                 "entropic": "closed form" if self.entropic_rule is None else self.entropic_rule.describe(),
                 "test": self.test_rule.describe(),
@@ -649,7 +649,7 @@ class Solver:
             value = mod.entropic_bracket(w, nodes, xhat, self.p)
             G = mod.entropic_parameter_gradient(w, nodes, xhat, self.p)
             obs = None
-            if getattr(mod, "ENTROPIC_OBSERVABLES", ()):
+            if mod.ENTROPIC_OBSERVABLES:
                 obs = np.asarray(mod.entropic_observables(w, nodes, xhat, self.p), dtype=float) @ weights
         x = np.asarray(mod.entropic_from_gradient(-(G @ weights), self.p), dtype=float)
         return x, -float(value @ weights), obs
@@ -1132,7 +1132,7 @@ class Solver:
         ent = res.entropic_observables
         if ent is not None and not np.array_equal(xh_rep, xhat):
             ent = self._entropic(xh_rep)[2]
-        for name, v in zip(getattr(mod, "ENTROPIC_OBSERVABLES", ()), () if ent is None else ent):
+        for name, v in zip(mod.ENTROPIC_OBSERVABLES, () if ent is None else ent):
             values[name], errors[name] = float(v), float("nan")
         fp = FixedPoint(
             model=mod.MODEL, branch=self.branch, alpha=float(alpha), parameters=self.parameter_dict,
@@ -1152,7 +1152,7 @@ class Solver:
     def _fix_signs(self, x: np.ndarray, xhat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Flip ``m`` / ``theta`` (and conjugates) to the sign convention ``m, theta >= 0``."""
         x, xhat = x.copy(), xhat.copy()
-        for fam in getattr(self.module, "SIGN_FLIPS", ()):
+        for fam in self.module.SIGN_FLIPS:
             idx = self.module.FAMILIES.get(fam, [])
             if idx and x[idx[0]] < 0:
                 x[idx] *= -1
@@ -1187,13 +1187,13 @@ class Solver:
             err = np.abs(fine - self._test_average(*fold_nodes(comp.nodes, comp.weights, sym), x))
         values = dict(zip(names, fine.tolist()))
         errors = dict(zip(names, err.tolist()))
-        for name, v in zip(getattr(self.module, "STATE_OBSERVABLES", ()), self._state_observables(x)):
+        for name, v in zip(self.module.STATE_OBSERVABLES, self._state_observables(x)):
             values[name], errors[name] = float(v), 0.0
         return values, errors
 
     def _state_observables(self, x: np.ndarray) -> np.ndarray:
         """The state observables (functions of the order parameters) at ``x``."""
-        if not getattr(self.module, "STATE_OBSERVABLES", ()):
+        if not self.module.STATE_OBSERVABLES:
             return np.empty(0)
         with np.errstate(all="ignore"):
             return np.atleast_1d(np.asarray(self.module.state_observables(x, self.p), dtype=float))
@@ -1241,13 +1241,13 @@ def _companion(rule: QuadratureRule) -> QuadratureRule:
     return hit[1]
 
 
-def solve(module: ModuleType, alpha: float, branch: str | None = None,
+def solve(module: GeneratedModel, alpha: float, branch: str | None = None,
           parameters: Mapping[str, float] | None = None, **kwargs) -> FixedPoint:
     """Convenience wrapper: ``Solver(module, parameters, branch, **kwargs).solve(alpha)``."""
     return Solver(module, parameters, branch, **kwargs).solve(alpha)
 
 
-def order_vector(module: ModuleType, values: Mapping[str, float] | Sequence[float]) -> np.ndarray:
+def order_vector(module: GeneratedModel, values: Mapping[str, float] | Sequence[float]) -> np.ndarray:
     """An order-parameter vector in ``module.ORDER_PARAMETERS`` order from a mapping or sequence."""
     if isinstance(values, Mapping):
         return np.array([float(values[n]) for n in module.ORDER_PARAMETERS])
@@ -1257,7 +1257,9 @@ def order_vector(module: ModuleType, values: Mapping[str, float] | Sequence[floa
 class _EntropicView:
     """The entropic functions of a module under the names :func:`replica.numeric.prox.prox` uses."""
 
-    def __init__(self, module: ModuleType):
+    PIECEWISE = False  # the entropic bracket's prox is Newton's
+
+    def __init__(self, module: GeneratedModel):
         self.PROX_DIM = module.ENTROPIC_DIM
         self.N_STARTS = module.ENTROPIC_N_STARTS
         self.bracket = module.entropic_bracket

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, Mapping
 
 import numpy as np
 
+from .generated_model import GeneratedModel
 from .compiled import resolve_backend
 from .energetic import average_on_nodes, label_weighted, start_minima
 from ..errors import InvalidStateError, ParameterError
@@ -117,7 +117,7 @@ class Replicon:
         return out
 
 
-def variance_blocks(module: ModuleType, x: np.ndarray) -> np.ndarray:
+def variance_blocks(module: GeneratedModel, x: np.ndarray) -> np.ndarray:
     """Per-token ``V_ℓ`` (L, R, R) from an order-parameter vector (shared entries to every token)."""
     L, R = module.L, module.R
     V = np.zeros((L, R, R))
@@ -131,7 +131,7 @@ def variance_blocks(module: ModuleType, x: np.ndarray) -> np.ndarray:
     return V
 
 
-def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np.ndarray,
+def output_jacobians(module: GeneratedModel, x: np.ndarray, p: np.ndarray, nodes: np.ndarray,
                      chunk: int = 4096, prox_tol: float = 1e-12, backend: str = "numpy",
                      convention: ProxConvention = GLOBAL) -> tuple[np.ndarray, int]:
     """``G = ∂g_out/∂ω`` (N, D, D) at the minimiser of the bracket at every node: the global one,
@@ -149,7 +149,7 @@ def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np
     out = np.empty((N, D, D))
     failed = 0
     # A piecewise bracket takes the exact piecewise prox, which says which nodes sit on a kink.
-    piecewise = bool(getattr(module, "PIECEWISE", False))
+    piecewise = bool(module.PIECEWISE)
     compiled_path = (resolve_backend(module, backend) == "numba" or convention.local) and not piecewise
     if compiled_path:
         avg = average_on_nodes(module, nodes, np.zeros(N), x, p, prox_tol=prox_tol, backend=backend,
@@ -187,7 +187,7 @@ def output_jacobians(module: ModuleType, x: np.ndarray, p: np.ndarray, nodes: np
     return out, failed
 
 
-def switching(module: ModuleType, x: np.ndarray, p: np.ndarray, samples: int = 50_000, seed: int = 0,
+def switching(module: GeneratedModel, x: np.ndarray, p: np.ndarray, samples: int = 50_000, seed: int = 0,
               chunk: int = 10_000, prox_tol: float = 1e-12, backend: str = "numpy") -> Switching:
     """Detect a jumping global minimiser of the bracket at state ``x`` (see :class:`Switching`).
     Newton from each start alone by :func:`replica.numeric.energetic.start_minima` (``backend``: the
@@ -198,7 +198,7 @@ def switching(module: ModuleType, x: np.ndarray, p: np.ndarray, samples: int = 5
     for a in range(0, samples, chunk):
         N = min(chunk, samples - a)
         z = rng.standard_normal((len(module.GAUSSIANS), N))
-        if getattr(module, "WEIGHTED", False):
+        if module.WEIGHTED:
             z = _draw_labels(module, z, x, p, rng)
         starts = module.prox_starts(z, x, p).reshape(S, D, N)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
@@ -217,7 +217,7 @@ def switching(module: ModuleType, x: np.ndarray, p: np.ndarray, samples: int = 5
     return Switching(samples=int(samples), multi_fraction=float(multi.mean()), gap_scale=scale, near=near)
 
 
-def local_switching(module: ModuleType, x: np.ndarray, p: np.ndarray, convention: ProxConvention,
+def local_switching(module: GeneratedModel, x: np.ndarray, p: np.ndarray, convention: ProxConvention,
                     samples: int = 50_000, seed: int = 0, eps: float = 0.02, chunk: int = 10_000,
                     prox_tol: float = 1e-12, backend: str = "numpy") -> Switching:
     """Whether the local convention's minimiser jumps, on ``samples`` Monte-Carlo pairs of nodes
@@ -232,7 +232,7 @@ def local_switching(module: ModuleType, x: np.ndarray, p: np.ndarray, convention
     for a in range(0, samples, chunk):
         N = min(chunk, samples - a)
         z = rng.standard_normal((len(module.GAUSSIANS), N))
-        if getattr(module, "WEIGHTED", False):
+        if module.WEIGHTED:
             z = _draw_labels(module, z, x, p, rng)
         u = rng.standard_normal((len(module.GAUSSIANS), N))
         u /= np.linalg.norm(u, axis=0)
@@ -250,7 +250,7 @@ def local_switching(module: ModuleType, x: np.ndarray, p: np.ndarray, convention
     return Switching(samples=int(samples), multi_fraction=near / max(samples, 1), gap_scale=float(eps), near=near)
 
 
-def _draw_labels(module: ModuleType, z: np.ndarray, x: np.ndarray, p: np.ndarray,
+def _draw_labels(module: GeneratedModel, z: np.ndarray, x: np.ndarray, p: np.ndarray,
                  rng: np.random.Generator) -> np.ndarray:
     """``z`` with a teacher channel's label row appended, each label drawn from its law
     ``W(y | z; x)`` (module ``label_weight``), as the energetic average weighs it."""
@@ -312,7 +312,7 @@ def _entropic_factor(solver: Solver, x: np.ndarray, alpha: float) -> tuple[np.nd
     return None, float((V[0, 0, 0] / rb[0]) ** 2 * m2 / m1 ** 2)
 
 
-def _map_matrix(module: ModuleType, G: np.ndarray, weights: np.ndarray, alpha: float, gammas: np.ndarray,
+def _map_matrix(module: GeneratedModel, G: np.ndarray, weights: np.ndarray, alpha: float, gammas: np.ndarray,
                 J: np.ndarray | None, EJ2: float | None) -> np.ndarray:
     """Matrix of 𝓛 on the independent entries of (Ψ_1..Ψ_L) (symmetric R×R blocks)."""
     L, R = module.L, module.R
@@ -346,7 +346,7 @@ def _value(module, solver, x, alpha, nodes, weights, J, EJ2):
     return float(np.max(np.abs(ev))), M, energetic, failed
 
 
-def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[str, float], alpha: float | None = None,
+def replicon(module: GeneratedModel, fixed_point: FixedPoint | np.ndarray | Mapping[str, float], alpha: float | None = None,
              parameters: Mapping[str, float] | None = None, branch: str | None = None,
              rule: QuadratureRule | None = None, error_estimate: bool = True,
              switching_samples: int = 50_000, backend: str = "auto",
@@ -380,7 +380,7 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
         x = np.asarray(fixed_point, dtype=float)
     if alpha is None or not math.isfinite(alpha) or alpha < 0:
         raise ParameterError("alpha", f"must be a finite number >= 0, got {alpha}")
-    if getattr(module, "DISCRETE", ()):
+    if module.DISCRETE:
         raise ParameterError("model", f"{module.MODEL}: the replicon is not implemented for token clusters")
     solver = Solver(module, parameters, branch, rule=rule, backend=backend, prox=convention)
     solver.check_state(x)
@@ -414,15 +414,15 @@ def replicon(module: ModuleType, fixed_point: FixedPoint | np.ndarray | Mapping[
                     prox_failed=failed, switching=sw, notes=notes)
 
 
-def _check_isotropic(module: ModuleType, parameters: Mapping[str, float]) -> None:
+def _check_isotropic(module: GeneratedModel, parameters: Mapping[str, float]) -> None:
     """The entropic factor ``J = V_ℓ/γ_ℓ`` needs every atom of the spectral law to share its
     eigenvalues (isotropic tokens). Read from the generated module (``ISOTROPIC_TOKENS``, else the
     numbers of ``atom_eigenvalues``); a module without either is refused, not computed unchecked:
     the numeric layer never reads the sympy declaration (every module the generator writes has them,
     and a stale module is regenerated when loaded)."""
-    if getattr(module, "ISOTROPIC_TOKENS", False):
+    if module.ISOTROPIC_TOKENS:
         return
-    if hasattr(module, "atom_eigenvalues"):
+    if module.atom_eigenvalues is not None:
         p = np.array([float(parameters.get(n, d)) for n, d in zip(module.PARAMETERS, module.DEFAULTS)])
         gam = np.asarray(module.atom_eigenvalues(p), dtype=float).reshape(-1, module.L)
     else:
@@ -434,7 +434,7 @@ def _check_isotropic(module: ModuleType, parameters: Mapping[str, float]) -> Non
                                       "(every atom with the same eigenvalues)")
 
 
-def replicon_summary(module: ModuleType, fixed_point: FixedPoint, **options: Any) -> dict[str, Any]:
+def replicon_summary(module: GeneratedModel, fixed_point: FixedPoint, **options: Any) -> dict[str, Any]:
     """The ``replicon`` / ``rs_stable`` keys of ``replica solve --json`` (and their details).
 
     :meth:`Replicon.to_dict` of :func:`replicon` (``options`` passed on); where the replicon
@@ -449,7 +449,7 @@ def replicon_summary(module: ModuleType, fixed_point: FixedPoint, **options: Any
         return {"replicon": None, "replicon_reason": why, "rs_stable": None, "rs_stable_reason": why}
 
 
-def perturbed_replicons(module: ModuleType, fixed_point: FixedPoint, errors: Mapping[str, float]
+def perturbed_replicons(module: GeneratedModel, fixed_point: FixedPoint, errors: Mapping[str, float]
                         ) -> dict[str, float]:
     """The replicon at ``x + delta_k e_k`` for every order parameter with a positive finite bar
     ``delta_k`` in ``errors`` (keyed by name; at ``x - delta_k e_k`` where the first is not
@@ -475,7 +475,7 @@ def perturbed_replicons(module: ModuleType, fixed_point: FixedPoint, errors: Map
     return out
 
 
-def state_error(module: ModuleType, fixed_point: FixedPoint, errors: Mapping[str, float],
+def state_error(module: GeneratedModel, fixed_point: FixedPoint, errors: Mapping[str, float],
                 base: float | None = None, perturbed: Mapping[str, float] | None = None) -> float:
     """The replicon's error from the fixed point's own error bars (first order, worst case).
 
@@ -493,13 +493,13 @@ def state_error(module: ModuleType, fixed_point: FixedPoint, errors: Mapping[str
     return float(sum(abs(v - base) if math.isfinite(v) else math.inf for v in perturbed.values()))
 
 
-def rs_stable(module: ModuleType, fixed_point: FixedPoint | np.ndarray, alpha: float | None = None,
+def rs_stable(module: GeneratedModel, fixed_point: FixedPoint | np.ndarray, alpha: float | None = None,
               parameters: Mapping[str, float] | None = None, branch: str | None = None) -> bool:
     """Whether the replicon of the fixed point is below 1."""
     return replicon(module, fixed_point, alpha, parameters, branch, error_estimate=False).rs_stable
 
 
-def curve_stability(module: ModuleType, curve: Any, points: int = 10, switching_samples: int = 10_000
+def curve_stability(module: GeneratedModel, curve: Any, points: int = 10, switching_samples: int = 10_000
                     ) -> list[tuple[float, float, bool]]:
     """``(alpha, replicon, rs_stable)`` at up to ``points`` fixed points of a followed branch.
 

@@ -21,9 +21,9 @@ built on top, the way another architecture's study would be.
 """
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Mapping
 
+from ..numeric.generated_model import GeneratedModel
 from ..numeric.baselines import linear_baseline
 from .common import as_module
 from .continuation import continuation_point
@@ -36,7 +36,7 @@ from .settings import SolverSettings, StepControl
 from .thresholds import Guess, thresholds, thresholds_sweep
 
 
-def linear_baseline_error(module: ModuleType | str, parameters: Mapping[str, float] | None = None
+def linear_baseline_error(module: GeneratedModel | str, parameters: Mapping[str, float] | None = None
                           ) -> tuple[float, float]:
     """``eps_g^lin`` of the best predictor linear in the tokens (paper Result 5.1) and its error estimate."""
     return linear_baseline(as_module(module), parameters)

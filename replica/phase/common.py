@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import math
-from types import ModuleType
 from typing import Sequence
 
+from ..numeric.generated_model import GeneratedModel
 from ..errors import ParameterError
 from ..artifacts.registry import load_module
 
 
-def as_module(module: ModuleType | str) -> ModuleType:
+def as_module(module: GeneratedModel | str) -> GeneratedModel:
     """A generated module from a module or a model name (:func:`replica.artifacts.registry.load_module`)."""
     return load_module(module) if isinstance(module, str) else module
 
@@ -28,14 +28,14 @@ def check_range(alpha_min: float, alpha_max: float) -> None:
         raise ParameterError("alpha-max", f"must be larger than alpha-min ({alpha_min}), got {alpha_max}")
 
 
-def resolve_pair(module: ModuleType, pair: Sequence[str] | None = None) -> tuple[str, str]:
+def resolve_pair(module: GeneratedModel, pair: Sequence[str] | None = None) -> tuple[str, str]:
     """The ``(high, low)`` branches to compare: ``pair``, else the model's declared ``TRANSITION``.
 
     ``high`` is the branch that wins at large ``alpha`` (followed down from ``alpha_max``),
     ``low`` the one that wins at small ``alpha``.
     """
     if pair is None:
-        pair = getattr(module, "TRANSITION", None)
+        pair = module.TRANSITION
         if pair is None:
             raise ParameterError("model", f"{module.MODEL} declares no transition (a pair of branches whose free "
                                           f"entropies cross); name two of {list(module.BRANCHES)} to compare")

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import time
-from types import ModuleType
 from typing import Callable, Iterable, Mapping
 
+from ..numeric.generated_model import GeneratedModel
 from ..numeric.baselines import baseline
 from ..numeric.branches import merge_target
 from ..artifacts.cache import PointCache
@@ -42,20 +42,20 @@ def note_function(progress: Progress | Callable[[str], None] | None, label: str)
     return progress
 
 
-def baseline_value(module: ModuleType, parameters: Mapping[str, float]) -> tuple[float, float, str | None]:
+def baseline_value(module: GeneratedModel, parameters: Mapping[str, float]) -> tuple[float, float, str | None]:
     """``(eps_lin, its error, kind)`` of the model's declared baseline (``nan`` without one)."""
-    kind = getattr(module, "BASELINE", None)
+    kind = module.BASELINE
     value = baseline(module, parameters, kind)
     if value is None:
         return float("nan"), float("nan"), None
     return value[0], value[1], kind
 
 
-def no_baseline(module: ModuleType) -> Crossing:
+def no_baseline(module: GeneratedModel) -> Crossing:
     return Crossing(None, f"{module.MODEL} declares no baseline to compare the test error with")
 
 
-def continuation_point(module: ModuleType | str, parameters: Mapping[str, float] | None = None, *,
+def continuation_point(module: GeneratedModel | str, parameters: Mapping[str, float] | None = None, *,
                        pair: tuple[str, str] | None = None, alpha_min: float = 0.1, alpha_max: float = 4.0,
                        branches: Iterable[str] | None = None, settings: SolverSettings | None = None,
                        steps: StepControl | None = None, cache: PointCache | None = None,

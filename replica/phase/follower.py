@@ -15,11 +15,11 @@ curve to another branch.
 from __future__ import annotations
 
 import math
-from types import ModuleType
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..numeric.generated_model import GeneratedModel
 from ..numeric.branches import defining_families, merge_target
 from ..artifacts.cache import PointCache
 from ..numeric.convergence import cached_point_converged
@@ -36,7 +36,7 @@ class BranchFollower:
     share, so that root finding can solve more points on an already-followed curve.
     """
 
-    def __init__(self, module: ModuleType, branch: str, parameters: Mapping[str, float] | None = None,
+    def __init__(self, module: GeneratedModel, branch: str, parameters: Mapping[str, float] | None = None,
                  settings: SolverSettings | None = None, steps: StepControl | None = None,
                  cache: PointCache | None = None, progress: Callable[[str], None] | None = None):
         if branch not in module.BRANCHES:
@@ -62,8 +62,8 @@ class BranchFollower:
     # ---------------------------------------------------------------- cache keys
     def describe(self) -> dict:
         s = self.solver
-        out = dict(model=self.module.MODEL, source_hash=getattr(self.module, "SOURCE_HASH", ""),
-                   generator=getattr(self.module, "GENERATOR_VERSION", ""), parameters=self.parameters,
+        out = dict(model=self.module.MODEL, source_hash=self.module.SOURCE_HASH,
+                   generator=self.module.stamp.version if self.module.stamp else "", parameters=self.parameters,
                    branch=self.branch, quadrature=s.integrator.describe(), test_rule=s.test_rule.describe(),
                    tol=s.tol)
         if s.entropic_rule is not None:  # a non-quadratic regularizer: its rule is part of the point
@@ -353,7 +353,7 @@ class BranchFollower:
         raise PhaseError(f"{self.branch} branch at alpha={alpha:g}: {why}")
 
 
-def follow_branch(module: ModuleType | str, branch: str, alpha_start: float, alpha_stop: float,
+def follow_branch(module: GeneratedModel | str, branch: str, alpha_start: float, alpha_stop: float,
                   parameters: Mapping[str, float] | None = None, *, x0: np.ndarray | None = None,
                   settings: SolverSettings | None = None, steps: StepControl | None = None,
                   cache: PointCache | None = None, progress: Callable[[str], None] | None = None,

@@ -15,18 +15,18 @@ jump-aware rule; the first-order shifts go through the thresholds' exact derivat
 """
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Mapping
 
 import numpy as np
 
+from ..numeric.generated_model import GeneratedModel
 from ..numeric.accuracy import jump_check
 from ..errors import ConvergenceError, InvalidStateError
 from .results import CrossingStatus, PhaseResult
 from .settings import SolverSettings
 
 
-def threshold_jump_terms(module: ModuleType, parameters: Mapping[str, float] | None, res: PhaseResult,
+def threshold_jump_terms(module: GeneratedModel, parameters: Mapping[str, float] | None, res: PhaseResult,
                          settings: SolverSettings) -> tuple[dict[str, float], list[str]]:
     """Jump terms of ``alpha_c`` and ``alpha_l`` (absolute; 0 where no branch's rule misses jumps,
     absent where a threshold does not exist or its branch could not be re-solved) and notes."""

@@ -13,9 +13,9 @@ import contextlib
 import importlib
 import importlib.util
 import sys
-from types import ModuleType
 from typing import Iterator
 
+from ..numeric.generated_model import GeneratedModel, as_model
 from ..runtime.executors import open_executor
 
 
@@ -30,23 +30,22 @@ def executor_for(jobs: int, executor: cf.Executor | None = None) -> Iterator[cf.
         yield ex
 
 
-def module_ref(module: ModuleType) -> tuple[str, str | None]:
-    """A picklable reference to a generated module: its import name and file."""
-    return module.__name__, getattr(module, "__file__", None)
+def module_ref(module: GeneratedModel) -> tuple[str, str | None]:
+    """A picklable reference to a generated model: its module's import name and file."""
+    return module.module_name, str(module.path) if module.path is not None else None
 
 
-def module_from_ref(ref: tuple[str, str | None]) -> ModuleType:
-    """The module of :func:`module_ref` (imported, or loaded from its file, in this process)."""
+def module_from_ref(ref: tuple[str, str | None]) -> GeneratedModel:
+    """The model of :func:`module_ref` (imported, or loaded from its file, in this process)."""
     name, path = ref
-    if name in sys.modules:
-        return sys.modules[name]
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        if path is None:
-            raise
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod
+    if name not in sys.modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            if path is None:
+                raise
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+    return as_model(sys.modules[name])

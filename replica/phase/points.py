@@ -4,9 +4,9 @@ phase points in worker processes (:func:`phase_points`), and a sweep of one para
 from __future__ import annotations
 
 import concurrent.futures as cf
-from types import ModuleType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from ..numeric.generated_model import GeneratedModel
 from ..artifacts.cache import PointCache
 from ..errors import ParameterError
 from ..runtime.executors import describe, run_chains
@@ -19,7 +19,7 @@ from .settings import SolverSettings, StepControl
 from .thresholds import thresholds
 
 
-def phase_point(module: ModuleType | str, parameters: Mapping[str, float] | None = None, *,
+def phase_point(module: GeneratedModel | str, parameters: Mapping[str, float] | None = None, *,
                 pair: tuple[str, str] | None = None, alpha_min: float = 0.1, alpha_max: float = 4.0,
                 branches: Iterable[str] | None = None, settings: SolverSettings | None = None,
                 steps: StepControl | None = None, cache: PointCache | None = None,
@@ -54,7 +54,7 @@ def _task(point: Callable[..., PhaseResult], ref, task: Mapping[str, Any], cache
     return point(module_from_ref(ref), cache=PointCache(cache_root, cache_on), **task)
 
 
-def phase_points(module: ModuleType | str, tasks: Sequence[Mapping[str, Any]], *, jobs: int = 1,
+def phase_points(module: GeneratedModel | str, tasks: Sequence[Mapping[str, Any]], *, jobs: int = 1,
                  cache: PointCache | None = None, progress: Progress | None = None,
                  point: Callable[..., PhaseResult] = phase_point,
                  executor: cf.Executor | None = None) -> list[PhaseResult]:
@@ -96,7 +96,7 @@ def phase_points(module: ModuleType | str, tasks: Sequence[Mapping[str, Any]], *
     return results  # type: ignore[return-value]
 
 
-def phase_sweep(module: ModuleType | str, name: str, values: Sequence[float],
+def phase_sweep(module: GeneratedModel | str, name: str, values: Sequence[float],
                 parameters: Mapping[str, float] | None = None, *, jobs: int = 1,
                 cache: PointCache | None = None, progress: Progress | None = None,
                 executor: cf.Executor | None = None, **kwargs) -> list[PhaseResult]:

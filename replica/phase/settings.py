@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, Mapping
 
+from ..numeric.generated_model import GeneratedModel
 from ..errors import ParameterError
 from ..numeric.integrators import from_spec
 from ..numeric.prox import GLOBAL, ProxConvention
@@ -36,7 +36,7 @@ class SolverSettings:
     entropic_rule: QuadratureRule | None = None
     prox: ProxConvention = GLOBAL
 
-    def refined(self, module: ModuleType, branches) -> "SolverSettings":
+    def refined(self, module: GeneratedModel, branches) -> "SolverSettings":
         """These settings with every rule refined once (the energetic integrator of each of
         ``branches``, the test rule, the entropic rule): the second pass of an error bar."""
         from dataclasses import replace
@@ -50,14 +50,14 @@ class SolverSettings:
         return replace(self, rule=rules, test_rule=test,
                        entropic_rule=None if ent is None else ent.refined(factor=ENTROPIC_REFINEMENT))
 
-    def rule_for(self, module: ModuleType, branch: str) -> Any:
+    def rule_for(self, module: GeneratedModel, branch: str) -> Any:
         """The rule / integrator object for ``branch`` (resolving per-branch maps and specs)."""
         rule = self.rule
         if isinstance(rule, Mapping):
             rule = rule.get(branch, rule.get("default"))
         return from_spec(rule, module, branch, self.prox)
 
-    def make_solver(self, module: ModuleType, parameters: Mapping[str, float] | None,
+    def make_solver(self, module: GeneratedModel, parameters: Mapping[str, float] | None,
                     branch: str) -> Solver:
         """A :class:`~replica.numeric.solver.Solver` of ``branch`` with these settings."""
         return Solver(module, parameters, branch, rule=self.rule_for(module, branch), test_rule=self.test_rule,

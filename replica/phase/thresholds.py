@@ -39,11 +39,11 @@ import concurrent.futures as cf
 import math
 import time
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..numeric.generated_model import GeneratedModel
 from ..artifacts.cache import PointCache
 from ..errors import ConvergenceError, InvalidStateError, ParameterError
 from ..runtime.progress import Progress
@@ -152,7 +152,7 @@ class _Walker:
         return pt
 
 
-def thresholds(module: ModuleType | str, parameters: Mapping[str, float] | None = None, *,
+def thresholds(module: GeneratedModel | str, parameters: Mapping[str, float] | None = None, *,
                pair: tuple[str, str] | None = None, alpha_min: float = 0.1, alpha_max: float = 4.0,
                settings: SolverSettings | None = None, steps: StepControl | None = None,
                cache: PointCache | None = None, xtol: float = 1e-4, guess: Guess | None = None,
@@ -403,7 +403,7 @@ def contiguous_runs(n: int, count: int) -> list[list[int]]:
     return [[int(i) for i in r] for r in np.array_split(np.arange(n), min(count, n)) if len(r)]
 
 
-def _run(module: ModuleType, name: str, ws: Sequence[float], centre: float, kwargs: Mapping[str, Any],
+def _run(module: GeneratedModel, name: str, ws: Sequence[float], centre: float, kwargs: Mapping[str, Any],
          cache: PointCache, progress: Progress | None = None) -> list[PhaseResult | None]:
     out: list[PhaseResult | None] = [None] * len(ws)
     done: list[tuple[float, PhaseResult | None]] = []
@@ -429,7 +429,7 @@ def _point(ref, name: str, w: float, kwargs: Mapping[str, Any], guess: Guess, ca
     return w, r
 
 
-def thresholds_sweep(module: ModuleType | str, name: str, values: Sequence[float],
+def thresholds_sweep(module: GeneratedModel | str, name: str, values: Sequence[float],
                      parameters: Mapping[str, float] | None = None, *, jobs: int = 1,
                      cache: PointCache | None = None, progress: Progress | None = None,
                      executor: cf.Executor | None = None, **kwargs) -> list[PhaseResult]:

@@ -32,11 +32,11 @@ from __future__ import annotations
 import importlib
 import math
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..numeric.generated_model import GeneratedModel
 from .. import validation
 from ..artifacts.cache import PointCache
 from ..errors import ConvergenceError, InvalidStateError, ParameterError, ReplicaError
@@ -85,14 +85,14 @@ class TaskKind:
 
     name: str
     summary: str
-    check: Callable[[SweepSpec, ModuleType | None], dict]
+    check: Callable[[SweepSpec, GeneratedModel | None], dict]
     compute: Callable[[Context, dict, Any], dict]
     hint: Callable[[list, float], Any] | None = None
     dims: Callable[[Mapping[str, Any]], dict[str, list[str]]] = field(default=lambda settings: {})
     default_warm: Callable[[SweepSpec], str | None] = field(default=lambda spec: None)
     needs_model: bool = True
     alpha: str = "axis"
-    variables: Callable[[Mapping[str, Any], ModuleType | None], tuple[list[str], list[str]]] = field(
+    variables: Callable[[Mapping[str, Any], GeneratedModel | None], tuple[list[str], list[str]]] = field(
         default=lambda settings, module: ([], []))
     seconds: Callable[[Mapping[str, Any]], float] | None = None
 
@@ -178,7 +178,7 @@ class _Settings:
             raise ParameterError(f"compute.{sorted(self.raw)[0]}", f"unknown setting for kind {self.kind!r}")
 
 
-def _check_names(spec: SweepSpec, module: ModuleType, alpha: str) -> None:
+def _check_names(spec: SweepSpec, module: GeneratedModel, alpha: str) -> None:
     """Grid axes and fixed parameters are the model's parameters (and ``alpha`` where the kind
     takes it); each grid point's parameters pass the model's checks."""
     from ..numeric.parameters import parameter_vector
@@ -218,7 +218,7 @@ def _first_warm_axis(spec: SweepSpec) -> str | None:
 
 
 # --------------------------------------------------------------------------- solve
-def _solve_check(spec: SweepSpec, module: ModuleType) -> dict:
+def _solve_check(spec: SweepSpec, module: GeneratedModel) -> dict:
     s = _Settings(spec)
     declared = list(module.BRANCHES)
     branches = s.names("branches", declared or ["free"])
@@ -238,7 +238,7 @@ def _solve_check(spec: SweepSpec, module: ModuleType) -> dict:
                max_iter=s.integer("max_iter", 500, high=100_000),
                error_estimate=s.flag("error_estimate", True), baseline=s.flag("baseline", False))
     s.done()
-    if out["baseline"] and getattr(module, "BASELINE", None) is None:
+    if out["baseline"] and module.BASELINE is None:
         raise ParameterError("compute.baseline", f"{module.MODEL} declares no baseline")
     _check_names(spec, module, "axis")
     return out
@@ -299,8 +299,8 @@ def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
     return {"values": values, "rows": rows, "seed": seed}
 
 
-def _solve_variables(st: Mapping[str, Any], module: ModuleType) -> tuple[list[str], list[str]]:
-    obs = list(getattr(module, "OBSERVABLES", ("eps_g",)))
+def _solve_variables(st: Mapping[str, Any], module: GeneratedModel) -> tuple[list[str], list[str]]:
+    obs = list(module.OBSERVABLES)
     names = list(module.ORDER_PARAMETERS) + list(module.CONJUGATES) + obs
     rows = [c for n in names for c in (n, f"{n}_error")]
     rows += ["phi", "phi_error", "train_loss", "train_loss_error", "psi_y", "iterations", "residual",
@@ -335,7 +335,7 @@ register(TaskKind("solve", "the saddle point on each of the given branches", _so
 
 
 # --------------------------------------------------------------------------- thresholds / phase
-def _phase_check(spec: SweepSpec, module: ModuleType, continuation: bool) -> dict:
+def _phase_check(spec: SweepSpec, module: GeneratedModel, continuation: bool) -> dict:
     from ..phase.common import check_range, resolve_pair
 
     s = _Settings(spec)
@@ -456,7 +456,7 @@ def _simulator(name: str) -> Callable[..., dict]:
         raise ParameterError("compute.simulator", f"cannot load {target}: {_first_line(exc)}") from None
 
 
-def _simulate_check(spec: SweepSpec, module: ModuleType | None) -> dict:
+def _simulate_check(spec: SweepSpec, module: GeneratedModel | None) -> dict:
     s = _Settings(spec)
     name = s.text("simulator", None)
     if name is None:

@@ -108,11 +108,9 @@ def plan_chains(spec: SweepSpec) -> list[list[tuple[int, ...]]]:
 def _model_info(spec: SweepSpec, module, settings: dict) -> dict[str, str]:
     info = {"model": spec.model, "replica_version": __version__}
     if module is not None:
-        from ..artifacts.freshness import read_stamp
-
-        stamp = read_stamp(module.__file__) if getattr(module, "__file__", None) else None
-        info.update(model=module.MODEL, model_source_hash=str(getattr(module, "SOURCE_HASH", "")),
-                    model_generator_version=str(getattr(module, "GENERATOR_VERSION", "")),
+        stamp = module.stamp
+        info.update(model=module.MODEL, model_source_hash=module.SOURCE_HASH,
+                    model_generator_version=stamp.version if stamp else "",
                     model_stamp=stamp.line() if stamp else "")
     if "simulator" in settings:
         info["simulator"] = str(settings["simulator"])

@@ -789,6 +789,28 @@ class Writer:
         out.append(Eq("e_t", [r"-\Phi"]))
         return out
 
+    def _parameter_role(self, s: sp.Symbol) -> str:
+        """What a model parameter does, read off where it enters the declaration."""
+        m = self.m
+        p = m.h.shape[1]
+        wv = sp.Matrix([sp.Dummy() for _ in range(p)])
+        if s in m.regularizer.expression(wv).free_symbols:
+            return "strength of the penalty $\\mathcal{R}$"
+        if m.channel is not None and s in m.channel.parameters():
+            return "parameter of the teacher channel (noise variance or flip probability)"
+        data = m.data
+        if any(s in sp.sympify(g).free_symbols for a in data.atoms for g in a.gamma):
+            return "scale of the token covariances (their eigenvalues)"
+        if any(s in sp.sympify(x).free_symbols for a in data.atoms for x in a.pi):
+            return "mean or positional projection of the tokens"
+        if m.target is not None and s in m.target.free_symbols:
+            return "weight of the positional part $A$ of the target"
+        if m.noise and any(s in sp.diff(m.loss, z).free_symbols for z in m.noise):
+            return "label-noise variance"
+        if data.has_clusters:
+            return "parameter of the cluster labels' joint law"
+        return "model parameter"
+
     @staticmethod
     def _describe(o) -> str:
         known = {"classification_error": "Test classification error",
@@ -835,18 +857,15 @@ class Writer:
             items.append(Item("S, T", "student and target attention maps ($L \\times L$)"))
         items.append(Item(r"\ell", "per-sample loss"))
         items.append(Item(r"\mathcal{R}", "regulariser of a weight row"))
-        for s in sorted(m.parameter_symbols, key=str):
+        matrix_entries = set()
+        for P in m.parameters:
+            if isinstance(P, sp.MatrixBase):
+                matrix_entries |= set(P)
+        for s in sorted(set(m.parameter_symbols) - matrix_entries, key=str):
+            role = self._parameter_role(s)
             if s in self.renamed:
-                items.append(Item(self.renamed[s], "model parameter declared with the plain letter, which the "
-                                                   "notation takes (the target's positional weight, for attention)"
-                                                   if s.name == "omega" else "model parameter (tilde: the plain "
-                                                   "letter is taken by the notation)"))
-        params = [s for s in sorted(m.parameter_symbols, key=str) if s not in self.renamed
-                  and not s.name.startswith(("A_",))]
-        if params:
-            items.append(Item(", ".join(self.names.get(s, s.name) for s in params), "model parameters (the "
-                              "penalty strengths $\\lambda$, the noise variance $\\Delta$, the token scale "
-                              "$\\sigma$, ..., as declared)"))
+                role += " (a tilde: the plain letter is taken by the notation)"
+            items.append(Item(self.names.get(s, s.name), role))
         if getattr(self, "_matrix_param", None):
             items.append(Item(self._matrix_param[0], "positional attention matrix (a model parameter)"))
         ov = (r"q_a = W^\top \Sigma_a W / d" if not one else r"q = W^\top \Sigma W / d")

@@ -9,9 +9,9 @@ the positionality ``omega`` of the target (its ``A`` matrix as further parameter
 from __future__ import annotations
 
 import concurrent.futures as cf
-from types import ModuleType
 from typing import Any, Mapping, Sequence
 
+from ...numeric.generated_model import GeneratedModel
 from ...artifacts.cache import PointCache
 from ...phase import PhaseResult, phase_points as core_phase_points
 from ...phase import phase_point as core_phase_point
@@ -39,7 +39,7 @@ def label(parameters: Mapping[str, float]) -> str:
     return f"omega={parameters['omega']:g}" if "omega" in parameters else ""
 
 
-def phase_point(module: ModuleType | str = MODEL, omega: float | None = None,
+def phase_point(module: GeneratedModel | str = MODEL, omega: float | None = None,
                 parameters: Mapping[str, float] | None = None, *, branches: Sequence[str] = STUDY_BRANCHES,
                 **kwargs: Any) -> PhaseResult:
     """:func:`replica.phase.phase_point` at positionality ``omega``: the semantic and positional
@@ -50,14 +50,14 @@ def phase_point(module: ModuleType | str = MODEL, omega: float | None = None,
     return core_phase_point(module, params, pair=TRANSITION, branches=branches, label=label(params), **kwargs)
 
 
-def thresholds(module: ModuleType | str = MODEL, omega: float | None = None,
+def thresholds(module: GeneratedModel | str = MODEL, omega: float | None = None,
                parameters: Mapping[str, float] | None = None, **kwargs: Any) -> PhaseResult:
     """:func:`replica.phase.thresholds` (the fast path: ``alpha_c``, ``alpha_l`` only) at ``omega``."""
     params = study_parameters(omega, parameters)
     return core_thresholds(module, params, pair=TRANSITION, label=label(params), **kwargs)
 
 
-def phase_points(module: ModuleType | str, tasks: Sequence[Mapping[str, Any]], *, jobs: int = 1,
+def phase_points(module: GeneratedModel | str, tasks: Sequence[Mapping[str, Any]], *, jobs: int = 1,
                  cache: PointCache | None = None, progress: Progress | None = None,
                  executor: cf.Executor | None = None) -> list[PhaseResult]:
     """:func:`phase_point` for each task (a dict of its keyword arguments: ``omega``,
@@ -67,7 +67,7 @@ def phase_points(module: ModuleType | str, tasks: Sequence[Mapping[str, Any]], *
                              executor=executor)
 
 
-def phase_diagram(module: ModuleType | str, omegas: Sequence[float], parameters: Mapping[str, float] | None = None,
+def phase_diagram(module: GeneratedModel | str, omegas: Sequence[float], parameters: Mapping[str, float] | None = None,
                   *, jobs: int = 1, cache: PointCache | None = None, progress: Progress | None = None,
                   executor: cf.Executor | None = None, **kwargs: Any) -> list[PhaseResult]:
     """:func:`phase_point` at every ``omega`` (on ``executor``, else in ``jobs`` processes); results
@@ -76,7 +76,7 @@ def phase_diagram(module: ModuleType | str, omegas: Sequence[float], parameters:
     return phase_points(module, tasks, jobs=jobs, cache=cache, progress=progress, executor=executor)
 
 
-def thresholds_diagram(module: ModuleType | str, omegas: Sequence[float],
+def thresholds_diagram(module: GeneratedModel | str, omegas: Sequence[float],
                        parameters: Mapping[str, float] | None = None, *, jobs: int = 1,
                        cache: PointCache | None = None, progress: Progress | None = None,
                        executor: cf.Executor | None = None, **kwargs: Any) -> list[PhaseResult]:

@@ -163,9 +163,9 @@ def run(args: argparse.Namespace) -> int:
 
         module = gcm_module(module, spectrum)
     params = parameters_from_args(module, args)
-    if args.branch not in (None, "free") and args.branch not in getattr(module, "BRANCHES", {}):
+    if args.branch not in (None, "free") and args.branch not in module.BRANCHES:
         raise ParameterError("branch", f"unknown branch {args.branch!r} for model {module.MODEL}; known: "
-                                       f"{['free', *getattr(module, 'BRANCHES', {})]}")
+                                       f"{['free', *module.BRANCHES]}")
     from ...numeric.integrators import from_spec
     from ...numeric.solver import Solver
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from types import ModuleType
 
+from ...numeric.generated_model import GeneratedModel
 from ... import validation
 from ...errors import ParameterError
 from ...numeric.integrators import from_spec
@@ -102,19 +102,19 @@ def prox_from_args(args: argparse.Namespace):
         raise ParameterError(exc.name.replace("_", "-"), str(exc).split(": ", 1)[-1]) from None
 
 
-def rule_from_args(module: ModuleType, args: argparse.Namespace, branch: str | None = None,
+def rule_from_args(module: GeneratedModel, args: argparse.Namespace, branch: str | None = None,
                    default: str | None = None):
     """The rule or integrator of ``--quadrature`` (``default`` when the flag is absent), for the
     convention of ``--prox``."""
     return from_spec(getattr(args, "quadrature", None) or default, module, branch, prox_from_args(args))
 
 
-def entropic_rule_from_args(module: ModuleType, args: argparse.Namespace):
+def entropic_rule_from_args(module: GeneratedModel, args: argparse.Namespace):
     """The entropic rule of ``--entropic-quadrature gh:N`` (None: the solver's default)."""
     spec = getattr(args, "entropic_quadrature", None)
     if spec is None:
         return None
-    if getattr(module, "ENTROPIC", "closed") != "envelope":
+    if module.ENTROPIC != "envelope":
         raise ParameterError("entropic-quadrature", f"{module.MODEL} has a quadratic regularizer: its entropic "
                                                     "average is in closed form, there is no rule to set")
     from ...numeric.integrators import AlignedEntropicRule
