@@ -471,7 +471,8 @@ class Writer:
                 score = name
         if score is None:
             score = self.x(S[0, 0]) + r"\ \text{(entry 11; all entries alike)}"
-        items.append(Text(r"Student attention (softmax row by row, $h \in \mathbb{R}^{L \times " + str(rr) + "}$ "
+        items.append(Text(r"Student attention (" + ("softmax row by row, " if "softmax" in score else "")
+                          + r"$h \in \mathbb{R}^{L \times " + str(rr) + "}$ "
                           + (r"stacks $h_a = (h^{Q}_a, h^{K}_a)$" if "Q" in score else "the rows $h_a$") + "):"))
         items.append(Eq("S(h)", [score]))
         sm = softmax_rows(hs * hs.T)
