@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import io
 import os
-import tokenize
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,9 +68,15 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _package_files() -> set[Path]:
-    return {p.resolve() for pkg in GENERATOR_PACKAGES for p in (LIBRARY / pkg).rglob("*.py")
-            if "__pycache__" not in p.parts}
+def _package_files() -> set[str]:
+    """Every ``.py`` file of :data:`GENERATOR_PACKAGES`, as strings (LIBRARY is resolved, and a
+    start-up pays for every ``Path`` hashed or resolved here)."""
+    out = set()
+    for pkg in GENERATOR_PACKAGES:
+        for folder, dirs, files in os.walk(os.path.join(LIBRARY, pkg)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            out.update(os.path.join(folder, f) for f in files if f.endswith(".py"))
+    return out
 
 
 def generator_files(kind: str = "module") -> list[Path]:
@@ -81,26 +85,28 @@ def generator_files(kind: str = "module") -> list[Path]:
     they import (module-level or inside a function). Found by reading the packages' folders and
     imports, so that a moved or a new file is covered without a list to keep."""
     pool = _package_files()
-    todo = [f for f in pool if any(f.relative_to(LIBRARY).as_posix().startswith(w) or f.name == w
+    lib = str(LIBRARY) + os.sep
+    todo = [f for f in pool if any(f[len(lib):].replace(os.sep, "/").startswith(w) or os.path.basename(f) == w
                                    for w in WRITERS[kind])]
     seen = set(todo)
     while todo:
         f = todo.pop()
-        for module, level, names in _imports(f):
+        for module, level, names in _facts(f)[1]:
             if level:
-                base = f.parent
+                base = os.path.dirname(f)
                 for _ in range(level - 1):
-                    base = base.parent
+                    base = os.path.dirname(base)
             elif module == "replica" or module.startswith("replica."):
-                base = ROOT
+                base = str(ROOT)
             else:
                 continue
-            for c in _candidates(base, module) + [c for n in names for c in _candidates(base, f"{module}.{n}")]:
-                c = c.resolve()
-                if c in pool and c not in seen:
-                    seen.add(c)
-                    todo.append(c)
-    return sorted(seen)
+            for dotted in [module] + [f"{module}.{n}" for n in names]:
+                stem = os.path.join(base, *[p for p in dotted.split(".") if p])
+                for c in (stem + ".py", os.path.join(stem, "__init__.py")):
+                    if c in pool and c not in seen:
+                        seen.add(c)
+                        todo.append(c)
+    return [Path(f) for f in sorted(seen)]
 
 
 def code_digest(source: bytes) -> bytes:
@@ -108,6 +114,9 @@ def code_digest(source: bytes) -> bytes:
     (positions from :mod:`ast` and :mod:`tokenize`), trailing blanks and empty lines dropped. Text,
     not a syntax-tree dump, so that the digest is the same under every Python version. The raw
     bytes if the file does not parse."""
+    import io
+    import tokenize
+
     try:
         text = source.decode("utf-8")
         tree = ast.parse(text)
@@ -140,8 +149,68 @@ def code_digest(source: bytes) -> bytes:
 def generator_hash(kind: str = "module") -> str:
     """Hash of the code (:func:`code_digest`) of :func:`generator_files`: where a file lies does not
     count, only what it says."""
-    digests = sorted(_sha(code_digest(f.read_bytes())) for f in generator_files(kind))
+    digests = sorted(_facts(f)[0] for f in generator_files(kind))
+    _save_memo()
     return _sha((kind + "\n" + "\n".join(digests)).encode())[:16]
+
+
+#: per library file: ``[[mtime_ns, size], code digest, imports]`` (see :func:`_facts`)
+_MEMO: dict | None = None
+_MEMO_CHANGED = False
+
+
+def _memo_path() -> Path:
+    """Beside the library's bytecode (``replica/__pycache__``): derived from its sources like the
+    bytecode, and as writable (no memo where it is not)."""
+    return LIBRARY / "__pycache__" / "freshness-memo.json"
+
+
+def _facts(path: str | Path) -> tuple[str, list[tuple[str, int, list[str]]]]:
+    """``(code digest, imports)`` of a library file, memoised (:func:`_memo_path`) by the file's
+    size and modification time: parsing and tokenising the generator's files costs ~0.3 s,
+    which every command would pay at start-up. The memo is keyed by this module's own source too,
+    so that a change to how digests are computed never reads an old one."""
+    import json
+
+    global _MEMO, _MEMO_CHANGED
+    if _MEMO is None:
+        _MEMO = {}
+        try:
+            memo = json.loads(_memo_path().read_text(encoding="utf-8"))
+            if memo.get("code") == _sha(Path(__file__).read_bytes()):
+                _MEMO = memo.get("files", {})
+        except (OSError, ValueError, AttributeError):
+            pass
+    st = os.stat(path)
+    key, stat = str(path), [st.st_mtime_ns, st.st_size]
+    hit = _MEMO.get(key)
+    if hit is None or hit[0] != stat:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        hit = _MEMO[key] = [stat, _sha(code_digest(data)), [[m, lv, n] for m, lv, n in _imports(Path(path))]]
+        _MEMO_CHANGED = True
+    return hit[1], [(m, lv, n) for m, lv, n in hit[2]]
+
+
+def _save_memo() -> None:
+    """Write the memo of :func:`_facts` if it changed (atomically; silently not where it cannot be
+    written)."""
+    import json
+    import tempfile
+
+    global _MEMO_CHANGED
+    if not _MEMO_CHANGED:
+        return
+    _MEMO_CHANGED = False
+    try:
+        path = _memo_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".freshness-", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"code": _sha(Path(__file__).read_bytes()), "files": _MEMO}, fh)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def _imports(path: Path) -> Iterable[tuple[str, int, list[str]]]:
@@ -183,7 +252,7 @@ def declaration_files(path: str | os.PathLike) -> list[Path]:
     todo = [first]
     while todo:
         f = todo.pop()
-        for module, level, names in _imports(f):
+        for module, level, names in _facts(f)[1]:
             if level:
                 base = f.parent
                 for _ in range(level - 1):
