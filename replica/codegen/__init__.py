@@ -44,7 +44,7 @@ The contract, as :class:`~replica.numeric.generated_model.GeneratedModel` reads 
 * if the model has a target ``T``: ``target_entries(z, p)`` (``T(h*)`` entries with
   ``h*_l = rho_l^{1/2} eta_l``, ``z = eta``), ``rho_bar(p)``.
 
-* token clusters only (THEORY §6): ``z`` carries the one-hot label indicators ``DISCRETE``
+* token clusters only (docs/explanation/theory.md §8): ``z`` carries the one-hot label indicators ``DISCRETE``
   after the ``GAUSSIANS``; ``SLOTS`` (slot labels), ``CONFIGURATIONS`` (indicator values
   of every label configuration), ``LABELS`` (its cluster per token),
   ``label_probabilities(p)`` (their law) and ``token_rho_bar(z, p)`` (each token's
@@ -52,8 +52,8 @@ The contract, as :class:`~replica.numeric.generated_model.GeneratedModel` reads 
   (:mod:`replica.numeric.labels`). Modules without clusters define none of these;
 * ``SYMMETRIES``: ``(families, gaussian indices)`` pairs: with those families pinned to
   zero, flipping the sign of those ``z`` entries leaves the minimum of the bracket and the
-  other families' ``dF/dx`` unchanged (THEORY §5, derived by :mod:`replica.symbolic.symmetries`; used
-  to fold quadrature rules); ``MIRRORED``: per pair, whether it maps the minimiser to ``-h``;
+  other families' ``dF/dx`` unchanged (docs/explanation/theory.md §6, derived by
+  :mod:`replica.symbolic.symmetries`; used to fold quadrature rules); ``MIRRORED``: per pair, whether it maps the minimiser to ``-h``;
 * per-node leaves (:data:`NODE_API`, the kernels of the functions with a
   :class:`~replica.codegen.backends.NodeForm`): ``node_constants(z, x, p, c)``,
   ``node_bracket_newton(h, c, g, H) -> F``, ``node_parameter_gradient(h, z, x, p, G)``,

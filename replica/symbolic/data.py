@@ -1,4 +1,4 @@
-"""Per-token data statistics: the joint spectral law ``nu`` of THEORY §2.
+"""Per-token data statistics: the joint spectral law ``nu`` of docs/explanation/theory.md §2.
 
 Under Assumption 4.1 the token covariances ``Sigma_l`` share eigenvectors ``e_i``
 with eigenvalues ``gamma_{l,i}``; the positional encodings project as
@@ -8,7 +8,7 @@ We represent ``nu`` by finitely many weighted atoms ``(gamma, pi)`` with
 ``tau ~ N(0, I_{r_t})`` independent of them (an iid Gaussian teacher, as in the
 paper). Then ``rho_bar_l = E[gamma_l]`` and ``rho_l = E[gamma_l] I_{r_t}``.
 
-Token clusters (paper Appendix C.10, THEORY §6): token ``l`` may be drawn from a Gaussian
+Token clusters (paper Appendix C.10, docs/explanation/theory.md §8): token ``l`` may be drawn from a Gaussian
 mixture, ``x_l | c_l = c ~ N(mu_{lc}, Sigma_{lc})``, the labels ``(c_1, ..., c_L)`` having a
 joint law ``P``. The statistics are then indexed by *slots* ``s = (l, c)``: every atom
 carries one eigenvalue ``gamma_s`` and one projection ``pi_s = sqrt(d) e_i^T (mu_s + p_l)`` per

@@ -1,7 +1,7 @@
 """From a :class:`~replica.symbolic.model.Model` to its potentials and saddle-point equations.
 
 :class:`Derivation` owns the three potentials and derives the stationarity
-conditions of ``Phi = Psi_t + Psi_w + alpha Psi_y`` with sympy (THEORY §4):
+conditions of ``Phi = Psi_t + Psi_w + alpha Psi_y`` with sympy (docs/explanation/theory.md §4):
 
 * ``dPhi/dxhat = 0``: the trace potential is bilinear, ``dPsi_t/dxhat = K^T x``, so
   ``x = -K^{-T} grad_xhat Psi_w`` -- explicit in closed form for an l2 regularizer;

@@ -955,7 +955,7 @@ def _block(text: str, math) -> list:
 
 
 def _cluster_blocks(m, tex) -> list:
-    """Slot statistics and the label law of a model with token clusters (THEORY §6)."""
+    """Slot statistics and the label law of a model with token clusters (docs/explanation/theory.md §8)."""
     data = m.data
     out = [_block("Token clusters: token $\\ell$ is drawn from cluster $c_\\ell$, "
                  "$x_\\ell \\mid c_\\ell = c \\sim \\mathcal{N}(\\mu_{\\ell c}, \\Sigma_{\\ell c})$; "

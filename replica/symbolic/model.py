@@ -1,4 +1,4 @@
-"""Declarative model: the learning problem of THEORY §1 written in sympy.
+"""Declarative model: the learning problem of docs/explanation/theory.md §1 written in sympy.
 
 A :class:`Model` says *what* is learnt, never *how* the equations look:
 
@@ -400,7 +400,7 @@ class Model:
 
     # ------------------------------------------------------------ the loss
     def _square_loss(self) -> sp.Expr:
-        """``l(h, h*) = 1/2 sum_{l,k} rho_bar_k (T(h*) - S(h))_{lk}^2`` (THEORY §1).
+        """``l(h, h*) = 1/2 sum_{l,k} rho_bar_k (T(h*) - S(h))_{lk}^2`` (docs/explanation/theory.md §1).
 
         With token clusters ``rho_bar_k = sum_c e_{kc} rho_bar_{kc}`` is that of token ``k``'s
         cluster (one-hot label indicators ``e``): ``|x_k|^2 / d -> tr Sigma_{k c_k} / d``, the

@@ -1,4 +1,4 @@
-"""Order parameters of the replica-symmetric ansatz as sympy objects (THEORY §2).
+"""Order parameters of the replica-symmetric ansatz as sympy objects (docs/explanation/theory.md §2).
 
 Per token ``l``: ``q_l, V_l`` (symmetric ``r x r``), ``m_l`` (``r``), ``theta_l``
 (``r x r_t``) and their conjugates ``qhat_l, Vhat_l`` (symmetric), ``mhat_l``,
@@ -6,17 +6,17 @@ Per token ``l``: ``q_l, V_l`` (symmetric ``r x r``), ``m_l`` (``r``), ``theta_l`
 independent symbols; the off-diagonal factors of 2 this creates are never typed by
 hand: they come out of differentiating the trace potential.
 
-With token clusters (THEORY §6) every family has one parameter per *slot* ``s = (l, c)``
+With token clusters (docs/explanation/theory.md §8) every family has one parameter per *slot* ``s = (l, c)``
 (token ``l``, cluster ``c``; labels ``1a, 1b, 2a, ...``) instead of one per token; without
 clusters the slots are the tokens (labels ``1, 2, ...``) and nothing changes.
 
-A :class:`TokenReduction` expresses symmetries between tokens (THEORY §5): every
+A :class:`TokenReduction` expresses symmetries between tokens (docs/explanation/theory.md §6): every
 token's parameter of a family is a fixed multiple of one shared free parameter,
 ``x_l = c_l x``. The conjugates then reduce by the dual map ``xhat_l = c_l / |c|^2
 xhat``, which keeps the bilinear coupling ``sum_l xhat_l . x_l = xhat . x``; e.g.
 ``c = (1, 1)`` for ``q`` gives ``Vhat_l = Vhat / 2`` (so ``Vhat = Vhat_1 + Vhat_2``) and
 ``c = (1, -1)`` for ``m`` gives ``mhat = mhat_1 - mhat_2``, the aggregated conjugates
-of THEORY §5.
+of docs/explanation/theory.md §6.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class OrderParameter:
 
 @dataclass
 class TokenReduction:
-    """Tokens sharing order parameters up to fixed coefficients (THEORY §5).
+    """Tokens sharing order parameters up to fixed coefficients (docs/explanation/theory.md §6).
 
     ``coefficients[family]`` is a length-``L`` sequence ``c`` meaning ``x_l = c_l x``
     for every token ``l`` (``x`` the shared free parameter of that family). Families

@@ -1,4 +1,4 @@
-"""The three potentials of the replica-symmetric free entropy (THEORY §3).
+"""The three potentials of the replica-symmetric free entropy (docs/explanation/theory.md §3).
 
 ``Phi = extr [ trace_potential + entropic_potential + alpha * energetic_potential ]``
 
@@ -21,7 +21,7 @@ Jacobian of the proximal map at every node; the Cholesky form needs only the
 bracket's derivatives at the minimiser (envelope theorem), which is what the
 generated solver evaluates.
 
-Token clusters (THEORY §6): the trace and entropic potentials run over the slots
+Token clusters (docs/explanation/theory.md §8): the trace and entropic potentials run over the slots
 ``s = (l, c)`` (one overlap, one delta function per slot); the energetic bracket is written
 for one label configuration with every token's parameters the one-hot combinations
 ``x_l = sum_c e_{lc} x_{lc}`` (:func:`token_view`), and the label indicators ``e`` are extra
@@ -149,7 +149,7 @@ def trace_potential(ops: OrderParameters) -> sp.Expr:
 
 
 def entropic_matrices(model: Model, ops: OrderParameters, group) -> tuple[sp.Matrix, sp.Matrix, sp.Matrix, sp.Matrix]:
-    """``(A, B, b_mean_outer, Gamma)`` of one spectral group (THEORY §3).
+    """``(A, B, b_mean_outer, Gamma)`` of one spectral group (docs/explanation/theory.md §3).
 
     ``A = sum_l gamma_l Vhat_l``, ``B = sum_l gamma_l qhat_l``,
     ``E[mu mu^T]`` with ``mu = sum_l pi_l mhat_l``, and ``Gamma = sum_l gamma_l thetahat_l``
@@ -205,7 +205,7 @@ class EntropicEnvelope(GaussianMoreauEnvelope):
 
 
 def entropic_envelope(model: Model, ops: OrderParameters) -> EntropicEnvelope:
-    """The entropic Moreau envelope of a general separable regularizer (THEORY §3)."""
+    """The entropic Moreau envelope of a general separable regularizer (docs/explanation/theory.md §3)."""
     reg = model.regularizer
     r, rt = model.r, model.r_t
     xi = [symbol(f"xiw_{i + 1}", rf"\xi^{{w}}_{{{i + 1}}}") for i in range(r)]

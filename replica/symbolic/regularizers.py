@@ -1,6 +1,6 @@
 """Regularizers ``r(w)``, ``w in R^r`` (a row of the student weights), and their entropic potentials.
 
-Each regularizer is a small factor with its own potential (THEORY §3):
+Each regularizer is a small factor with its own potential (docs/explanation/theory.md §3):
 
 * :class:`L2` (any quadratic ``r(w) = 1/2 w^T Lambda w``): the Moreau envelope is a
   Gaussian integral of a quadratic, so ``Psi_w`` has the closed form
@@ -78,7 +78,7 @@ class L2(Regularizer):
 class SeparableRegularizer(Regularizer):
     """A general convex ``r(w)`` given as a sympy expression of the symbols ``w``.
 
-    Its entropic potential is a Moreau envelope (THEORY §3). For ``r = 1`` sympy looks
+    Its entropic potential is a Moreau envelope (docs/explanation/theory.md §3). For ``r = 1`` sympy looks
     for the proximal map in closed form (:meth:`scalar_prox`), also for penalties with a
     kink at ``w = 0`` written with ``Abs`` (l1, elastic net); the Gaussian average is
     then numeric.

@@ -1,4 +1,5 @@
-"""Sign-flip symmetries of the energetic bracket, derived from the derivation of any model (THEORY §5).
+"""Sign-flip symmetries of the energetic bracket, derived from the derivation of any model
+(docs/explanation/theory.md §6).
 
 The energetic average runs over standard Gaussians in groups: the student's ``xi``, the
 teacher's ``eta`` and the label noise. A *candidate* flips the sign of some of these groups
