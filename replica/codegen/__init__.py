@@ -53,7 +53,8 @@ The contract, as :class:`~replica.numeric.generated_model.GeneratedModel` reads 
 * ``SYMMETRIES``: ``(families, gaussian indices)`` pairs: with those families pinned to
   zero, flipping the sign of those ``z`` entries leaves the minimum of the bracket and the
   other families' ``dF/dx`` unchanged (docs/explanation/theory.md §6, derived by
-  :mod:`replica.symbolic.symmetries`; used to fold quadrature rules); ``MIRRORED``: per pair, whether it maps the minimiser to ``-h``;
+  :mod:`replica.symbolic.symmetries`; used to fold quadrature rules); ``MIRRORED``: per pair,
+  whether it maps the minimiser to ``-h``;
 * per-node leaves (:data:`NODE_API`, the kernels of the functions with a
   :class:`~replica.codegen.backends.NodeForm`): ``node_constants(z, x, p, c)``,
   ``node_bracket_newton(h, c, g, H) -> F``, ``node_parameter_gradient(h, z, x, p, G)``,
