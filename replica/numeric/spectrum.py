@@ -24,7 +24,6 @@ import csv
 import dataclasses
 import hashlib
 import math
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -32,6 +31,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import InvalidStateError, ParameterError
+from .generated_model import GeneratedModel, as_model
 
 #: the columns of a spectrum file
 COLUMNS = ("k", "lambda", "theta")
@@ -228,7 +228,7 @@ class SpectralEntropic:
     the factors 2 of ``V``'s and ``q``'s conjugates come from the module, not from here.
     """
 
-    def __init__(self, module: types.ModuleType, spectrum: Spectrum, terms: ModeFunctions):
+    def __init__(self, module: GeneratedModel, spectrum: Spectrum, terms: ModeFunctions):
         if tuple(terms.conjugates) != tuple(module.CONJUGATES):
             raise ParameterError("spectrum", f"the per-mode term's conjugates {terms.conjugates} are not "
                                              f"{module.MODEL}'s {tuple(module.CONJUGATES)}")
@@ -270,7 +270,7 @@ class SpectralEntropic:
             return self._mean(self._call(self.terms.potential, xhat, p))
 
 
-def spectral_module(module: types.ModuleType, spectrum: Spectrum, terms: ModeFunctions) -> types.ModuleType:
+def spectral_module(module: GeneratedModel, spectrum: Spectrum, terms: ModeFunctions) -> GeneratedModel:
     """``module`` (a generated GLM module) on the data law of ``spectrum``.
 
     A copy of the module whose entropic side (``entropic_update``, ``entropic_potential``) is the
@@ -280,10 +280,11 @@ def spectral_module(module: types.ModuleType, spectrum: Spectrum, terms: ModeFun
     (cached results of another spectrum never match), ``ISOTROPIC_TOKENS`` and ``atom_eigenvalues``
     describe the spectrum (the replicon is refused, with its reason, unless ``Ω ∝ I``).
     """
-    if getattr(module, "ENTROPIC", "closed") != "closed":
+    module = as_model(module)
+    if module.ENTROPIC != "closed":
         raise ParameterError("spectrum", f"{module.MODEL}: a spectrum needs a quadratic (l2) penalty; "
                                          "this model's entropic side is a Moreau envelope")
-    if getattr(module, "DISCRETE", ()):
+    if module.DISCRETE:
         raise ParameterError("spectrum", f"{module.MODEL}: a spectrum replaces the data law of a GLM "
                                          "(one token, no clusters)")
     defaults = np.asarray(module.DEFAULTS, dtype=float)
@@ -317,17 +318,9 @@ def spectral_module(module: types.ModuleType, spectrum: Spectrum, terms: ModeFun
 
     changes = dict(entropic_update=entropic_update, entropic_potential=entropic_potential,
                    atom_eigenvalues=atom_eigenvalues, ISOTROPIC_TOKENS=spectrum.isotropic)
-    if hasattr(module, "replace") and dataclasses.is_dataclass(module):
-        # a typed generated model (replica.numeric.generated_model): its cache key is read off its stamp
-        stamp = getattr(module, "stamp", None)
-        if stamp is not None and dataclasses.is_dataclass(stamp) and hasattr(stamp, "declaration"):
-            changes["stamp"] = dataclasses.replace(stamp, declaration=f"{stamp.declaration}{tag}")
-        out = module.replace(**changes)
-    else:
-        out = types.ModuleType(f"{module.__name__}__spectrum")
-        out.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
-        out.__doc__ = f"{module.MODEL} on the spectrum {spectrum.source} (N = {spectrum.N} modes)"
-        out.__dict__.update(changes, SOURCE_HASH=f"{module.SOURCE_HASH}{tag}")
+    if module.stamp is not None:  # the model's part of a cache key is read off its stamp
+        changes["stamp"] = dataclasses.replace(module.stamp, declaration=f"{module.stamp.declaration}{tag}")
+    out = module.replace(**changes)
     out.SPECTRUM = spectrum
     out.SPECTRAL_ENTROPIC = entropic
     return out

@@ -16,7 +16,6 @@ arrays of modes, which :class:`replica.numeric.spectrum.SpectralEntropic` sums.
 """
 from __future__ import annotations
 
-import types
 from dataclasses import dataclass
 
 import sympy as sp
@@ -24,6 +23,7 @@ import sympy as sp
 from ..errors import ParameterError
 from .order_parameters import OrderParameters
 from .regularizers import L2
+from ..numeric.generated_model import GeneratedModel
 from ..numeric.spectrum import GaussianEquivalence, ModeFunctions, Spectrum, gaussian_equivalence, spectral_module
 from .symbols import symbol
 
@@ -91,7 +91,7 @@ def mode_functions(model, parameter_names: tuple[str, ...]) -> ModeFunctions:
     return ModeFunctions(tuple(c.name for c in term.conjugates), tuple(parameter_names), potential, gradient)
 
 
-def gcm_module(module: types.ModuleType, spectrum: Spectrum) -> types.ModuleType:
+def gcm_module(module: GeneratedModel, spectrum: Spectrum) -> GeneratedModel:
     """The generated module ``module`` on the Gaussian covariate data law of ``spectrum``: the
     declaration of ``module.MODEL`` gives the per-mode term (:func:`mode_functions`), the module
     the energetic side (:func:`replica.numeric.spectrum.spectral_module`). Imports sympy."""
