@@ -1,4 +1,4 @@
-"""Tied dot-product attention on sentences of ``L = 3`` tokens (THEORY §6: general ``L``).
+"""Tied dot-product attention on sentences of ``L = 3`` tokens (docs/explanation/theory.md §8: general ``L``).
 
 ``S(h) = softmax_row(h h^T)``, ``T(h*) = (1 - omega) softmax_row(h* h*^T) + omega A`` with a
 ``3 x 3`` row-stochastic ``A``. Encodings as in ``numerics.data.default_positional_encodings(3, d)``:

@@ -8,7 +8,7 @@ means that differ between clusters and tokens, ``p_same = 0.8``.
 Student, target, encodings (``p_1 = -p_2 = 1_d/sqrt(d)``) and penalty as in
 :mod:`derivations.attention_tied`. The order parameters carry a slot index ``1a, 1b, 2a, 2b``
 (token, cluster); the energetic average runs over the four label configurations
-(THEORY §6, docs/extensions.md). With equal clusters it is the paper's model.
+(docs/explanation/theory.md §8, docs/how-to/extensions.md). With equal clusters it is the paper's model.
 """
 from __future__ import annotations
 

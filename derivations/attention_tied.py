@@ -1,9 +1,10 @@
 """The paper's model: tied low-rank dot-product attention on a mixed semantic/positional target.
 
-THEORY §1: ``S(h) = softmax_row(h h^T)``, ``T(h*) = (1 - omega) softmax_row(h* h*^T) + omega A``,
+docs/explanation/theory.md §1: ``S(h) = softmax_row(h h^T)``, ``T(h*) = (1 - omega) softmax_row(h* h*^T) + omega A``,
 tokens ``x_l ~ N(0, sigma^2 I)``, encodings ``p_1 = -p_2 = 1_d / sqrt(d)``, l2 penalty ``lambda``.
 ``build(L, r, r_t)`` declares the general instance; ``model`` is the paper's (``L = 2``,
-``r = r_t = 1``), reduced by the token symmetry of THEORY §5 (shared ``q, V, theta``; ``m_2 = -m_1``).
+``r = r_t = 1``), reduced by the token symmetry of docs/explanation/theory.md §6 (shared ``q, V, theta``;
+``m_2 = -m_1``).
 
 Run ``python derivations/attention_tied.py`` to print the saddle-point equations and
 write ``attention_tied.tex`` / ``attention_tied.md`` next to this file.
@@ -22,7 +23,7 @@ def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None,
           positional=None, name: str = "attention_tied", penalty: str = "l2") -> Model:
     """Tied dot-product attention with ``L`` tokens, student rank ``r``, teacher rank ``r_t``.
 
-    ``reduced`` applies the two-token symmetry of THEORY §5 (only valid for ``L = 2``
+    ``reduced`` applies the two-token symmetry of docs/explanation/theory.md §6 (only valid for ``L = 2``
     with ``p_2 = -p_1``). ``positional`` gives the projections ``pi_l`` (default
     alternating signs ``+1, -1, +1, ...``). ``penalty`` is ``"l2"`` (``lambda/2 |w|^2``)
     or ``"elastic_net"`` (``lam1 |w|_1 + lam2/2 |w|^2``).
@@ -44,7 +45,7 @@ def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None,
     reduction = None
     if reduced:
         if L != 2 or list(pis) != [1, -1]:
-            raise ValueError("the token reduction of THEORY §5 needs L = 2 and p_2 = -p_1")
+            raise ValueError("the token reduction of docs/explanation/theory.md §6 needs L = 2 and p_2 = -p_1")
         reduction = TokenReduction({"q": [1, 1], "V": [1, 1], "theta": [1, 1], "m": [1, -1]})
     return Model(
         name=name,

@@ -1,4 +1,4 @@
-"""Untied key/query dot-product attention (paper Appendix C.10, THEORY §6).
+"""Untied key/query dot-product attention (paper Appendix C.10, docs/explanation/theory.md §8).
 
 ``W = [Q K]``: the fields ``h in R^{L x 2r}`` are ``(h^Q, h^K)``, ``S(h) = softmax_row(h^Q h^K^T)``,
 penalty ``lambda_Q/2 |Q|^2 + lambda_K/2 |K|^2`` (``L2([lam_Q, lam_K])``); target, data and

@@ -2,7 +2,7 @@
 
 ``L = 1`` token ``x ~ N(0, I_d)``, teacher field ``h* = Q*^T x / sqrt(d) ~ N(0, 1)``, label
 ``y = h* + sqrt(Delta) z``, square loss ``l = (y - h)^2 / 2`` and l2 penalty ``lambda``
-(THEORY §6). The toolkit derives its saddle point exactly as for attention; the
+(docs/explanation/theory.md §8). The toolkit derives its saddle point exactly as for attention; the
 random-matrix formula for the ridge test error is the oracle in tests/test_ridge.py.
 """
 from __future__ import annotations

@@ -5,8 +5,8 @@ GLMs: Aubin, Krzakala, Lu & Zdeborova (2020), "Generalization error in high-dime
 approaching Bayes error with convex optimization", in their notation (m, q, Sigma; mhat, qhat, Sigmahat;
 rho = 1): ridge exactly (sympy), the l1 soft threshold in erfc form exactly, logistic and hinge by
 quadrature. Tied attention: the paper's Result 4.2 (entropic side and the factors of the energetic side,
-THEORY §4-§5), with the energetic side's prox form checked against finite differences of the energetic
-potential written out by hand.
+docs/explanation/theory.md §4–§6), with the energetic side's prox form checked against finite
+differences of the energetic potential written out by hand.
 """
 from __future__ import annotations
 
@@ -230,7 +230,8 @@ def test_hinge_prox_is_the_minimiser(pres):
 
 # ---------------------------------------------------------------- tied attention: Result 4.2
 def test_tied_attention_entropic_side_is_result_4_2(pres):
-    """THEORY §5 (the paper's Result 4.2, l2, Sigma = sigma^2 I): the exported entropic equations."""
+    """docs/explanation/theory.md §6 (the paper's Result 4.2, l2, Sigma = sigma^2 I): the exported entropic
+    equations."""
     p = pres("attention_tied")
     qh, Vh, mh, thh, sigma, lam = sp.symbols("qhat Vhat mhat thetahat sigma lam", real=True)
     den = lam + sigma ** 2 * Vh
@@ -242,7 +243,8 @@ def test_tied_attention_entropic_side_is_result_4_2(pres):
 
 
 def test_tied_attention_aggregation_is_result_4_2(pres):
-    """THEORY §5: Vhat = Vhat_1 + Vhat_2, qhat = qhat_1 + qhat_2, mhat = mhat_1 - mhat_2, thetahat = thetahat_1 + thetahat_2."""
+    """docs/explanation/theory.md §6: Vhat = Vhat_1 + Vhat_2, qhat = qhat_1 + qhat_2, mhat = mhat_1 - mhat_2,
+    thetahat = thetahat_1 + thetahat_2."""
     ff = pres("attention_tied").field_form
     t1, t2 = ff.tokens
     agg = _by_name(ff.aggregation)
@@ -306,7 +308,7 @@ def test_tied_attention_prox_form_against_result_4_2(pres):
         up[i] += step
         dn[i] -= step
         return (psi_y(*up) - psi_y(*dn)) / (2 * step)
-    # the reduced derivatives sum the tokens' (THEORY §5): Vhat = -2 alpha dPsi_y/dq, ...
+    # the reduced derivatives sum the tokens' (docs/explanation/theory.md §6): Vhat = -2 alpha dPsi_y/dq, ...
     ref = {"Vhat": -2 * alpha * d(0), "qhat": 2 * alpha * d(1), "mhat": alpha * d(2), "thetahat": alpha * d(3)}
     om, hst, hh = prox(*base)
     ff = p.field_form
