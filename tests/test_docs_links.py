@@ -51,3 +51,12 @@ def test_docs_paths_in_code_help_and_notebooks_exist():
     bad = sorted({f"{f.relative_to(ROOT)}: {path}" for f in files for path in DOCS_PATH.findall(f.read_text())
                   if not (ROOT / path).exists()})
     assert not bad, "\n".join(bad)
+
+
+def test_theory_is_cited_as_the_project_page():
+    """The theory is docs/explanation/theory.md; the team's former THEORY file is not in the repository."""
+    pattern = re.compile("THEORY" + r"(\.md| ?§)")  # split so that this file does not match itself
+    files = PAGES + [p for d in ("replica", "numerics", "benchmarks", "notebooks", "tests", "derivations")
+                     for p in (ROOT / d).rglob("*.py")]
+    bad = [str(f.relative_to(ROOT)) for f in files if pattern.search(f.read_text())]
+    assert not bad, bad
