@@ -46,7 +46,9 @@ class Spectrum:
     ``eigenvalues``: ``γ_k`` of the student covariance ``Ω`` (``N`` of them);
     ``projections``: ``t_k = e_kᵀ Φᵀ θ``; ``rho``: ``θᵀΨθ/N``; ``teacher``: ``θ`` in the
     eigenbasis of ``Ω`` where the model is well specified (``Ω = Ψ = Φ``; what the simulator
-    draws its teacher from), else ``None``; ``source``: where it came from (for messages).
+    draws its teacher from), else ``None``; ``source``: where it came from (for messages);
+    ``canonical``: the eigenbasis is the canonical basis (``Ω`` diagonal), where a penalty
+    separable in the weights' coordinates is separable in the modes too.
     """
 
     eigenvalues: np.ndarray
@@ -54,6 +56,7 @@ class Spectrum:
     rho: float
     teacher: np.ndarray | None = None
     source: str = "spectrum"
+    canonical: bool = True
 
     @property
     def N(self) -> int:
@@ -165,7 +168,9 @@ class Spectrum:
             M = names[name][0]
             if not np.allclose(M, M.T, atol=1e-12 * max(1.0, np.abs(M).max())):
                 raise ParameterError(name, "is not symmetric")
-        g, E = np.linalg.eigh(om)
+        diagonal = not np.any(om - np.diag(np.diag(om)))
+        # a diagonal Omega keeps the canonical basis (eigh may rotate degenerate eigenspaces)
+        g, E = (np.diag(om).copy(), np.eye(p)) if diagonal else np.linalg.eigh(om)
         if g.min() < -1e-10 * max(1.0, g.max()):
             raise ParameterError("Omega", f"is not positive semi-definite (eigenvalue {g.min():.3g})")
         g = np.clip(g, 0.0, None)
@@ -174,7 +179,7 @@ class Spectrum:
         if not rho > 0:
             raise ParameterError("Psi", "the teacher field has no variance (theta^T Psi theta = 0)")
         well = psi is None and phi is None
-        return cls(g, t, rho, E.T @ th if well else None, source)
+        return cls(g, t, rho, E.T @ th if well else None, source, diagonal)
 
     def write_csv(self, path: str | Path) -> None:
         """Write a well-specified spectrum as a ``k, lambda, theta`` file (17 significant digits)."""
@@ -270,20 +275,10 @@ class SpectralEntropic:
             return self._mean(self._call(self.terms.potential, xhat, p))
 
 
-def spectral_module(module: GeneratedModel, spectrum: Spectrum, terms: ModeFunctions) -> GeneratedModel:
-    """``module`` (a generated GLM module) on the data law of ``spectrum``.
-
-    A copy of the module whose entropic side (``entropic_update``, ``entropic_potential``) is the
-    spectral sums of :class:`SpectralEntropic`; its energetic side is the module's, which sees the
-    data only through the teacher variance ``ρ`` it was derived with (``rho_bar``): the spectrum's
-    ``ρ`` must equal it (a one-line error otherwise). ``SOURCE_HASH`` carries the spectrum's digest
-    (cached results of another spectrum never match), ``ISOTROPIC_TOKENS`` and ``atom_eigenvalues``
-    describe the spectrum (the replicon is refused, with its reason, unless ``Ω ∝ I``).
-    """
+def _checked_glm(module: GeneratedModel, spectrum: Spectrum) -> GeneratedModel:
+    """``module`` as a :class:`GeneratedModel`, refused (one line naming ``spectrum``) unless it is a
+    one-token GLM derived with the spectrum's teacher variance ``ρ``."""
     module = as_model(module)
-    if module.ENTROPIC != "closed":
-        raise ParameterError("spectrum", f"{module.MODEL}: a spectrum needs a quadratic (l2) penalty; "
-                                         "this model's entropic side is a Moreau envelope")
     if module.DISCRETE:
         raise ParameterError("spectrum", f"{module.MODEL}: a spectrum replaces the data law of a GLM "
                                          "(one token, no clusters)")
@@ -297,13 +292,18 @@ def spectral_module(module: GeneratedModel, spectrum: Spectrum, terms: ModeFunct
                                          f"rho = sum(lambda theta^2)/N = {spectrum.rho:.12g}, but {module.MODEL} "
                                          f"is derived with rho = {rho0:g}; rescale theta by "
                                          f"{math.sqrt(rho0 / spectrum.rho):.12g}")
-    entropic = SpectralEntropic(module, spectrum, terms)
-    tag = f"+spectrum-{spectrum.digest()[:16]}"
+    return module
 
+
+def _on_spectrum(module: GeneratedModel, spectrum: Spectrum, entropic, envelope: bool = False,
+                 **changes) -> GeneratedModel:
+    """``module`` with the entropic side of ``entropic`` (``update``, ``potential``): a closed
+    entropic side, the spectrum's digest in the stamp, the spectrum's eigenvalues as the atoms."""
     def entropic_update(xhat, p):
         """Order parameters from conjugates: ``x = -K^{-T} ∇ Ψ_w``, spectral sums."""
         x = entropic.update(xhat, p)
-        if not np.all(np.isfinite(x)):
+        # at xhat = 0 (the solver's alpha -> 0 probe for its start) an envelope's NaN says "no value"
+        if not np.all(np.isfinite(x)) and (np.any(xhat) or not envelope):
             raise InvalidStateError("entropic_update", "the spectral sums are not finite (is lambda + gamma_k "
                                     "Vhat > 0 for every mode?)", dict(zip(module.CONJUGATES, np.asarray(xhat).tolist())))
         return x
@@ -316,14 +316,167 @@ def spectral_module(module: GeneratedModel, spectrum: Spectrum, terms: ModeFunct
         """The eigenvalues of the spectral law, one row per mode."""
         return spectrum.eigenvalues.reshape(-1, 1)
 
-    changes = dict(entropic_update=entropic_update, entropic_potential=entropic_potential,
-                   atom_eigenvalues=atom_eigenvalues, ISOTROPIC_TOKENS=spectrum.isotropic)
+    changes = dict(dict(ENTROPIC="closed", entropic_update=entropic_update, entropic_potential=entropic_potential,
+                        atom_eigenvalues=atom_eigenvalues, ISOTROPIC_TOKENS=spectrum.isotropic), **changes)
     if module.stamp is not None:  # the model's part of a cache key is read off its stamp
+        tag = f"+spectrum-{spectrum.digest()[:16]}"
         changes["stamp"] = dataclasses.replace(module.stamp, declaration=f"{module.stamp.declaration}{tag}")
     out = module.replace(**changes)
     out.SPECTRUM = spectrum
     out.SPECTRAL_ENTROPIC = entropic
     return out
+
+
+def spectral_module(module: GeneratedModel, spectrum: Spectrum, terms: ModeFunctions) -> GeneratedModel:
+    """``module`` (a generated GLM module with an l2 penalty) on the data law of ``spectrum``.
+
+    A copy of the module whose entropic side (``entropic_update``, ``entropic_potential``) is the
+    spectral sums of :class:`SpectralEntropic`; its energetic side is the module's, which sees the
+    data only through the teacher variance ``ρ`` it was derived with (``rho_bar``): the spectrum's
+    ``ρ`` must equal it (a one-line error otherwise). ``SOURCE_HASH`` carries the spectrum's digest
+    (cached results of another spectrum never match), ``ISOTROPIC_TOKENS`` and ``atom_eigenvalues``
+    describe the spectrum (the replicon is refused, with its reason, unless ``Ω ∝ I``).
+    A separable non-quadratic penalty goes through :func:`spectral_envelope_module`.
+    """
+    module = as_model(module)
+    if module.ENTROPIC != "closed":
+        raise ParameterError("spectrum", f"{module.MODEL}: its entropic side is a Moreau envelope: the spectral "
+                                         "sums of a separable penalty are spectral_envelope_module's")
+    module = _checked_glm(module, spectrum)
+    return _on_spectrum(module, spectrum, SpectralEntropic(module, spectrum, terms))
+
+
+class SpectralEnvelope:
+    """``Ψ_w`` and ``x`` of a separable penalty on a spectrum with the canonical eigenbasis, as sums over the modes.
+
+    With ``Ω = diag(γ)`` and ``r(w)`` separable in the canonical basis, the entropic problem
+    splits into one scalar Moreau envelope per mode (docs/explanation/theory.md §3 with one atom of
+    eigenvalue ``γ_k`` and the teacher Gaussian ``τ`` replaced by the mode's projection ``t_k``):
+
+        ψ_k(x̂) = -E_ξ min_w [ r(w) + ½ γ_k V̂ w² - w (√(γ_k q̂) ξ + θ̂ t_k) ],
+
+    i.e. the isotropic model's entropic bracket at the conjugates ``(γ_k q̂, γ_k V̂, m̂, θ̂)`` with
+    ``τ = t_k`` held fixed. The module's own kernels (closed-form prox ``entropic_argmin``, bracket,
+    envelope gradient) are evaluated on every mode at once; ``∂ψ_k/∂q̂ = γ_k ∂/∂q̂'`` and the same
+    for ``V̂`` (chain rule). For l2, ``r = λw²/2``, the bracket's minimum gives
+    ``ψ_k = ½ (γ_k q̂ + θ̂² t_k²)/(λ + γ_k V̂)``, :mod:`replica.symbolic.spectral_modes`' term. The
+    average over ``ξ`` is, per mode, the composite Gauss--Legendre rule of
+    :class:`replica.numeric.kinks.EntropicKinkRule` in ``ξ`` with panel boundaries at the prox's kinks
+    ``(Z_j - θ̂ t_k)/√(γ_k q̂)``: cost linear in the number of modes (every mode has as many nodes).
+    """
+
+    def __init__(self, module: GeneratedModel, spectrum: Spectrum, plan=None):
+        from .kinks import PanelPlan, _base_grid
+        from .quadrature import legendre_1d
+
+        self.module, self.spectrum = module, spectrum
+        self.plan = plan or PanelPlan()
+        self._base = _base_grid(self.plan)
+        self._x, self._w = legendre_1d(self.plan.order)
+        fam = module.FAMILIES
+        self._scaled = [fam["q"][0], fam["V"][0]]  # q̂, V̂ carry the mode's eigenvalue
+        self._gamma = spectrum.eigenvalues
+        self._t = spectrum.projections
+
+    def _conjugates(self, xhat: np.ndarray) -> tuple:
+        g = self._gamma
+        return tuple(v * g if i in self._scaled else v for i, v in enumerate(np.asarray(xhat, dtype=float)))
+
+    def _kinks(self, xh: tuple, p: np.ndarray) -> np.ndarray:
+        """The prox's kinks ``Z_j`` per mode, ``(n_kinks, N)``."""
+        N, n = self.spectrum.N, int(self.module.N_ENTROPIC_KINKS)
+        try:  # kinks that do not depend on the mode come out once
+            return np.broadcast_to(np.asarray(self.module.entropic_kinks(xh, p), dtype=float).reshape(n, -1), (n, N))
+        except (ValueError, TypeError):  # kinks that move with gamma_k Vhat: one mode at a time
+            return np.array([np.asarray(self.module.entropic_kinks(tuple(np.ravel(np.broadcast_to(v, (N, 1)))[k]
+                                                                            for v in xh), p), dtype=float).ravel()
+                             for k in range(N)]).T
+
+    def mode_terms(self, xhat: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``ψ_k`` ``(N,)`` and ``∂ψ_k/∂x̂`` ``(n_conjugates, N)`` of every mode."""
+        mod, plan = self.module, self.plan
+        p = np.asarray(p, dtype=float)
+        xh = self._conjugates(xhat)
+        g = self._gamma
+        qh = float(np.asarray(xhat, dtype=float)[self._scaled[0]])
+        thh = float(np.asarray(xhat, dtype=float)[mod.FAMILIES["theta"][0]])
+        with np.errstate(all="ignore"):
+            s = np.sqrt(g * qh)                                     # the field's spread, per mode
+            mu = thh * self._t                                      # and its mean
+            u_k = (self._kinks(xh, p) - mu[None, :]) / s[None, :]   # kinks in xi
+            u_k = np.where(np.isfinite(u_k), u_k, -plan.cut).T
+        b = np.sort(np.clip(np.concatenate([np.broadcast_to(self._base, (g.size, self._base.size)), u_k], axis=1),
+                            -plan.cut, plan.cut), axis=1)
+        if plan.split > 1:
+            t = np.arange(plan.split) / plan.split
+            b = np.concatenate([(b[:, :-1, None] + t * np.diff(b, axis=1)[:, :, None]).reshape(g.size, -1),
+                                b[:, -1:]], axis=1)
+        half, mid = 0.5 * np.diff(b, axis=1), 0.5 * (b[:, 1:] + b[:, :-1])  # empty panels weigh 0
+        u = (mid[:, :, None] + half[:, :, None] * self._x).reshape(g.size, -1)
+        wt = (half[:, :, None] * self._w).reshape(g.size, -1) * np.exp(-0.5 * u * u) / math.sqrt(2.0 * math.pi)
+        nodes = np.stack([u, np.broadcast_to(self._t[:, None], u.shape)])  # (xi, tau = t_k)
+        xh_nodes = tuple(np.asarray(v)[:, None] if np.ndim(v) else v for v in xh)
+        with np.errstate(all="ignore"):
+            w = mod.entropic_argmin(nodes, xh_nodes, p)
+            value = np.asarray(mod.entropic_bracket(w, nodes, xh_nodes, p))
+            G = np.asarray(mod.entropic_parameter_gradient(w, nodes, xh_nodes, p))
+        psi = -np.sum(value * wt, axis=-1)
+        grad = -np.sum(G * wt, axis=-1)
+        grad[self._scaled] *= g
+        return psi, grad
+
+    def gradient(self, xhat: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """``∇_x̂ Ψ_w = (1/N) Σ_k ∇_x̂ ψ_k``."""
+        return np.mean(self.mode_terms(xhat, p)[1], axis=1)
+
+    def update(self, xhat: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """The order parameters from the conjugates (the module's ``entropic_from_gradient``)."""
+        xhat = np.asarray(xhat, dtype=float)
+        vals = np.atleast_1d(self.module.entropic_validity(xhat, np.asarray(p, dtype=float)))
+        bad = ~(vals > 0)
+        if not np.any(xhat):  # alpha -> 0: no finite envelope of a penalty without curvature
+            return np.full(len(self.module.ORDER_PARAMETERS), np.nan)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InvalidStateError(self.module.ENTROPIC_VALIDITY[i], f"must be positive, got {vals[i]:.3e}",
+                                    dict(zip(self.module.CONJUGATES, xhat.tolist())))
+        return np.asarray(self.module.entropic_from_gradient(self.gradient(xhat, p), np.asarray(p, dtype=float)),
+                          dtype=float)
+
+    def potential(self, xhat: np.ndarray, p: np.ndarray) -> float:
+        """``Ψ_w = (1/N) Σ_k ψ_k``."""
+        return float(np.mean(self.mode_terms(xhat, p)[0]))
+
+
+def spectral_envelope_module(module: GeneratedModel, spectrum: Spectrum, plan=None) -> GeneratedModel:
+    """``module`` (a generated GLM module whose penalty is separable, one weight per row) on the data
+    law of ``spectrum``: the entropic side is :class:`SpectralEnvelope`'s sums, the rest as in
+    :func:`spectral_module`. Refused (one line naming ``spectrum``) where the penalty is not diagonal in
+    the eigenbasis (``Ω`` not diagonal in the weights' basis: the spectrum is not ``canonical``), or the
+    module has no closed-form scalar prox with located kinks. The entropic observables (e.g. LASSO's
+    fraction of zero weights) are not reported on a spectrum; the replicon is refused."""
+    module = as_model(module)
+    if module.ENTROPIC != "envelope":
+        raise ParameterError("spectrum", f"{module.MODEL}: its penalty is quadratic: use spectral_module")
+    if not spectrum.canonical:
+        raise ParameterError("spectrum", f"{spectrum.source}: {module.MODEL}'s penalty is separable in the weights' "
+                                         "coordinates, which are not Omega's eigenbasis (Omega is not diagonal): "
+                                         "the penalty is not diagonal in the modes")
+    if not (module.ENTROPIC_KINK_RULE and module.ENTROPIC_ARGMIN and len(module.ENTROPIC_GAUSSIANS) == 2
+            and module.ENTROPIC_DIM == 1):
+        raise ParameterError("spectrum", f"{module.MODEL}: the spectral envelope needs one weight per mode with a "
+                                         "closed-form prox and located kinks (a scalar penalty such as l1)")
+    module = _checked_glm(module, spectrum)
+    entropic = SpectralEnvelope(module, spectrum, plan)
+    kept = tuple(o for o in module.OBSERVABLES if o not in module.ENTROPIC_OBSERVABLES)
+
+    def atom_eigenvalues(p):
+        """Refused: the replicon (which reads the atoms) is derived for a penalty averaged on one atom."""
+        raise ParameterError("model", f"{module.MODEL}: the replicon of a non-quadratic penalty on a spectrum "
+                                      "is not implemented")
+
+    return _on_spectrum(module, spectrum, entropic, envelope=True, ENTROPIC_OBSERVABLES=(), OBSERVABLES=kept,
+                        ISOTROPIC_TOKENS=False, atom_eigenvalues=atom_eigenvalues)
 
 
 # ---------------------------------------------------------------------------- random features
@@ -417,4 +570,5 @@ def random_features(coefficients: GaussianEquivalence, p: int, d: int, F: np.nda
         s = np.concatenate([np.zeros(p - d), (p / d) * marchenko_pastur_quantiles(d / p, d)])
     g = k1 * k1 * s + ks * ks
     t = k1 * np.sqrt(s * p / d)
-    return Spectrum(g, t, 1.0, None, f"random features (p/d={p / d:g}, Marchenko-Pastur, {p} modes)")
+    return Spectrum(g, t, 1.0, None, f"random features (p/d={p / d:g}, Marchenko-Pastur, {p} modes)",
+                    canonical=False)

@@ -22,9 +22,10 @@ import sympy as sp
 
 from ..errors import ParameterError
 from .order_parameters import OrderParameters
-from .regularizers import L2
+from .regularizers import L2, SeparableRegularizer
 from ..numeric.generated_model import GeneratedModel
-from ..numeric.spectrum import GaussianEquivalence, ModeFunctions, Spectrum, gaussian_equivalence, spectral_module
+from ..numeric.spectrum import GaussianEquivalence, ModeFunctions, Spectrum, gaussian_equivalence, \
+    spectral_envelope_module, spectral_module
 from .symbols import symbol
 
 #: the eigenvalue ``γ`` of one mode and the teacher's projection ``t`` on it
@@ -53,8 +54,8 @@ def mode_term(model) -> ModeTerm:
                                          f"no clusters); this model has L={model.L}")
     reg = model.regularizer
     if not isinstance(reg, L2):
-        raise ParameterError("spectrum", f"{model.name}: the spectral entropic term is derived for an l2 "
-                                         f"penalty, not {type(reg).__name__}")
+        raise ParameterError("spectrum", f"{model.name}: the penalty {type(reg).__name__} is neither quadratic "
+                                         "nor separable: it is not diagonal in the modes")
     r, rt = model.r, model.r_t
     ops = OrderParameters(model.L, r, rt, model.reduction, slots=model.data.slot_labels)
     Lam = reg.matrix(r)
@@ -92,12 +93,26 @@ def mode_functions(model, parameter_names: tuple[str, ...]) -> ModeFunctions:
 
 
 def gcm_module(module: GeneratedModel, spectrum: Spectrum) -> GeneratedModel:
-    """The generated module ``module`` on the Gaussian covariate data law of ``spectrum``: the
-    declaration of ``module.MODEL`` gives the per-mode term (:func:`mode_functions`), the module
-    the energetic side (:func:`replica.numeric.spectrum.spectral_module`). Imports sympy."""
+    """The generated module ``module`` on the Gaussian covariate data law of ``spectrum``.
+
+    An l2 penalty: the declaration of ``module.MODEL`` gives the per-mode term (:func:`mode_functions`),
+    the module the energetic side (:func:`replica.numeric.spectrum.spectral_module`). A separable
+    penalty of one weight per row (l1, elastic net, ...): the per-mode Moreau envelopes of the
+    module's own prox (:func:`replica.numeric.spectrum.spectral_envelope_module`), where the penalty
+    is diagonal in the modes. Any other penalty is refused with one line naming ``spectrum``.
+    Imports sympy."""
     from ..artifacts.registry import load_model
 
     model = load_model(module.MODEL)
+    reg = model.regularizer
+    if isinstance(reg, SeparableRegularizer):
+        if model.L != 1 or model.data.has_clusters:
+            raise ParameterError("spectrum", f"{model.name}: a spectrum is the data law of a GLM (one token, "
+                                             f"no clusters); this model has L={model.L}")
+        if model.r != 1:
+            raise ParameterError("spectrum", f"{model.name}: the penalty couples the r={model.r} weights of a "
+                                             "coordinate; the spectral sums need one weight per mode")
+        return spectral_envelope_module(module, spectrum)
     return spectral_module(module, spectrum, mode_functions(model, tuple(module.PARAMETERS)))
 
 
