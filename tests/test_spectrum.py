@@ -452,6 +452,9 @@ def test_lasso_spectrum_rule_is_converged(lasso):
     fine = SpectralEnvelope(lasso, spec, env.plan.refined())
     xhat, p = np.array([0.3, 0.9, 0.0, 0.9]), _p(lasso, LASSO)
     assert np.max(np.abs(env.update(xhat, p) - fine.update(xhat, p))) < 1e-12
+    blocks = SpectralEnvelope(lasso, spec)
+    blocks.BLOCK = 7  # modes summed in blocks: the same terms
+    assert np.array_equal(blocks.mode_terms(xhat, p)[1], env.mode_terms(xhat, p)[1])
 
 
 def test_lasso_json_on_a_spectrum_file(tmp_path):

@@ -378,32 +378,35 @@ class SpectralEnvelope:
         self._gamma = spectrum.eigenvalues
         self._t = spectrum.projections
 
-    def _conjugates(self, xhat: np.ndarray) -> tuple:
-        g = self._gamma
-        return tuple(v * g if i in self._scaled else v for i, v in enumerate(np.asarray(xhat, dtype=float)))
-
-    def _kinks(self, xh: tuple, p: np.ndarray) -> np.ndarray:
-        """The prox's kinks ``Z_j`` per mode, ``(n_kinks, N)``."""
-        N, n = self.spectrum.N, int(self.module.N_ENTROPIC_KINKS)
+    def _kinks(self, xh: tuple, p: np.ndarray, n_modes: int) -> np.ndarray:
+        """The prox's kinks ``Z_j`` per mode, ``(n_kinks, n_modes)``."""
+        n = int(self.module.N_ENTROPIC_KINKS)
         try:  # kinks that do not depend on the mode come out once
-            return np.broadcast_to(np.asarray(self.module.entropic_kinks(xh, p), dtype=float).reshape(n, -1), (n, N))
+            return np.broadcast_to(np.asarray(self.module.entropic_kinks(xh, p), dtype=float).reshape(n, -1),
+                                   (n, n_modes))
         except (ValueError, TypeError):  # kinks that move with gamma_k Vhat: one mode at a time
-            return np.array([np.asarray(self.module.entropic_kinks(tuple(np.ravel(np.broadcast_to(v, (N, 1)))[k]
-                                                                            for v in xh), p), dtype=float).ravel()
-                             for k in range(N)]).T
+            cols = [np.broadcast_to(v, (n_modes,)) for v in xh]
+            return np.array([np.asarray(self.module.entropic_kinks(tuple(c[k] for c in cols), p), dtype=float).ravel()
+                             for k in range(n_modes)]).T
 
     def mode_terms(self, xhat: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``ψ_k`` ``(N,)`` and ``∂ψ_k/∂x̂`` ``(n_conjugates, N)`` of every mode."""
+        """``ψ_k`` ``(N,)`` and ``∂ψ_k/∂x̂`` ``(n_conjugates, N)`` of every mode (in blocks of
+        :attr:`BLOCK` modes: the nodes of a block fit in a few tens of MB)."""
+        parts = [self._block_terms(np.asarray(xhat, dtype=float), np.asarray(p, dtype=float), slice(i, i + self.BLOCK))
+                 for i in range(0, self.spectrum.N, self.BLOCK)]
+        return np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts], axis=1)
+
+    #: modes per block of :meth:`mode_terms`
+    BLOCK = 2048
+
+    def _block_terms(self, xhat: np.ndarray, p: np.ndarray, block: slice) -> tuple[np.ndarray, np.ndarray]:
         mod, plan = self.module, self.plan
-        p = np.asarray(p, dtype=float)
-        xh = self._conjugates(xhat)
-        g = self._gamma
-        qh = float(np.asarray(xhat, dtype=float)[self._scaled[0]])
-        thh = float(np.asarray(xhat, dtype=float)[mod.FAMILIES["theta"][0]])
+        g, tk = self._gamma[block], self._t[block]
+        xh = tuple(v * g if i in self._scaled else v for i, v in enumerate(xhat))  # (γ q̂, γ V̂, m̂, θ̂)
+        qh, thh = float(xhat[self._scaled[0]]), float(xhat[mod.FAMILIES["theta"][0]])
         with np.errstate(all="ignore"):
-            s = np.sqrt(g * qh)                                     # the field's spread, per mode
-            mu = thh * self._t                                      # and its mean
-            u_k = (self._kinks(xh, p) - mu[None, :]) / s[None, :]   # kinks in xi
+            s = np.sqrt(g * qh)                                          # the field's spread, per mode
+            u_k = (self._kinks(xh, p, g.size) - thh * tk[None, :]) / s   # kinks in xi
             u_k = np.where(np.isfinite(u_k), u_k, -plan.cut).T
         b = np.sort(np.clip(np.concatenate([np.broadcast_to(self._base, (g.size, self._base.size)), u_k], axis=1),
                             -plan.cut, plan.cut), axis=1)
@@ -414,7 +417,7 @@ class SpectralEnvelope:
         half, mid = 0.5 * np.diff(b, axis=1), 0.5 * (b[:, 1:] + b[:, :-1])  # empty panels weigh 0
         u = (mid[:, :, None] + half[:, :, None] * self._x).reshape(g.size, -1)
         wt = (half[:, :, None] * self._w).reshape(g.size, -1) * np.exp(-0.5 * u * u) / math.sqrt(2.0 * math.pi)
-        nodes = np.stack([u, np.broadcast_to(self._t[:, None], u.shape)])  # (xi, tau = t_k)
+        nodes = np.stack([u, np.broadcast_to(tk[:, None], u.shape)])  # (xi, tau = t_k)
         xh_nodes = tuple(np.asarray(v)[:, None] if np.ndim(v) else v for v in xh)
         with np.errstate(all="ignore"):
             w = mod.entropic_argmin(nodes, xh_nodes, p)
