@@ -33,6 +33,7 @@ from replica.numeric.report import result_dict
 from replica.numeric.integrators import from_spec
 from replica.numeric.kinks import KinkIntegrator, LineKinkIntegrator
 from replica.artifacts.registry import _import_path, load_module
+from replica.numeric.generated_model import as_model
 from replica.numeric.solver import Solver
 from tests.oracles import state_evolution
 from tests.oracles.common import (l2_entropic_map, l2_entropic_potential, ncdf, npdf, solve_fixed_point,
@@ -101,7 +102,7 @@ def hinge_tanh(tmp_path_factory):
                   regularizer=L2(LAM), parameters={LAM: 0.1}, domains={LAM: Domain(0, None)},
                   branches={"centered": ("m",)})
     path = tmp_path_factory.mktemp("bars") / "hinge_tanh.py"
-    return _import_path(write_module(Derivation(model), path))
+    return as_model(_import_path(write_module(Derivation(model), path)))
 
 
 def _hinge_inner(y: float, mu: float, s: float, V: float) -> tuple[float, float, float, float]:
@@ -334,7 +335,7 @@ def test_absolute_deviation_with_label_noise_bars_cover(tmp_path):
                   loss=sp.Abs(HS[0] + sp.sqrt(delta) * noise - H[0]), noise=[noise],
                   data=TokenStatistics.isotropic(1, 1), regularizer=L2(LAM), parameters={delta: 0.25, LAM: 0.1},
                   domains={delta: Domain(0, None), LAM: Domain(0, None)}, branches={"centered": ("m",)})
-    mod = _import_path(write_module(Derivation(model), tmp_path / "absdev.py"))
+    mod = as_model(_import_path(write_module(Derivation(model), tmp_path / "absdev.py")))
     s = Solver(mod, {"lam": 0.1, "Delta": 0.25}, rule=from_spec("auto", mod), error_estimate=False)
     fp = solve_to_accuracy(s, s.solve_best(2.0, scout=s.scout()), 2.0, 1e-3)
     _check_bars(mod, fp, _absolute_deviation_state_evolution(2.0, 0.1, 0.25), ("q", "V", "theta", "qhat", "Vhat"))
