@@ -23,6 +23,7 @@ from replica.codegen import write_module
 from replica.numeric.integrators import AlignedEntropicRule
 from replica.numeric.quadrature import gauss_hermite
 from replica.artifacts.registry import _import_path
+from replica.numeric.generated_model import as_model
 from replica.symbolic.regularizers import L1
 from replica.numeric.solver import Solver
 from tests.oracles import state_evolution
@@ -42,7 +43,7 @@ def lasso(tmp_path_factory):
     model = Model(name="lasso_accuracy", description="LASSO", h=h, hstar=hs, loss=ridge.loss, noise=[noise],
                   data=ridge.data, regularizer=L1(lam1), parameters={delta: 0.0, lam1: 0.1},
                   domains={lam1: Domain(0, None)}, branches={"centered": ("m",)})
-    return _import_path(write_module(Derivation(model), tmp_path_factory.mktemp("gen") / "lasso_accuracy.py"))
+    return as_model(_import_path(write_module(Derivation(model), tmp_path_factory.mktemp("gen") / "lasso_accuracy.py")))
 
 
 def check_covered(fp, oracle: dict, keys=KEYS) -> dict[str, tuple[float, float]]:

@@ -33,6 +33,7 @@ from replica.numeric.energetic import average_on_nodes
 from replica.errors import DeclarationError
 from replica.numeric.kinks import KinkIntegrator
 from replica.artifacts.registry import _import_path, load_module
+from replica.numeric.generated_model import as_model
 from replica.symbolic.regularizers import L1, SeparableRegularizer
 from replica.numeric.solver import Solver
 from tests.oracles import TABLE_ALPHAS, TABLE_DELTAS_LASSO, TABLE_LAM1S, TABLE_LAMS, state_evolution
@@ -56,7 +57,7 @@ def _model(name, loss, channel=None, params=None, noise=False, regularizer=None,
 
 
 def _generate(model, directory):
-    return _import_path(write_module(Derivation(model), Path(directory) / f"{model.name}.py"))
+    return as_model(_import_path(write_module(Derivation(model), Path(directory) / f"{model.name}.py")))
 
 
 def _cli(*args):

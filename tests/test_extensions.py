@@ -101,6 +101,7 @@ def test_untied_with_key_pinned_to_query_is_the_tied_model(tmp_path):
     from replica import Derivation
     from replica.codegen import write_module
     from replica.artifacts.registry import _import_path
+    from replica.numeric.generated_model import as_model
 
     dt = Derivation(attention_tied.build())
     du = Derivation(attention_untied.build(pin_key=True, name="untied_pinned"))
@@ -119,7 +120,7 @@ def test_untied_with_key_pinned_to_query_is_the_tied_model(tmp_path):
     assert sp.simplify(dt.energetic_potential.full_bracket.subs(rename) - du.energetic_potential.full_bracket) == 0
 
     mt = load_module("attention_tied")
-    mu = _import_path(write_module(du, tmp_path / "untied_pinned.py"))
+    mu = as_model(_import_path(write_module(du, tmp_path / "untied_pinned.py")))
     rule = gauss_hermite(4, 6)  # the identity holds for any rule
     for branch, alpha, x0 in (("semantic", 2.0, [0.11, 12.0, 0.0, 0.15]), ("positional", 0.5, [0.03, 15.0, 0.2, 0.0])):
         ft = Solver(mt, {"lam": 0.02}, branch, rule=rule, backend="numpy").solve(alpha, x0)

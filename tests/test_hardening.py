@@ -570,3 +570,28 @@ def test_sweep_bars_are_the_solvers_and_cover_the_closed_form(tmp_path, monkeypa
             err_bar = float(r[f"{key}_error"])
             assert 1e-14 < err_bar and abs(float(r[key]) - ref[name]) <= err_bar, (r["alpha"], r["lam"], key)
         assert r["accuracy_met"] == "True" and r["phi_error"]
+
+
+def test_stages_name_each_stage_once_the_command_is_slow_and_stay_silent_before():
+    """``replica solve``'s stage lines (a terminal only): nothing for a command that ends before
+    ``after`` seconds, then ``<label>: <stage> (<s> s)`` for the current stage and each later one."""
+    import io
+
+    from replica.runtime.progress import Stages
+
+    quick = io.StringIO()
+    with Stages("replica solve", after=60.0, stream=quick) as st:
+        st.stage("cold starts")
+        st.stage("error bars")
+    assert quick.getvalue() == ""
+    slow = io.StringIO()
+    with Stages("replica solve", after=0.0, stream=slow) as st:
+        st.stage("cold starts")
+        st.stage("error bars")
+    lines = slow.getvalue().splitlines()
+    assert [ln.split(" (")[0] for ln in lines] == ["replica solve: cold starts", "replica solve: error bars"], lines
+    assert all(ln.endswith(" s)") for ln in lines)
+    off = io.StringIO()
+    with Stages("replica solve", after=0.0, enabled=False, stream=off) as st:
+        st.stage("cold starts")
+    assert off.getvalue() == ""

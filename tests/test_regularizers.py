@@ -9,6 +9,7 @@ from replica import Derivation, Domain, Model, parameter
 from replica.codegen import write_module
 from replica.symbolic.regularizers import L1, ElasticNet, SeparableRegularizer
 from replica.artifacts.registry import _import_path
+from replica.numeric.generated_model import as_model
 from replica.numeric.solver import Solver
 
 
@@ -38,7 +39,7 @@ def ridge_elastic_net(tmp_path_factory):
                   parameters={delta: 0.25, lam1: 0.0, lam2: 0.1},
                   domains={lam1: Domain(0, None), lam2: Domain(0, None)}, branches={"centered": ("m",)})
     path = write_module(Derivation(model), tmp_path_factory.mktemp("gen") / "ridge_elastic_net.py")
-    return _import_path(path)
+    return as_model(_import_path(path))
 
 
 @pytest.mark.parametrize("alpha,lam,delta", [(0.5, 0.1, 0.25), (2.0, 0.01, 0.5)])

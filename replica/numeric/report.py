@@ -8,10 +8,10 @@ error bar of every number, same keys).
 from __future__ import annotations
 
 import math
-from types import ModuleType
 
 import numpy as np
 
+from .generated_model import GeneratedModel
 from .solver import observable_dict
 
 
@@ -54,12 +54,12 @@ def result_dict(module, fp) -> dict:
     return out
 
 
-def token_one(module: ModuleType, values: dict[str, float]) -> dict[str, object]:
+def token_one(module: GeneratedModel, values: dict[str, float]) -> dict[str, object]:
     """Token-1 value of every family (scalar, vector or matrix), in docs/explanation/theory.md §2 conventions
     (with token clusters: slot 1a, the first cluster of token 1)."""
     out: dict[str, object] = {}
     fams: dict[str, dict] = {}
-    first = (None, 1, *getattr(module, "SLOTS", ())[:1])
+    first = (None, 1, *module.SLOTS[:1])
     for name, v in values.items():
         fam, token, i, j, rows, cols = module.LAYOUT[name]
         if token not in first:

@@ -116,6 +116,7 @@ class Stages:
         self.stream = stream if stream is not None else sys.stderr
         self.t0 = time.perf_counter()
         self._current: str | None = None
+        self._said = False  # the current stage is printed already (the timer and stage() may both try)
         self._lock = threading.Lock()
         self._timer = threading.Timer(self.after, self._late) if enabled else None
         if self._timer is not None:
@@ -123,7 +124,8 @@ class Stages:
             self._timer.start()
 
     def _say(self) -> None:
-        if self._current is not None:
+        if self._current is not None and not self._said:
+            self._said = True
             self.stream.write(f"{self.label}: {self._current} ({time.perf_counter() - self.t0:.0f} s)\n")
             self.stream.flush()
 
@@ -135,7 +137,7 @@ class Stages:
     def stage(self, text: str) -> None:
         """Name the stage now starting (printed at once when the command has run ``after`` seconds)."""
         with self._lock:
-            self._current = text
+            self._current, self._said = text, False
             if self.enabled and time.perf_counter() - self.t0 >= self.after:
                 self._say()
 

@@ -68,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
     # Cold CLI solves try a few generic starts (a branch can have several solutions at one alpha),
     # on a cheaper rule (Solver.scout); each distinct one is then re-solved on the working rule.
     t0 = time.perf_counter()
-    # a 6-D model's default command takes tens of seconds: past a few seconds, say what it is doing
-    stages = Stages("replica solve", after=STAGES_AFTER)
+    # a 6-D model's default command takes tens of seconds: past a few seconds, say what it is doing --
+    # on a terminal only, so that a script reading stderr still gets exactly one line on failure
+    stages = Stages("replica solve", after=STAGES_AFTER, enabled=sys.stderr.isatty())
     tally = iteration_tally()
     iterations = tally.__enter__()  # every solve of the command (scout, starts, refined rules) counts
     try:
