@@ -67,14 +67,19 @@ def numba_cache_dir() -> Path:
     env = os.environ.get("NUMBA_CACHE_DIR")
     if env:
         return Path(env)
-    d = default_cache_dir() / "numba"
+    return _writable_cache_subdir("numba")
+
+
+def _writable_cache_subdir(name: str) -> Path:
+    """``<cache>/<name>``, created; a fresh temporary directory where that cannot be written."""
+    d = default_cache_dir() / name
     try:
         d.mkdir(parents=True, exist_ok=True)
         if os.access(d, os.W_OK):
             return d
     except OSError:
         pass
-    return Path(tempfile.mkdtemp(prefix="replica-numba-"))
+    return Path(tempfile.mkdtemp(prefix=f"replica-{name}-"))
 
 
 def use_numba_cache_dir() -> None:
@@ -161,14 +166,7 @@ def unit_source(module: GeneratedModel) -> tuple[str, str]:
 
 def units_dir() -> Path:
     """Where compiled units live: ``<cache>/compiled`` (a temporary directory if that is not writable)."""
-    d = default_cache_dir() / "compiled"
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        if os.access(d, os.W_OK):
-            return d
-    except OSError:
-        pass
-    return Path(tempfile.mkdtemp(prefix="replica-compiled-"))
+    return _writable_cache_subdir("compiled")
 
 
 def _write_once(path: Path, text: str) -> None:
