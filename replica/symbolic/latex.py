@@ -910,9 +910,10 @@ class Writer:
         if isinstance(d.entropic_potential, GaussianMoreauEnvelope):
             items.append(Item(r"b, \hat w" if self.scalar else r"\hat w", "the entropic field and the minimiser of the entropic bracket (the "
                                             "proximal map of the regulariser)"))
-            gs = ", ".join(self.x(g) for g in d.entropic_potential.gaussians)
-            if not one:
-                gs = gs.replace(r"\tau, ", "").replace(r", \tau", "")
+            names = [self.x(g) for g in d.entropic_potential.gaussians]
+            if not one:  # the teacher components tau are listed once, with the spectral law above
+                names = [n for n in names if not n.startswith(r"\tau")]
+            gs = ", ".join(names)
             items.append(Item(gs, "standard Gaussians of the entropic average (the teacher's component "
                                   "$\\tau$ among them)" if r"\tau" in gs else
                               "standard Gaussians of the entropic average"))
