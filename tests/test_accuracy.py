@@ -226,7 +226,9 @@ def test_iteration_bar_covers_a_poor_newton_jacobian():
     from replica.artifacts.registry import load_module
 
     oracle = state_evolution("logistic", 2.0, lam=0.1)
-    solver = Solver(load_module("logistic"), {"lam": 0.1}, error_estimate=False, tol=1e-6)
+    # tol 1e-5: the solve stops with q ~2e-5 off (at 1e-6 its last Newton step happens to land within
+    # 3e-9 of V and theta, too close for the premise below)
+    solver = Solver(load_module("logistic"), {"lam": 0.1}, error_estimate=False, tol=1e-5)
     fp = solver.solve(2.0)
     solver.last_jacobian = 3.0 * solver.last_jacobian
     out = with_error_bars(solver, fp, 2.0)

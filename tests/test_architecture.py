@@ -253,7 +253,7 @@ def test_generated_model_interface_is_checked_at_load(tmp_path, ridge):
     unit = compiled(ridge, jit=False)
     rng = np.random.default_rng(0)
     h, z = rng.normal(size=(1, 5)), rng.normal(size=(3, 5))
-    x, p = np.array([0.7, 0.4, 0.2, 0.3]), np.array(ridge.DEFAULTS, dtype=float)
+    x, p = np.array([0.7, 0.4, 0.3]), np.array(ridge.DEFAULTS, dtype=float)  # q, V, theta
     F, g, H = ridge.bracket_newton(h, z, x, p)
     for j in range(5):
         c, gj, Hj = np.empty(ridge.N_CONSTANTS), np.empty(1), np.empty(1)

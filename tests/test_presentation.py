@@ -171,7 +171,8 @@ def _exported(p, prox, vals, alpha):
     t = ff.tokens[0]
     Z, dZ, mu, kappa = p.channel_law
     y = p.m.channel.label
-    base = {s: vals[s.name] for s in [t.q, t.V, t.m, t.theta] + list(p.m.parameter_symbols) if s.name in vals}
+    base = {s: vals[s.name] for s in [t.q, t.V, t.m, t.theta] + list(p.m.parameter_symbols)
+            if isinstance(s, sp.Symbol) and s.name in vals}  # m is 0 (no family) without a data mean
     out = {}
     eqs = {e.lhs: e.rhs for e in ff.equations}
     stein = {e.lhs: e.rhs for e in ff.stein}

@@ -124,7 +124,7 @@ def oracle_fixed_point(alpha, h_of, x0):
 
 # --------------------------------------------------------------------------- node level
 def test_local_takes_the_start_basin_and_global_the_lower_minimum(toy):
-    x = np.array([0.3, 1.3, 0.0, 0.0])           # q, V, m, theta
+    x = np.array([0.3, 1.3, 0.0])                # q, V, theta
     p = np.array([B, LAM])
     xi = np.linspace(-3, 3, 241)
     z = np.vstack([xi, np.zeros_like(xi)])
@@ -141,7 +141,7 @@ def test_local_takes_the_start_basin_and_global_the_lower_minimum(toy):
 
 
 def test_a_declared_start_picks_its_own_basin(toy):
-    x, p = np.array([0.3, 1.3, 0.0, 0.0]), np.array([B, LAM])
+    x, p = np.array([0.3, 1.3, 0.0]), np.array([B, LAM])
     z = np.array([[0.4], [0.0]])
     omega = math.sqrt(0.3) * 0.4
     r = _stationary(omega, 1.3)
@@ -152,7 +152,7 @@ def test_a_declared_start_picks_its_own_basin(toy):
 
 def test_a_descent_that_stops_on_a_saddle_is_not_a_minimiser(toy):
     # omega = 0: F'(0) = 0 and F''(0) = 1/V - 4 < 0, the start is a maximum of F
-    x, p = np.array([0.3, 1.3, 0.0, 0.0]), np.array([B, LAM])
+    x, p = np.array([0.3, 1.3, 0.0]), np.array([B, LAM])
     z = np.zeros((2, 1))
     h, F, conv, minimum = local_minimize(toy, np.zeros((1, 1)), z, x, p)
     assert conv[0] and not minimum[0]
@@ -264,7 +264,7 @@ def test_compiled_local_descent_matches_the_numpy_one(attention):
 def test_a_kept_stationary_start_is_counted_and_reproduces_a_code_that_stops_there(toy):
     """saddles='stay' keeps the start where its gradient vanishes (as a quasi-Newton code does), for
     reproducing such codes: still counted as a saddle, never silently a minimiser."""
-    x, p = np.array([0.3, 1.3, 0.0, 0.0]), np.array([B, LAM])
+    x, p = np.array([0.3, 1.3, 0.0]), np.array([B, LAM])
     z = np.zeros((2, 1))
     res = local_prox(toy, z, x, p, prox_convention("local", None, "stay"))
     assert res.n_saddle == 1 and res.h[0, 0] == 0.0 and res.h_other[0, 0] == 0.0

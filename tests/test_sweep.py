@@ -165,8 +165,9 @@ def test_ridge_dataset_labelled_and_correct(ridge_reference, ridge):
     assert dict(ds.sizes) == {"alpha": 4, "lam": 3, "branch": 1}
     assert list(ds.branch.values) == ["centered"]
     assert bool(ds.converged.all()) and not ds.error.values.any()
-    for name in ("q_1", "m_1", "theta_1", "V_1", "eps_g", "eps_g_error", "phi", "train_loss", "iterations"):
+    for name in ("q_1", "theta_1", "V_1", "eps_g", "eps_g_error", "phi", "train_loss", "iterations"):
         assert name in ds.data_vars
+    assert "m_1" not in ds.data_vars  # ridge's data have no mean: no m family
     # the dataset holds what the solver gives at that point (closed-form ridge checks live in test_ridge.py)
     from replica.numeric.solver import Solver
 

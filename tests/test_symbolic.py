@@ -139,9 +139,9 @@ def test_ridge_envelope_gradient_by_finite_differences(ridge):
     from replica.numeric.solver import Solver
 
     s = Solver(ridge, rule=gauss_hermite(3, 6))
-    x = np.array([0.6, 0.8, 0.0, 0.5])
+    x = np.array([0.6, 0.8, 0.5])  # q, V, theta (ridge's data have no mean: no m family)
     grad = s.energetic(x).grad
-    for i in (0, 1, 3):
+    for i in range(3):
         fd = _fd(lambda y: s.energetic(y).psi_y, x, i, 1e-5)
         assert grad[i] == pytest.approx(fd, rel=1e-6, abs=1e-10)
 
@@ -159,6 +159,28 @@ def _simple(**over):
 
 def test_valid_simple_declaration():
     assert _simple().L == 2
+
+
+def test_order_parameter_families_follow_the_declaration():
+    """q, V always; m only with positional encodings (else m = W^T p / sqrt(d) = 0 by construction);
+    theta with a teacher; ``families=`` overrides, checked."""
+    from replica.symbolic.order_parameters import OrderParameters, TokenReduction
+
+    assert _simple().families == ("q", "V", "m", "theta")
+    centered = _simple(data=TokenStatistics.isotropic(2, 1))
+    assert centered.families == ("q", "V", "theta")
+    ops = Derivation(centered).order_parameters
+    assert {p.family for p in ops} == {"q", "V", "theta", "qhat", "Vhat", "thetahat"}
+    assert ops.slot("m", 1) == sp.zeros(1, 1) and ops.slot("mhat", 0) == sp.zeros(1, 1)
+    forced = _simple(data=TokenStatistics.isotropic(2, 1), families=("theta", "m", "V", "q"))
+    assert forced.families == ("q", "V", "m", "theta")  # canonical order
+    assert [p.name for p in OrderParameters(2, 1, 1, families=forced.families).order_parameters()][4:6] == ["m_1", "m_2"]
+    with pytest.raises(DeclarationError, match="families: every model has"):
+        _simple(families=("q", "theta"))
+    with pytest.raises(DeclarationError, match="unknown order-parameter family 'rho'"):
+        _simple(families=("q", "V", "rho"))
+    with pytest.raises(DeclarationError, match=r"reduction\['m'\]: the model has no 'm' family"):
+        OrderParameters(2, 1, 1, TokenReduction({"m": [1, -1]}), families=("q", "V", "theta"))
 
 
 def test_non_symmetric_covariance_is_rejected():

@@ -6,7 +6,7 @@ Fields: L=1, r=1, r_t=1. The model's mathematics only, each function once in ker
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
 (and the array helpers of replica.numeric.generated_model).
 """
-# replica-artifact: version=0.1.0 declaration=d72bb427d286c40a generator=441ce8bcbe5d2968
+# replica-artifact: version=0.1.0 declaration=d72bb427d286c40a generator=9de35ddc3d7c6b31
 import numpy as np
 
 from replica.numeric.generated_model import _exp, _ndtr, _where
@@ -16,11 +16,11 @@ L, R, R_T = 1, 1, 1
 PARAMETERS = ('lam',)
 DEFAULTS = (0.1,)
 DOMAINS = {'lam': (0, None)}
-ORDER_PARAMETERS = ('q_1', 'V_1', 'm_1', 'theta_1')
-CONJUGATES = ('qhat_1', 'Vhat_1', 'mhat_1', 'thetahat_1')
-FAMILIES = {'q': [0], 'V': [1], 'm': [2], 'theta': [3]}
+ORDER_PARAMETERS = ('q_1', 'V_1', 'theta_1')
+CONJUGATES = ('qhat_1', 'Vhat_1', 'thetahat_1')
+FAMILIES = {'q': [0], 'V': [1], 'theta': [2]}
 # name -> (family, token or None if shared, row, column, rows, columns)
-LAYOUT = {'q_1': ('q', 1, 0, 0, 1, 1), 'V_1': ('V', 1, 0, 0, 1, 1), 'm_1': ('m', 1, 0, 0, 1, 1), 'theta_1': ('theta', 1, 0, 0, 1, 1), 'qhat_1': ('qhat', 1, 0, 0, 1, 1), 'Vhat_1': ('Vhat', 1, 0, 0, 1, 1), 'mhat_1': ('mhat', 1, 0, 0, 1, 1), 'thetahat_1': ('thetahat', 1, 0, 0, 1, 1)}
+LAYOUT = {'q_1': ('q', 1, 0, 0, 1, 1), 'V_1': ('V', 1, 0, 0, 1, 1), 'theta_1': ('theta', 1, 0, 0, 1, 1), 'qhat_1': ('qhat', 1, 0, 0, 1, 1), 'Vhat_1': ('Vhat', 1, 0, 0, 1, 1), 'thetahat_1': ('thetahat', 1, 0, 0, 1, 1)}
 SYMMETRIC_DIAGONAL = (0, 1)
 BRANCHES = {k: tuple(v) for k, v in {'centered': ('m',)}.items()}
 # (high, low): the branches whose free entropies cross (replica.phase compares them by default)
@@ -37,12 +37,12 @@ OBSERVABLES = ('eps_g', 'classification_error', 'angle')
 TEST_OBSERVABLES = ('eps_g', 'classification_error')
 ENTROPIC_OBSERVABLES = ()
 N_OBSERVABLES = 2
-SIGN_FLIPS = ('m',)
+SIGN_FLIPS = ()
 CONSTRAINTS = ()
 # (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
 # minimum of the bracket and the gradients dF/dx of the other families unchanged
 # (replica.symbolic.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
-SYMMETRIES = ((('m',), (0, 1)),)
+SYMMETRIES = (((), (0, 1)),)
 MIRRORED = (True,)
 # every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
 ISOTROPIC_TOKENS = True
@@ -71,13 +71,13 @@ ENTROPIC = "closed"
 # leading arguments with node axes, output blocks (entries; 0: one value per node), kernel of
 # its h-free constants or None), or (function, entry) for an entry of another's output
 FUNCTIONS = {
-    'entropic_update': ('entropic_update', 0, (4,), None),
+    'entropic_update': ('entropic_update', 0, (3,), None),
     'entropic_potential': ('entropic_potential', 0, (0,), None),
-    'energetic_update': ('energetic_update', 0, (4,), None),
+    'energetic_update': ('energetic_update', 0, (3,), None),
     'trace_potential': ('trace_potential', 0, (0,), None),
     'bracket': ('bracket', 2, (0,), None),
     'bracket_newton': ('bracket_newton', 2, (0, 1, 1), None),
-    'bracket_parameter_gradient': ('bracket_parameter_gradient', 2, (4,), None),
+    'bracket_parameter_gradient': ('bracket_parameter_gradient', 2, (3,), None),
     'label_weight': ('label_weight', 1, (0,), None),
     'prox_starts': ('prox_starts', 1, (3,), None),
     'test_loss': ('test_observables', 0),
@@ -101,73 +101,71 @@ N_CONSTANTS = 0
 
 def entropic_update(_xhat, _p, _out0):
     """Order parameters from conjugates: x = -K^{-T} grad_xhat Psi_w (closed form)."""
-    qhat_1, Vhat_1, _, thetahat_1 = _xhat
+    qhat_1, Vhat_1, thetahat_1 = _xhat
     lam, = _p
     _t0 = Vhat_1 + lam
     _t1 = (1.0/(_t0))
     _out0[0] = (qhat_1 + (thetahat_1*thetahat_1))/(_t0*_t0)
     _out0[1] = _t1
-    _out0[2] = 0
-    _out0[3] = _t1*thetahat_1
+    _out0[2] = _t1*thetahat_1
     return 0.0
 
 
 def entropic_potential(_xhat, _p):
     """Psi_w(xhat)."""
-    qhat_1, Vhat_1, _, thetahat_1 = _xhat
+    qhat_1, Vhat_1, thetahat_1 = _xhat
     lam, = _p
     return (1/2)*(qhat_1 + (thetahat_1*thetahat_1))/(Vhat_1 + lam)
 
 
 def energetic_update(_dpsi_y, alpha, _out0):
     """Conjugates from dPsi_y/dx: xhat = -alpha K^{-1} grad_x Psi_y."""
-    dPsi_y__q_1, dPsi_y__V_1, dPsi_y__m_1, dPsi_y__theta_1 = _dpsi_y
+    dPsi_y__q_1, dPsi_y__V_1, dPsi_y__theta_1 = _dpsi_y
     _t0 = 2*alpha
     _out0[0] = _t0*dPsi_y__V_1
     _out0[1] = -_t0*dPsi_y__q_1
-    _out0[2] = alpha*dPsi_y__m_1
-    _out0[3] = alpha*dPsi_y__theta_1
+    _out0[2] = alpha*dPsi_y__theta_1
     return 0.0
 
 
 def trace_potential(_x, _xhat):
     """Psi_t(x, xhat)."""
-    q_1, V_1, m_1, theta_1 = _x
-    qhat_1, Vhat_1, mhat_1, thetahat_1 = _xhat
-    return -1/2*V_1*qhat_1 + (1/2)*Vhat_1*q_1 - m_1*mhat_1 - theta_1*thetahat_1
+    q_1, V_1, theta_1 = _x
+    qhat_1, Vhat_1, thetahat_1 = _xhat
+    return -1/2*V_1*qhat_1 + (1/2)*Vhat_1*q_1 - theta_1*thetahat_1
 
 
 def bracket(_h, _z, _x, _p):
     """The Moreau bracket F(h; omega, h*, V) at every node."""
     h_1, = _h
     xi_1, y = _z
-    q_1, V_1, m_1, _ = _x
+    q_1, V_1, _ = _x
     _t0 = h_1*y
-    return _where(np.greater_equal(_t0, 1), 0, 1 - _t0) + (1/2)*(-h_1 + m_1 + np.sqrt(q_1)*xi_1)**2/V_1
+    return _where(np.greater_equal(_t0, 1), 0, 1 - _t0) + (1/2)*(h_1 - np.sqrt(q_1)*xi_1)**2/V_1
 
 
 def bracket_newton(_h, _z, _x, _p, _out1, _out2):
     """F, dF/dh (PROX_DIM, ...) and d2F/dh2 flattened (PROX_DIM**2, ...)."""
     h_1, = _h
     xi_1, y = _z
-    q_1, V_1, m_1, _ = _x
-    _t0 = h_1*y
-    _t1 = np.greater_equal(_t0, 1)
-    _t2 = (1.0/(V_1))
-    _t3 = -h_1 + m_1 + np.sqrt(q_1)*xi_1
-    _out1[0] = -_t2*_t3 + _where(_t1, 0, -y)
-    _out2[0] = _t2
-    return (1/2)*_t2*(_t3*_t3) + _where(_t1, 0, 1 - _t0)
+    q_1, V_1, _ = _x
+    _t0 = (1.0/(V_1))
+    _t1 = h_1 - np.sqrt(q_1)*xi_1
+    _t2 = h_1*y
+    _t3 = np.greater_equal(_t2, 1)
+    _out1[0] = _t0*_t1 + _where(_t3, 0, -y)
+    _out2[0] = _t0
+    return (1/2)*_t0*(_t1*_t1) + _where(_t3, 0, 1 - _t2)
 
 
 def bracket_parameter_gradient(_h, _z, _x, _p, _out0):
     """d(W F)/dx at fixed h, for every order parameter (envelope theorem; W = 1 without a channel)."""
     h_1, = _h
     xi_1, y = _z
-    q_1, V_1, m_1, theta_1 = _x
+    q_1, V_1, theta_1 = _x
     _t0 = (1.0/(V_1))
     _t1 = np.sqrt(q_1)
-    _t2 = _t1*xi_1 - h_1 + m_1
+    _t2 = -_t1*xi_1 + h_1
     _t3 = xi_1/_t1
     _t4 = (1.0/(q_1))
     _t5 = _t4*(theta_1*theta_1)
@@ -181,25 +179,24 @@ def bracket_parameter_gradient(_h, _z, _x, _p, _out0):
     _t13 = _where(np.greater_equal(_t12, 1), 0, 1 - _t12)
     _t14 = _t5/_t6
     _t15 = (1/2)*np.sqrt(2)*(_t14 + 1)*_exp(-1/2*_t14*(xi_1*xi_1)*(y*y))/np.sqrt(np.pi)
-    _out0[0] = (1/4)*_t3*(2*_t0*_t2*_t9 - _t15*_t4*_t8*(_t11 + 2*_t13))
+    _out0[0] = -1/4*_t3*(2*_t0*_t2*_t9 + _t15*_t4*_t8*(_t11 + 2*_t13))
     _out0[1] = -1/2*_t10*_t9/(V_1*V_1)
-    _out0[2] = _t0*_t2*_t9
-    _out0[3] = _t15*_t3*_t7*y*((1/2)*_t11 + _t13)
+    _out0[2] = _t15*_t3*_t7*y*((1/2)*_t11 + _t13)
     return 0.0
 
 
 def label_weight(_z, _x, _p):
     """The channel's label law W(y | z; x) that multiplies min_h F at every node (1 without a channel)."""
     xi_1, y = _z
-    q_1, _, _, theta_1 = _x
+    q_1, _, theta_1 = _x
     return _ndtr(theta_1*xi_1*y/(np.sqrt(q_1)*np.sqrt(1 - (theta_1*theta_1)/q_1)))
 
 
 def prox_starts(_z, _x, _p, _out0):
     """Starting points of the inner minimisation, shape (S * PROX_DIM, ...)."""
     xi_1, _ = _z
-    q_1, _, m_1, _ = _x
-    _t0 = m_1 + np.sqrt(q_1)*xi_1
+    q_1, _, _ = _x
+    _t0 = np.sqrt(q_1)*xi_1
     _out0[0] = _t0
     _out0[1] = 0
     _out0[2] = -_t0
@@ -209,18 +206,19 @@ def prox_starts(_z, _x, _p, _out0):
 def test_observables(_z, _x, _p, _out0):
     """Integrands of the test-point observables (TEST_OBSERVABLES order), h = omega."""
     xi_1, y = _z
-    q_1, _, m_1, theta_1 = _x
+    q_1, _, theta_1 = _x
     _t0 = np.sqrt(q_1)
-    _t1 = y*(_t0*xi_1 + m_1)
-    _t2 = _ndtr(theta_1*xi_1*y/(_t0*np.sqrt(1 - (theta_1*theta_1)/q_1)))
-    _out0[0] = _t2*np.maximum(0, 1 - _t1)
-    _out0[1] = _t2*(_where(np.greater(_t1, 0), 0, _where(np.equal(_t1, 0), 1/2, 1)))
+    _t1 = xi_1*y
+    _t2 = _t0*_t1
+    _t3 = _ndtr(_t1*theta_1/(_t0*np.sqrt(1 - (theta_1*theta_1)/q_1)))
+    _out0[0] = _t3*np.maximum(0, 1 - _t2)
+    _out0[1] = _t3*(_where(np.greater(_t2, 0), 0, _where(np.equal(_t2, 0), 1/2, 1)))
     return 0.0
 
 
 def validity(_x, _p, _out0):
     """Quantities that must be positive (principal minors), named in VALIDITY."""
-    q_1, V_1, _, theta_1 = _x
+    q_1, V_1, theta_1 = _x
     _out0[0] = q_1
     _out0[1] = V_1
     _out0[2] = 1 - (theta_1*theta_1)/q_1
@@ -229,7 +227,7 @@ def validity(_x, _p, _out0):
 
 def state_observables(_x, _p, _out0):
     """The state observables (STATE_OBSERVABLES order): functions of the order parameters."""
-    q_1, _, _, theta_1 = _x
+    q_1, _, theta_1 = _x
     _out0[0] = np.arccos(theta_1/np.sqrt(q_1))
     return 0.0
 
@@ -252,16 +250,15 @@ def branch_newton(_h, _z, _x, _p, _out0):
     """Value, dF/dh and d2F/dh2 of every branch's bracket at h (3 N_BRANCHES, ...)."""
     h_1, = _h
     xi_1, y = _z
-    q_1, V_1, m_1, _ = _x
+    q_1, V_1, _ = _x
     _t0 = (1.0/(V_1))
-    _t1 = -h_1 + m_1 + np.sqrt(q_1)*xi_1
+    _t1 = h_1 - np.sqrt(q_1)*xi_1
     _t2 = (1/2)*_t0*(_t1*_t1)
-    _t3 = _t0*_t1
     _out0[0] = _t2
-    _out0[1] = -_t3
+    _out0[1] = _t0*_t1
     _out0[2] = _t0
     _out0[3] = _t2 - h_1*y + 1
-    _out0[4] = -_t3 - y
+    _out0[4] = _t0*_t1 - y
     _out0[5] = _t0
     return 0.0
 
@@ -269,8 +266,8 @@ def branch_newton(_h, _z, _x, _p, _out0):
 def branch_stationary(_z, _x, _p, _out0):
     """Closed-form stationary points of every branch (N_BRANCHES * STATIONARY_ROOTS, ...), nan where none."""
     xi_1, y = _z
-    q_1, V_1, m_1, _ = _x
-    _t0 = m_1 + np.sqrt(q_1)*xi_1
+    q_1, V_1, _ = _x
+    _t0 = np.sqrt(q_1)*xi_1
     _out0[0] = _t0
     _out0[1] = V_1*y + _t0
     return 0.0
@@ -278,7 +275,7 @@ def branch_stationary(_z, _x, _p, _out0):
 
 def channel_transitions(_x, _p, _out0, _out1):
     """Centres and widths (in z) where the label law changes (N_TRANSITIONS each)."""
-    q_1, _, _, theta_1 = _x
+    q_1, _, theta_1 = _x
     _out0[0] = 0
     _out1[0] = np.sqrt(1 - (theta_1*theta_1)/q_1)*abs(np.sqrt(q_1))/abs(theta_1)
     return 0.0
@@ -287,7 +284,7 @@ def channel_transitions(_x, _p, _out0, _out1):
 def prox_kinks(_z, _x, _p, _out0):
     """Prox centres omega = b + V l'(b) at every breakpoint b and branch (N_PROX_KINKS, ...)."""
     _, y = _z
-    _, V_1, _, _ = _x
+    _, V_1, _ = _x
     _t0 = (1.0/(y))
     _out0[0] = _t0
     _out0[1] = -V_1*y + _t0
@@ -314,8 +311,8 @@ def test_breaks(_z, _p, _out0):
 def center_of(_z, _x):
     """The prox centre omega at the nodes z."""
     xi_1, _ = _z
-    q_1, _, m_1, _ = _x
-    return m_1 + np.sqrt(q_1)*xi_1
+    q_1, _, _ = _x
+    return np.sqrt(q_1)*xi_1
 
 
 def rho_bar(_p, _out0):

@@ -6,7 +6,7 @@ Fields: L=1, r=1, r_t=1. The model's mathematics only, each function once in ker
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
 (and the array helpers of replica.numeric.generated_model).
 """
-# replica-artifact: version=0.1.0 declaration=39b4bff0f62ee624 generator=441ce8bcbe5d2968
+# replica-artifact: version=0.1.0 declaration=39b4bff0f62ee624 generator=9de35ddc3d7c6b31
 import numpy as np
 
 from replica.numeric.generated_model import _where
@@ -16,11 +16,11 @@ L, R, R_T = 1, 1, 1
 PARAMETERS = ('Delta', 'lam1')
 DEFAULTS = (0.25, 0.1)
 DOMAINS = {'lam1': (0, None), 'Delta': (0, None)}
-ORDER_PARAMETERS = ('q_1', 'V_1', 'm_1', 'theta_1')
-CONJUGATES = ('qhat_1', 'Vhat_1', 'mhat_1', 'thetahat_1')
-FAMILIES = {'q': [0], 'V': [1], 'm': [2], 'theta': [3]}
+ORDER_PARAMETERS = ('q_1', 'V_1', 'theta_1')
+CONJUGATES = ('qhat_1', 'Vhat_1', 'thetahat_1')
+FAMILIES = {'q': [0], 'V': [1], 'theta': [2]}
 # name -> (family, token or None if shared, row, column, rows, columns)
-LAYOUT = {'q_1': ('q', 1, 0, 0, 1, 1), 'V_1': ('V', 1, 0, 0, 1, 1), 'm_1': ('m', 1, 0, 0, 1, 1), 'theta_1': ('theta', 1, 0, 0, 1, 1), 'qhat_1': ('qhat', 1, 0, 0, 1, 1), 'Vhat_1': ('Vhat', 1, 0, 0, 1, 1), 'mhat_1': ('mhat', 1, 0, 0, 1, 1), 'thetahat_1': ('thetahat', 1, 0, 0, 1, 1)}
+LAYOUT = {'q_1': ('q', 1, 0, 0, 1, 1), 'V_1': ('V', 1, 0, 0, 1, 1), 'theta_1': ('theta', 1, 0, 0, 1, 1), 'qhat_1': ('qhat', 1, 0, 0, 1, 1), 'Vhat_1': ('Vhat', 1, 0, 0, 1, 1), 'thetahat_1': ('thetahat', 1, 0, 0, 1, 1)}
 SYMMETRIC_DIAGONAL = (0, 1)
 BRANCHES = {k: tuple(v) for k, v in {'centered': ('m',)}.items()}
 # (high, low): the branches whose free entropies cross (replica.phase compares them by default)
@@ -37,12 +37,12 @@ OBSERVABLES = ('eps_g', 'zero_fraction')
 TEST_OBSERVABLES = ('eps_g',)
 ENTROPIC_OBSERVABLES = ('zero_fraction',)
 N_OBSERVABLES = 1
-SIGN_FLIPS = ('m',)
+SIGN_FLIPS = ()
 CONSTRAINTS = ()
 # (families that must be zero, indices of GAUSSIANS flipped): z[idx] -> -z[idx] leaves the
 # minimum of the bracket and the gradients dF/dx of the other families unchanged
 # (replica.symbolic.symmetries); MIRRORED: whether the flip maps the minimiser h to -h.
-SYMMETRIES = ((('m',), (0, 1, 2)),)
+SYMMETRIES = (((), (0, 1, 2)),)
 MIRRORED = (True,)
 # every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
 ISOTROPIC_TOKENS = True
@@ -62,20 +62,20 @@ N_ENTROPIC_KINKS = 2
 # leading arguments with node axes, output blocks (entries; 0: one value per node), kernel of
 # its h-free constants or None), or (function, entry) for an entry of another's output
 FUNCTIONS = {
-    'entropic_from_gradient': ('entropic_from_gradient', 0, (4,), None),
+    'entropic_from_gradient': ('entropic_from_gradient', 0, (3,), None),
     'entropic_bracket': ('entropic_bracket', 2, (0,), None),
-    'entropic_parameter_gradient': ('entropic_parameter_gradient', 2, (4,), None),
+    'entropic_parameter_gradient': ('entropic_parameter_gradient', 2, (3,), None),
     'entropic_validity': ('entropic_validity', 0, (2,), None),
     'entropic_argmin': ('entropic_argmin', 1, (1,), None),
     'regularizer': ('regularizer', 1, (0,), None),
     'entropic_field': ('entropic_field', 0, (3,), None),
     'entropic_kinks': ('entropic_kinks', 0, (2,), None),
     'entropic_observables': ('entropic_observables', 2, (1,), None),
-    'energetic_update': ('energetic_update', 0, (4,), None),
+    'energetic_update': ('energetic_update', 0, (3,), None),
     'trace_potential': ('trace_potential', 0, (0,), None),
     'bracket': ('bracket', 2, (0,), None),
     'bracket_newton': ('node_bracket_newton', 2, (0, 1, 1), 'node_constants'),
-    'bracket_parameter_gradient': ('node_parameter_gradient', 2, (4,), None),
+    'bracket_parameter_gradient': ('node_parameter_gradient', 2, (3,), None),
     'label_weight': ('node_weight', 1, (0,), None),
     'prox_starts': ('node_starts', 1, (3,), None),
     'test_loss': ('test_observables', 0),
@@ -89,11 +89,10 @@ N_CONSTANTS = 6
 
 def entropic_from_gradient(_dpsi_w, _p, _out0):
     """Order parameters from dPsi_w/dxhat: x = -K^{-T} grad_xhat Psi_w."""
-    dPsi_w__qhat_1, dPsi_w__Vhat_1, dPsi_w__mhat_1, dPsi_w__thetahat_1 = _dpsi_w
+    dPsi_w__qhat_1, dPsi_w__Vhat_1, dPsi_w__thetahat_1 = _dpsi_w
     _out0[0] = -2*dPsi_w__Vhat_1
     _out0[1] = 2*dPsi_w__qhat_1
-    _out0[2] = dPsi_w__mhat_1
-    _out0[3] = dPsi_w__thetahat_1
+    _out0[2] = dPsi_w__thetahat_1
     return 0.0
 
 
@@ -101,7 +100,7 @@ def entropic_bracket(_w, _zw, _xhat, _p):
     """The entropic Moreau bracket B(w; xi, tau, xhat) at every node."""
     w_1, = _w
     xiw_1, tau_1 = _zw
-    qhat_1, Vhat_1, _, thetahat_1 = _xhat
+    qhat_1, Vhat_1, thetahat_1 = _xhat
     _, lam1 = _p
     return (1/2)*Vhat_1*(w_1*w_1) + lam1*abs(w_1) - w_1*(np.sqrt(qhat_1)*xiw_1 + tau_1*thetahat_1)
 
@@ -110,17 +109,16 @@ def entropic_parameter_gradient(_w, _zw, _xhat, _p, _out0):
     """dB/dxhat at fixed w (envelope theorem): dPsi_w/dxhat = -E[dB/dxhat]."""
     w_1, = _w
     xiw_1, tau_1 = _zw
-    qhat_1, _, _, _ = _xhat
+    qhat_1, _, _ = _xhat
     _out0[0] = -1/2*w_1*xiw_1/np.sqrt(qhat_1)
     _out0[1] = (1/2)*(w_1*w_1)
-    _out0[2] = 0
-    _out0[3] = -tau_1*w_1
+    _out0[2] = -tau_1*w_1
     return 0.0
 
 
 def entropic_validity(_xhat, _p, _out0):
     """Quantities that must be positive for the entropic envelope (ENTROPIC_VALIDITY)."""
-    qhat_1, Vhat_1, _, _ = _xhat
+    qhat_1, Vhat_1, _ = _xhat
     _out0[0] = qhat_1
     _out0[1] = Vhat_1
     return 0.0
@@ -129,7 +127,7 @@ def entropic_validity(_xhat, _p, _out0):
 def entropic_argmin(_zw, _xhat, _p, _out0):
     """Closed-form minimiser of the entropic bracket (the regularizer's proximal map)."""
     xiw_1, tau_1 = _zw
-    qhat_1, Vhat_1, _, thetahat_1 = _xhat
+    qhat_1, Vhat_1, thetahat_1 = _xhat
     _, lam1 = _p
     _t0 = (1.0/(Vhat_1))
     _t1 = np.sqrt(qhat_1)*xiw_1 + tau_1*thetahat_1
@@ -148,7 +146,7 @@ def regularizer(_w, _p):
 
 def entropic_field(_xhat, _p, _out0):
     """mu and a of the entropic field Z = mu + a . z (1 + len(ENTROPIC_GAUSSIANS))."""
-    qhat_1, _, _, thetahat_1 = _xhat
+    qhat_1, _, thetahat_1 = _xhat
     _out0[0] = 0
     _out0[1] = np.sqrt(qhat_1)
     _out0[2] = thetahat_1
@@ -172,41 +170,39 @@ def entropic_observables(_w, _zw, _xhat, _p, _out0):
 
 def energetic_update(_dpsi_y, alpha, _out0):
     """Conjugates from dPsi_y/dx: xhat = -alpha K^{-1} grad_x Psi_y."""
-    dPsi_y__q_1, dPsi_y__V_1, dPsi_y__m_1, dPsi_y__theta_1 = _dpsi_y
+    dPsi_y__q_1, dPsi_y__V_1, dPsi_y__theta_1 = _dpsi_y
     _t0 = 2*alpha
     _out0[0] = _t0*dPsi_y__V_1
     _out0[1] = -_t0*dPsi_y__q_1
-    _out0[2] = alpha*dPsi_y__m_1
-    _out0[3] = alpha*dPsi_y__theta_1
+    _out0[2] = alpha*dPsi_y__theta_1
     return 0.0
 
 
 def trace_potential(_x, _xhat):
     """Psi_t(x, xhat)."""
-    q_1, V_1, m_1, theta_1 = _x
-    qhat_1, Vhat_1, mhat_1, thetahat_1 = _xhat
-    return -1/2*V_1*qhat_1 + (1/2)*Vhat_1*q_1 - m_1*mhat_1 - theta_1*thetahat_1
+    q_1, V_1, theta_1 = _x
+    qhat_1, Vhat_1, thetahat_1 = _xhat
+    return -1/2*V_1*qhat_1 + (1/2)*Vhat_1*q_1 - theta_1*thetahat_1
 
 
 def bracket(_h, _z, _x, _p):
     """The Moreau bracket F(h; omega, h*, V) at every node."""
     h_1, = _h
     xi_1, eta_1, noise = _z
-    q_1, V_1, m_1, theta_1 = _x
+    q_1, V_1, theta_1 = _x
     Delta, _ = _p
-    _t0 = -h_1
-    _t1 = np.sqrt(q_1)
-    return (1/2)*(np.sqrt(Delta)*noise + _t0 + eta_1*np.sqrt(1 - (theta_1*theta_1)/q_1) + theta_1*xi_1/_t1)**2 + (1/2)*(_t0 + _t1*xi_1 + m_1)**2/V_1
+    _t0 = np.sqrt(q_1)
+    return (1/2)*(np.sqrt(Delta)*noise + eta_1*np.sqrt(1 - (theta_1*theta_1)/q_1) - h_1 + theta_1*xi_1/_t0)**2 + (1/2)*(-_t0*xi_1 + h_1)**2/V_1
 
 
 def node_constants(_z, _x, _p, _c):
     """Subexpressions of the bracket that do not depend on h, for one node, into _c."""
     xi_1, eta_1, noise = _z
-    q_1, V_1, m_1, theta_1 = _x
+    q_1, V_1, theta_1 = _x
     Delta, _ = _p
     _u0 = np.sqrt(q_1)
     _u1 = np.sqrt(Delta)*noise + eta_1*np.sqrt(-(theta_1*theta_1)*(1.0/(q_1)) + 1) + theta_1*xi_1/_u0
-    _u2 = _u0*xi_1 + m_1
+    _u2 = _u0*xi_1
     _u3 = (1.0/(V_1))
     _c[0] = _u1
     _c[1] = -_u2
@@ -230,22 +226,19 @@ def node_parameter_gradient(_h, _z, _x, _p, _G):
     """d(W F)/dx at fixed h for one node (into _G)."""
     h_1, = _h
     xi_1, eta_1, noise = _z
-    q_1, V_1, m_1, theta_1 = _x
+    q_1, V_1, theta_1 = _x
     Delta, _ = _p
-    _t0 = (1.0/(V_1))
-    _t1 = -h_1
-    _t2 = np.sqrt(q_1)
-    _t3 = _t1 + _t2*xi_1 + m_1
-    _t4 = _t0*_t3
-    _t5 = xi_1/_t2
-    _t6 = (1.0/(q_1))
-    _t7 = np.sqrt(-_t6*(theta_1*theta_1) + 1)
-    _t8 = eta_1*theta_1/_t7
-    _t9 = np.sqrt(Delta)*noise + _t1 + _t5*theta_1 + _t7*eta_1
-    _G[0] = (1/2)*_t4*_t5 + (1/2)*_t9*theta_1*((_t6*_t6)*_t8 - xi_1/q_1**(3/2))
-    _G[1] = -1/2*(_t0*_t0)*(_t3*_t3)
-    _G[2] = _t4
-    _G[3] = -_t9*(-_t5 + _t6*_t8)
+    _t0 = np.sqrt(q_1)
+    _t1 = -_t0*xi_1 + h_1
+    _t2 = (1.0/(V_1))
+    _t3 = xi_1/_t0
+    _t4 = (1.0/(q_1))
+    _t5 = np.sqrt(-_t4*(theta_1*theta_1) + 1)
+    _t6 = eta_1*theta_1/_t5
+    _t7 = np.sqrt(Delta)*noise + _t3*theta_1 + _t5*eta_1 - h_1
+    _G[0] = -1/2*_t1*_t2*_t3 + (1/2)*_t7*theta_1*((_t4*_t4)*_t6 - xi_1/q_1**(3/2))
+    _G[1] = -1/2*(_t1*_t1)*(_t2*_t2)
+    _G[2] = -_t7*(-_t3 + _t4*_t6)
     return 0.0
 
 
@@ -257,8 +250,8 @@ def node_weight(_z, _x, _p):
 def node_starts(_z, _x, _p, _out):
     """Starting points of the inner minimisation for one node (into _out, S * PROX_DIM)."""
     xi_1, _, _ = _z
-    q_1, _, m_1, _ = _x
-    _t0 = m_1 + np.sqrt(q_1)*xi_1
+    q_1, _, _ = _x
+    _t0 = np.sqrt(q_1)*xi_1
     _out[0] = _t0
     _out[1] = 0
     _out[2] = -_t0
@@ -268,16 +261,16 @@ def node_starts(_z, _x, _p, _out):
 def node_test_observables(_z, _x, _p, _out):
     """Integrands of the test-point observables at one node (into _out)."""
     xi_1, eta_1, noise = _z
-    q_1, _, m_1, theta_1 = _x
+    q_1, _, theta_1 = _x
     Delta, _ = _p
     _t0 = np.sqrt(q_1)
-    _out[0] = (1/2)*(np.sqrt(Delta)*noise - _t0*xi_1 + eta_1*np.sqrt(-(theta_1*theta_1)*(1.0/(q_1)) + 1) - m_1 + theta_1*xi_1/_t0)**2
+    _out[0] = (1/2)*(np.sqrt(Delta)*noise - _t0*xi_1 + eta_1*np.sqrt(-(theta_1*theta_1)*(1.0/(q_1)) + 1) + theta_1*xi_1/_t0)**2
     return 0.0
 
 
 def validity(_x, _p, _out0):
     """Quantities that must be positive (principal minors), named in VALIDITY."""
-    q_1, V_1, _, theta_1 = _x
+    q_1, V_1, theta_1 = _x
     _out0[0] = q_1
     _out0[1] = V_1
     _out0[2] = 1 - (theta_1*theta_1)/q_1

@@ -87,7 +87,7 @@ class Derivation:
     def __init__(self, model: Model):
         self.model = model
         self.order_parameters = OrderParameters(model.L, model.r, model.r_t, model.reduction,
-                                                slots=model.data.slot_labels)
+                                                slots=model.data.slot_labels, families=model.families)
         self.alpha = ALPHA
 
     # ------------------------------------------------------------ potentials

@@ -34,7 +34,7 @@ from .data import TokenStatistics
 from ..errors import DeclarationError, ParameterError
 from .losses import analyse, check_continuous, check_convex
 from .observables import EntropicObservable, Observable, StateObservable, TestObservable, with_test_loss
-from .order_parameters import OrderParameters, TokenReduction
+from .order_parameters import OrderParameters, TokenReduction, check_families
 from .regularizers import L2, Regularizer, SeparableRegularizer
 from ..validation import real
 
@@ -109,7 +109,9 @@ class Model:
         ``{name: families pinned to 0}``, e.g. ``{"semantic": ("m",), "positional": ("theta",)}``:
         invariant subspaces of the saddle-point equations (the code generator derives the
         sign-flip symmetries that make them so, :mod:`replica.symbolic.symmetries`). A branch whose pinned
-        families contain another's is where that one *merges* (e.g. ``agnostic`` pins both).
+        families contain another's is where that one *merges* (e.g. ``agnostic`` pins both). Pinning
+        a family the model does not have (``m`` without positional encodings) pins nothing: it is
+        zero by construction there.
     transition:
         ``(high, low)``: two branches whose free entropies cross in ``alpha``, ``high`` the one
         that wins at large ``alpha`` -- the pair :mod:`replica.phase` compares by default.
@@ -121,6 +123,10 @@ class Model:
         (:class:`~replica.symbolic.observables.TestObservable`, :class:`~replica.symbolic.observables.EntropicObservable`).
     description:
         One line shown by ``replica models``.
+    families:
+        The order-parameter families (``q, V, m, theta``); default: derived from the declaration
+        (``q, V`` always, ``m`` when the data have positional encodings or cluster means,
+        ``theta`` with a teacher). After construction always the tuple in use.
     """
 
     name: str
@@ -142,6 +148,7 @@ class Model:
     baseline: str | None = None
     observables: Sequence[Observable] = ()
     channel: Channel | None = None
+    families: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         self.h = sp.Matrix(self.h)
@@ -152,12 +159,23 @@ class Model:
         extra = self.data.label_constraints() if self.data is not None else []
         if extra:  # a label law in the parameters must stay a probability law
             self.constraints = tuple(self.constraints) + tuple(extra)
+        self.families = check_families(self.families if self.families is not None else self._implied_families())
         self.validate()
         if self.loss is None:
             self.loss = self._square_loss()
         self.observables = with_test_loss(self.loss, tuple(self.observables))
         self._validate_observables()
         self._check_nonsmooth()
+
+    def _implied_families(self) -> tuple[str, ...]:
+        """``q, V`` always; ``m`` when some atom projects on a positional encoding or cluster mean
+        (else ``m = W^T p / sqrt(d)`` is zero by construction); ``theta`` when there is a teacher."""
+        fams = ["q", "V"]
+        if self.data is not None and any(not sp.sympify(p).is_zero for a in self.data.atoms for p in a.pi):
+            fams.append("m")
+        if self.hstar.shape[1] > 0:
+            fams.append("theta")
+        return tuple(fams)
 
     # ------------------------------------------------------------ properties
     @property
@@ -349,13 +367,15 @@ class Model:
 
     def order_parameter_symbols(self) -> set[sp.Symbol]:
         """The order-parameter and conjugate symbols of this model (for state observables)."""
-        ops = OrderParameters(self.L, self.r, self.r_t, self.reduction, slots=self.data.slot_labels)
+        ops = OrderParameters(self.L, self.r, self.r_t, self.reduction, slots=self.data.slot_labels,
+                              families=self.families)
         return set(ops.order_symbols()) | set(ops.conjugate_symbols())
 
     def state_aliases(self) -> dict[sp.Symbol, sp.Symbol]:
         """Family names for the order parameters of a family with a single scalar (``q`` for ``q_1``
         of a one-token, rank-one model), as a state observable may write them."""
-        ops = OrderParameters(self.L, self.r, self.r_t, self.reduction, slots=self.data.slot_labels)
+        ops = OrderParameters(self.L, self.r, self.r_t, self.reduction, slots=self.data.slot_labels,
+                              families=self.families)
         out = {}
         for op in ops.order_parameters() + ops.conjugates():
             same = [o for o in ops.order_parameters() + ops.conjugates() if o.family == op.family]

@@ -2,7 +2,9 @@
 
 Per token ``l``: ``q_l, V_l`` (symmetric ``r x r``), ``m_l`` (``r``), ``theta_l``
 (``r x r_t``) and their conjugates ``qhat_l, Vhat_l`` (symmetric), ``mhat_l``,
-``thetahat_l``. Symmetric matrices are written with their upper-triangle entries as
+``thetahat_l``. A model has only the families its declaration gives it
+(:attr:`replica.symbolic.model.Model.families`): ``q, V`` always, ``m`` with positional
+encodings or cluster means, ``theta`` with a teacher; an absent family is zero by construction. Symmetric matrices are written with their upper-triangle entries as
 independent symbols; the off-diagonal factors of 2 this creates are never typed by
 hand: they come out of differentiating the trace potential.
 
@@ -39,6 +41,20 @@ FAMILIES: dict[str, tuple[str, str, bool, str]] = {
 CONJUGATE_OF: dict[str, str] = {"q": "Vhat", "V": "qhat", "m": "mhat", "theta": "thetahat"}
 CONJUGATE_FAMILIES: tuple[str, ...] = ("qhat", "Vhat", "mhat", "thetahat")
 ORDER_FAMILIES: tuple[str, ...] = ("q", "V", "m", "theta")
+#: the families every model has (the student's self-overlap and its variance)
+ALWAYS: tuple[str, ...] = ("q", "V")
+
+
+def check_families(families: Sequence[str]) -> tuple[str, ...]:
+    """``families`` in the canonical order, or a :class:`DeclarationError` naming the problem."""
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown:
+        raise DeclarationError(f"families: unknown order-parameter family {unknown[0]!r}; "
+                               f"expected some of {list(ORDER_FAMILIES)}")
+    missing = [f for f in ALWAYS if f not in families]
+    if missing:
+        raise DeclarationError(f"families: every model has {list(ALWAYS)}, {missing[0]!r} is missing")
+    return tuple(f for f in ORDER_FAMILIES if f in families)
 
 
 def _partner(conj_family: str) -> str:
@@ -123,8 +139,9 @@ class OrderParameters:
     """
 
     def __init__(self, L: int, r: int, r_t: int, reduction: TokenReduction | None = None,
-                 slots: Sequence[str] | None = None):
+                 slots: Sequence[str] | None = None, families: Sequence[str] = ORDER_FAMILIES):
         self.L, self.r, self.r_t = L, r, r_t
+        self.families = check_families(families)
         self.slots = tuple(slots) if slots is not None else tuple(str(l) for l in range(1, L + 1))
         self.S = len(self.slots)
         clustered = slots is not None and self.slots != tuple(str(l) for l in range(1, L + 1))
@@ -136,11 +153,20 @@ class OrderParameters:
         self.per_token = self.per_slot
         # Without clusters a slot is a token (its index); with clusters the slot label.
         keys: list = list(range(1, L + 1)) if not clustered else list(self.slots)
+        for fam in self.reduction.coefficients:
+            if fam not in self.families:
+                raise DeclarationError(f"reduction[{fam!r}]: the model has no {fam!r} family "
+                                       f"(its families: {list(self.families)})")
         for fam, (rows, cols, sym, tex) in FAMILIES.items():
             shape = (dims[rows], dims[cols])
             conj = CONJUGATE_OF[fam]
             coeffs = self.reduction.coefficients.get(fam)
-            if coeffs is None:
+            if fam not in self.families:
+                # An absent family is zero by construction (e.g. m without positional encodings):
+                # no free parameter, a zero matrix wherever the potentials read a slot of it.
+                self.per_slot[fam] = [sp.zeros(*shape) for _ in keys]
+                self.per_slot[conj] = [sp.zeros(*self._shape_of(conj, dims)) for _ in keys]
+            elif coeffs is None:
                 own = [self._make(fam, l, shape, sym, f"{tex}_{{{l}}}") for l in keys]
                 hat = [self._make(conj, l, self._shape_of(conj, dims), FAMILIES[_partner(conj)][2],
                                   f"{self._tex(conj)}_{{{l}}}") for l in keys]
@@ -184,12 +210,12 @@ class OrderParameters:
 
     # ------------------------------------------------------------------ views
     def order_parameters(self) -> list[OrderParameter]:
-        """Free order parameters ``q, V, m, theta`` (in that family order)."""
-        return [p for fam in ORDER_FAMILIES for p in self.free[fam]]
+        """Free order parameters of the model's families (in the order ``q, V, m, theta``)."""
+        return [p for fam in self.families for p in self.free[fam]]
 
     def conjugates(self) -> list[OrderParameter]:
-        """Free conjugates ``qhat, Vhat, mhat, thetahat`` (in that family order)."""
-        return [p for fam in CONJUGATE_FAMILIES for p in self.free[fam]]
+        """Free conjugates of the model's families (in the order ``qhat, Vhat, mhat, thetahat``)."""
+        return [p for fam in CONJUGATE_FAMILIES if _partner(fam) in self.families for p in self.free[fam]]
 
     def order_symbols(self) -> list[sp.Symbol]:
         """The independent symbols of ``q, V, m, θ`` after the token reduction."""

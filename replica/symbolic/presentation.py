@@ -197,17 +197,18 @@ class Presentation:
                 dfdomega=_tok("dfdomega", r"\partial_{\omega} f", a, L)))
         al = d.alpha
         eqs, stein = [], []
+        has_m = "m" in m.families  # without it m = 0 and there is no mhat equation
         for t in tokens:
             if channel:
                 eqs += [Equation(t.qhat, al * LabelMean(W * t.f ** 2)),
-                        Equation(t.mhat, al * LabelMean(W * t.f)),
+                        *([Equation(t.mhat, al * LabelMean(W * t.f))] if has_m else []),
                         Equation(t.thetahat, al * LabelMean(DW * t.f)),
                         Equation(t.Vhat, -al * LabelMean(W * t.f * t.xi) / sp.sqrt(t.q) + t.thetahat * t.theta / t.q)]
                 stein.append(Equation(t.Vhat, -al * LabelMean(W * t.dfdomega)))
             else:
                 kappa = t.rho - t.theta ** 2 / t.q
                 eqs += [Equation(t.qhat, al * Mean(t.f ** 2)),
-                        Equation(t.mhat, al * Mean(t.f)),
+                        *([Equation(t.mhat, al * Mean(t.f))] if has_m else []),
                         Equation(t.thetahat, al * Mean(t.f * (t.hstar - t.theta * (t.omega - t.m) / t.q)) / kappa),
                         Equation(t.Vhat, -al * Mean(t.f * (t.omega - t.m)) / t.q + t.thetahat * t.theta / t.q)]
                 stein.append(Equation(t.Vhat, -al * Mean(t.dfdomega)))

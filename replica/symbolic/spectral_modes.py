@@ -57,7 +57,7 @@ def mode_term(model) -> ModeTerm:
         raise ParameterError("spectrum", f"{model.name}: the penalty {type(reg).__name__} is neither quadratic "
                                          "nor separable: it is not diagonal in the modes")
     r, rt = model.r, model.r_t
-    ops = OrderParameters(model.L, r, rt, model.reduction, slots=model.data.slot_labels)
+    ops = OrderParameters(model.L, r, rt, model.reduction, slots=model.data.slot_labels, families=model.families)
     Lam = reg.matrix(r)
     t = sp.Matrix([PROJECTION] if rt == 1 else [symbol(f"t_k_{j + 1}", rf"t_{{k,{j + 1}}}") for j in range(rt)])
     A = GAMMA * ops.slot("Vhat", 0)

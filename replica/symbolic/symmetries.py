@@ -86,7 +86,7 @@ class _Numeric:
         self.p_val = [m.defaults[s] for s in self.params]
         self.configs = [c[2] for c in m.data.configurations()]
         self.families = {f: [i for i, s in enumerate(self.x_syms) if d.order_parameters.family_of(s) == f]
-                         for f in ORDER_FAMILIES}
+                         for f in ORDER_FAMILIES if f in m.families}
 
     def state(self, rng: random.Random, pinned: Sequence[str]) -> list[float]:
         """A random admissible state with the ``pinned`` families zero."""
@@ -174,7 +174,9 @@ def derive_symmetries(derivation, trials: int = 6, seed: int = 0) -> Symmetries:
 
     # fold symmetries: minimal pinned sets, smallest first, without flips already generated
     folds: list[Symmetry] = []
-    subsets = [s for k in range(len(PINNABLE) + 1) for s in itertools.combinations(PINNABLE, k)]
+    # only the families the model has can be pinned or negated (an absent one is zero already)
+    pinnable = [f for f in PINNABLE if f in m.families]
+    subsets = [s for k in range(len(pinnable) + 1) for s in itertools.combinations(pinnable, k)]
     for pinned in subsets:
         for idx, mirror in candidates:
             if _generated(idx, [f.indices for f in folds if set(f.families) <= set(pinned)]):
@@ -184,7 +186,7 @@ def derive_symmetries(derivation, trials: int = 6, seed: int = 0) -> Symmetries:
     # sign conventions: a family whose negation (with some flip) is a symmetry everywhere
     even_reg = _regularizer_even(m, rng)
     signs = []
-    for fam in PINNABLE:
+    for fam in pinnable:
         if fam == "m" and not even_reg:
             continue
         if any(invariant(idx, mirror, (), (fam,), observables=False) for idx, mirror in candidates):
