@@ -19,7 +19,7 @@ from ...runtime.progress import Stages
 from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
                      parameters_from_args, prox_from_args, rule_from_args)
 
-#: seconds after which ``replica solve`` names its stages on stderr (:class:`~replica.runtime.progress.Stages`)
+#: seconds after which ``replica solve`` names its stages on stderr, on a terminal (:class:`~replica.runtime.progress.Stages`)
 STAGES_AFTER = 3.0
 
 #: why a number of ``replica solve --json`` can be null
