@@ -1,4 +1,4 @@
-"""GAMP against its state evolution, gradient descent and the theory (issue 16).
+"""GAMP against its state evolution, gradient descent and the theory.
 
 Two studies, each resumable (rows already in the CSV are skipped) and each writing the
 CSV the slow tests read:

@@ -1,4 +1,4 @@
-"""Empirical risk minimisation for the GLM canon (issue 13): the simulator the GLM theory is checked against.
+"""Empirical risk minimisation for the GLM canon: the simulator the GLM theory is checked against.
 
 Models (teacher ``w* ~ N(0, I_d)`` rescaled to ``|w*|² = d`` so that ``ρ = 1`` exactly, inputs
 ``x ~ N(0, I_d)``, ``h = w·x/√d``, ``n = round(α d)`` samples)::

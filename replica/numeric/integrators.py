@@ -319,7 +319,7 @@ class AlignedEntropicRule:
     bisection to round-off) and each piece gets an ``order``-point truncated-normal Gauss rule
     (:func:`replica.numeric.preintegration.truncated_normal_rule`), so the average converges
     exponentially in ``order`` instead of algebraically as a tensor rule across the kinks does
-    (soft thresholding: 2e-5 relative on ``V`` at 1368^2 tensor nodes, issue 14).
+    (soft thresholding: 2e-5 relative on ``V`` at 1368^2 tensor nodes).
 
     :meth:`nodes_weights` returns None where the assumptions fail (``b`` not affine in ``nu``,
     ``c = 0``): the solver then uses the tensor rule ``fallback``.
