@@ -246,3 +246,36 @@ def check_convex(expr: sp.Expr, variable: sp.Symbol, defaults: dict, what: str,
             at = ", ".join(f"{s}={v:g}" for s, v in zip(others, args))
             raise DeclarationError(f"{what}: {expr} is not convex in {variable}" + (f" (at {at})" if at else "")
                                    + "; the entropic Moreau envelope needs a convex penalty")
+
+
+def is_convex_piecewise(pw: PiecewiseStructure, defaults: dict, label_values: dict | None = None,
+                        trials: int = 8, seed: int = 2) -> bool:
+    """Whether a continuous piecewise-smooth function is convex in its variable: midpoint convexity
+    on a grid that brackets every breakpoint (at the parameter defaults and random values of the
+    other symbols). Accepts every convex form (a ``Max`` of linear pieces, a Huber loss written as
+    ``Piecewise``, an ``Abs``), not one syntax."""
+    rng = random.Random(seed)
+    h = pw.variable
+    others = sorted((pw.expr.free_symbols | set().union(*[sp.sympify(b).free_symbols for b in pw.breakpoints]))
+                    - {h}, key=str)
+    f = sp.lambdify([h, *others], pw.expr, "math")
+    fb = [sp.lambdify(others, b, "math") for b in pw.breakpoints]
+    base = [-6.0, -3.0, -1.5, -0.7, -0.2, 0.0, 0.3, 0.8, 1.6, 3.2, 6.5]
+    for vals in _samples(others, defaults, label_values or {}, rng, trials):
+        args = [vals[s] for s in others]
+        grid = list(base)
+        for g in fb:
+            try:
+                x = float(g(*args))
+            except (ValueError, ZeroDivisionError, TypeError, OverflowError):
+                continue
+            if math.isfinite(x):
+                grid += [x - 0.5, x - 0.05, x, x + 0.05, x + 0.5]
+        grid = sorted(set(grid))
+        try:
+            scale = 1.0 + max(abs(float(f(x, *args))) for x in grid)
+        except (ValueError, ZeroDivisionError, TypeError, OverflowError):
+            continue
+        if convex_on_samples(lambda x: float(f(x, *args)), grid, scale) < -1e-9:
+            return False
+    return True
