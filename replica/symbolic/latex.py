@@ -82,7 +82,7 @@ def width(latex: str) -> float:
     return _width(re.sub(r"\\begin\{cases\}(.*?)\\end\{cases\}", case, latex, flags=re.S))
 
 
-_WIDE = {r"\sum": 1.6, r"\min": 2.4, r"\max": 2.4, r"\log": 2.2, r"\exp": 2.2, r"\quad": 2, r"\qquad": 4,
+_WIDE = {r"\sum": 1.6, r"\min": 2.4, r"\max": 2.4, r"\log": 2.2, r"\exp": 2.2, r"\quad": 2.4, r"\qquad": 4.8,
          r"\operatorname": 0, r"\mathrm": 0, r"\text": 0, r"\mathbb": 0, r"\left": 0, r"\right": 0, r"\Big": 0,
          r"\,": 0.3, r"\;": 0.4, r"\!": -0.2, r"\cdot": 0.8, r"\nonumber": 0, r"\hat": 0, r"\tilde": 0,
          r"\bar": 0, r"\bm": 0, r"\mathcal": 0, r"\big": 0, r"\bigl": 0, r"\bigr": 0, r"\mid": 1.2,
@@ -144,14 +144,20 @@ def _width(s: str) -> float:
             i += 1
         elif c == "&":
             i += 1
-        elif c in "+-=<>":
-            w += 1.8
+        elif c in "=<>":
+            w += 2.6  # a relation with its thick spaces (1.33 em)
+            i += 1
+        elif c in "+-":
+            w += 2.2  # a binary operator with its medium spaces
             i += 1
         elif c in ",;":
             w += 0.5
             i += 1
         elif c in "()[]|":
             w += 0.6
+            i += 1
+        elif c.isupper():
+            w += 1.4  # capitals (V, Q, K) are wider than the average letter
             i += 1
         else:
             w += 1.0
