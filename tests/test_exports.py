@@ -95,9 +95,20 @@ def test_rows_fit_a_two_column_page(name):
 
 def test_width_estimate_sees_fractions_and_scripts():
     assert width(r"\frac{a + b}{c}") == pytest.approx(width("a + b") + 0.4)
-    assert width("q^{2}") == pytest.approx(1.7)
-    assert width(r"\left(x\right)") == pytest.approx(2.2)
+    assert width("q^{2}") == pytest.approx(0.95 + 0.8)
+    assert width(r"\left(x\right)") == pytest.approx(0.6 + 1.12 + 0.6)
     assert width("x" * 60) > ROW_BUDGET
+
+
+def test_width_estimate_counts_wide_glyphs():
+    """Capitals and m print about 1.6 letter widths of 5.1 pt (cmmi10): a row of superscripted capitals that
+    printed 240 pt wide (a two-column page's column is 229.5 pt, 45 letter widths of 5.1 pt) once
+    estimated at 36 letter widths and overflowed; it must now estimate past the row budget."""
+    assert width("m") == pytest.approx(8.78 / 5.1, abs=0.01)
+    assert width("Q") == pytest.approx(7.91 / 5.1, abs=0.01)
+    row = (r"\quad + \hat{V}^{QK} q^{QK} + \frac{\hat{V}^{KK} q^{KK}}{2} - m^{Q} \hat{m}^{Q} - m^{K} \hat{m}^{K}"
+           r" - \theta^{Q} \hat{\theta}^{Q}")
+    assert width(row) > ROW_BUDGET
 
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")

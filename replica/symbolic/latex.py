@@ -73,7 +73,8 @@ def tex(expr, **kw) -> str:
 def width(latex: str) -> float:
     """Estimated printed width of a LaTeX math string, in letter widths of 10 pt math.
 
-    Fractions count their wider part, sub/superscripts 0.7 of theirs, ``\\left``/``\\right`` and
+    Letters count their Computer Modern math-italic width (:data:`_GLYPH`), fractions their wider
+    part, sub/superscripts 0.8 of theirs (script-size glyphs are drawn relatively wider), ``\\left``/``\\right`` and
     spacing commands their size, a ``cases`` block its widest row; a row longer than
     :data:`ROW_BUDGET` does not fit a column."""
     def case(mt):
@@ -81,6 +82,25 @@ def width(latex: str) -> float:
         return "x" * int(round(max(_width(r) + 1.0 for r in rows) + 1.5))
     return _width(re.sub(r"\\begin\{cases\}(.*?)\\end\{cases\}", case, latex, flags=re.S))
 
+
+#: widths of 10 pt math glyphs (cmmi10/cmr10 metrics, measured with TeX) in letter widths of 5.1 pt:
+#: ``m``, ``w`` and the capitals print half as wide again as ``x``; unlisted characters count 1
+_GLYPH = {c: round(w / 5.1, 2) for c, w in {
+    "a": 5.29, "b": 4.29, "c": 4.33, "d": 5.20, "e": 4.66, "f": 5.97, "g": 5.13, "h": 5.76, "i": 3.45,
+    "j": 4.69, "k": 5.52, "l": 3.18, "m": 8.78, "n": 6.00, "o": 4.85, "p": 5.03, "q": 4.82, "r": 4.79,
+    "s": 4.69, "t": 3.61, "u": 5.72, "v": 5.21, "w": 7.43, "x": 5.72, "y": 5.26, "z": 5.09,
+    "A": 7.50, "B": 8.09, "C": 7.86, "D": 8.56, "E": 7.96, "F": 7.82, "G": 7.86, "H": 9.12, "I": 5.18,
+    "J": 6.51, "K": 9.21, "L": 6.81, "M": 10.79, "N": 9.12, "O": 7.91, "P": 7.81, "Q": 7.91, "R": 7.67,
+    "S": 6.71, "T": 7.23, "U": 7.92, "V": 8.06, "W": 10.83, "X": 9.07, "Y": 8.03, "Z": 7.54,
+    r"\alpha": 6.43, r"\beta": 6.18, r"\gamma": 5.73, r"\delta": 4.82, r"\epsilon": 4.06,
+    r"\varepsilon": 4.66, r"\zeta": 5.11, r"\eta": 5.32, r"\theta": 4.97, r"\iota": 3.54, r"\kappa": 5.76,
+    r"\lambda": 5.83, r"\mu": 6.03, r"\nu": 5.58, r"\xi": 4.84, r"\pi": 6.06, r"\rho": 5.17,
+    r"\sigma": 6.07, r"\tau": 5.50, r"\phi": 5.96, r"\varphi": 6.54, r"\chi": 6.26, r"\psi": 6.87,
+    r"\omega": 6.58, r"\Gamma": 6.25, r"\Delta": 8.33, r"\Theta": 7.78, r"\Lambda": 6.94, r"\Xi": 6.67,
+    r"\Pi": 7.50, r"\Sigma": 7.22, r"\Phi": 7.22, r"\Psi": 7.78, r"\Omega": 7.22}.items()}
+#: upright function names (``\arccos``, ``\tanh``): roman letters with a thin space after
+_FUNCTIONS = {r"\arccos", r"\arcsin", r"\arctan", r"\cos", r"\sin", r"\tan", r"\cosh", r"\sinh",
+              r"\tanh", r"\det", r"\ln", r"\sign", r"\erf"}
 
 _WIDE = {r"\sum": 1.6, r"\min": 2.4, r"\max": 2.4, r"\log": 2.2, r"\exp": 2.2, r"\quad": 2.4, r"\qquad": 4.8,
          r"\operatorname": 0, r"\mathrm": 0, r"\text": 0, r"\mathbb": 0, r"\left": 0, r"\right": 0, r"\Big": 0,
@@ -132,14 +152,18 @@ def _width(s: str) -> float:
                 w += _width(a) + 1.0
             elif cmd in (r"\operatorname", r"\mathrm", r"\text", r"\texttt"):
                 a, i = _group(s, i)
-                w += 0.8 * len(a.replace("\\", ""))
+                w += 0.95 * len(a.replace("\\", ""))  # roman letters, ~4.9 pt each
             elif cmd in _WIDE:
                 w += _WIDE[cmd]
+            elif cmd in _GLYPH:
+                w += _GLYPH[cmd]
+            elif cmd in _FUNCTIONS:
+                w += 0.9 * (len(cmd) - 1) + 0.4
             else:
                 w += 1.0
         elif c in "^_":
             a, i = _group(s, i + 1)
-            w += 0.7 * _width(a)
+            w += 0.8 * _width(a)
         elif c in "{} ":
             i += 1
         elif c == "&":
@@ -156,11 +180,8 @@ def _width(s: str) -> float:
         elif c in "()[]|":
             w += 0.6
             i += 1
-        elif c.isupper():
-            w += 1.4  # capitals (V, Q, K) are wider than the average letter
-            i += 1
         else:
-            w += 1.0
+            w += _GLYPH.get(c, 1.0)
             i += 1
     return w
 
