@@ -183,17 +183,22 @@ def _samples(symbols: Sequence[sp.Symbol], defaults: dict, label_values: dict, r
     return out
 
 
+def _piecewise_functions(pw: PiecewiseStructure):
+    """The symbols besides the variable (sorted), the function of (variable, *others) and the
+    breakpoints as functions of the others, all lambdified for plain floats."""
+    others = sorted((pw.expr.free_symbols | set().union(*[sp.sympify(b).free_symbols for b in pw.breakpoints]))
+                    - {pw.variable}, key=str)
+    f = sp.lambdify([pw.variable, *others], pw.expr, "math")
+    return others, f, [sp.lambdify(others, b, "math") for b in pw.breakpoints]
+
+
 def check_continuous(pw: PiecewiseStructure, defaults: dict, label_values: dict | None = None,
                      what: str = "loss", trials: int = 24, seed: int = 0) -> None:
     """Refuse a function that jumps at a breakpoint (numerically, at random values of the other
     symbols and the parameter defaults): its Moreau envelope would not be differentiable."""
     label_values = label_values or {}
     rng = random.Random(seed)
-    h = pw.variable
-    others = sorted((pw.expr.free_symbols | set().union(*[sp.sympify(b).free_symbols for b in pw.breakpoints]))
-                    - {h}, key=str)
-    f = sp.lambdify([h, *others], pw.expr, "math")
-    fb = [sp.lambdify(others, b, "math") for b in pw.breakpoints]
+    others, f, fb = _piecewise_functions(pw)
     for vals in _samples(others, defaults, label_values, rng, trials):
         args = [vals[s] for s in others]
         for b, g in zip(pw.breakpoints, fb):
@@ -210,7 +215,7 @@ def check_continuous(pw: PiecewiseStructure, defaults: dict, label_values: dict 
                 continue
             if abs(left - right) > 1e-4 * (1.0 + abs(left) + abs(right)):
                 raise DeclarationError(
-                    f"{what}: jumps at {h} = {b} (from {left:.4g} to {right:.4g}); the Moreau envelope of a "
+                    f"{what}: jumps at {pw.variable} = {b} (from {left:.4g} to {right:.4g}); the Moreau envelope of a "
                     "discontinuous function has no derivative (a 0-1 loss cannot be trained by this theory); "
                     "use a continuous surrogate")
 
@@ -255,11 +260,7 @@ def is_convex_piecewise(pw: PiecewiseStructure, defaults: dict, label_values: di
     other symbols). Accepts every convex form (a ``Max`` of linear pieces, a Huber loss written as
     ``Piecewise``, an ``Abs``), not one syntax."""
     rng = random.Random(seed)
-    h = pw.variable
-    others = sorted((pw.expr.free_symbols | set().union(*[sp.sympify(b).free_symbols for b in pw.breakpoints]))
-                    - {h}, key=str)
-    f = sp.lambdify([h, *others], pw.expr, "math")
-    fb = [sp.lambdify(others, b, "math") for b in pw.breakpoints]
+    others, f, fb = _piecewise_functions(pw)
     base = [-6.0, -3.0, -1.5, -0.7, -0.2, 0.0, 0.3, 0.8, 1.6, 3.2, 6.5]
     for vals in _samples(others, defaults, label_values or {}, rng, trials):
         args = [vals[s] for s in others]
