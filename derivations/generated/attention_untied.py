@@ -6,7 +6,7 @@ Fields: L=2, r=2, r_t=1. The model's mathematics only, each function once in ker
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
 (and the array helpers of replica.numeric.generated_model).
 """
-# replica-artifact: version=0.1.0 declaration=ed2773c440a39e65 generator=189b010267199df0
+# replica-artifact: version=0.1.0 declaration=ed2773c440a39e65 generator=644d7df42a69656d
 import numpy as np
 
 from replica.numeric.generated_model import _exp
