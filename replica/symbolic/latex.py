@@ -103,6 +103,9 @@ _GLYPH = {c: round(w / 5.1, 2) for c, w in {
 _FUNCTIONS = {r"\arccos", r"\arcsin", r"\arctan", r"\cos", r"\sin", r"\tan", r"\cosh", r"\sinh",
               r"\tanh", r"\det", r"\ln", r"\sign", r"\erf"}
 
+#: a relation ``=`` with its thick spaces, in letter widths (13.3 pt)
+_REL = 2.6
+
 _WIDE = {r"\sum": 1.6, r"\min": 2.4, r"\max": 2.4, r"\log": 2.2, r"\exp": 2.2, r"\quad": 1.96, r"\qquad": 3.92,
          r"\operatorname": 0, r"\mathrm": 0, r"\text": 0, r"\mathbb": 0, r"\left": 0, r"\right": 0, r"\Big": 0,
          r"\,": 0.3, r"\;": 0.4, r"\!": -0.2, r"\cdot": 0.8, r"\nonumber": 0, r"\hat": 0, r"\tilde": 0,
@@ -182,7 +185,7 @@ def _width(s: str, script: bool = False) -> float:
             w += 1.5  # the glyph alone (7.8 pt)
             i += 1
         elif c in "=<>":
-            w += 2.6  # a relation with its thick spaces (1.33 em)
+            w += _REL
             i += 1
         elif c in "+-":
             w += 2.4  # a binary operator with its medium spaces (12.2 pt)
@@ -352,7 +355,7 @@ class Writer:
         """The right-hand side as rows that fit :data:`ROW_BUDGET` (a sum split at its terms, a
         product with a long sum split inside ``\\Big( \\Big)``)."""
         full = self.x(expr)
-        if width(lhs) + 2 + width(full) <= ROW_BUDGET:
+        if width(lhs) + _REL + width(full) <= ROW_BUDGET:
             return [full]
         expr = sp.sympify(expr)
         terms = None
@@ -393,7 +396,7 @@ class Writer:
             pieces.append(s)
         out, cur = [], head
         for s in pieces:
-            limit = ROW_BUDGET - (width(lhs) + 2 if not out else 4)
+            limit = ROW_BUDGET - (width(lhs) + _REL if not out else 4)
             if cur and width(cur + " " + s) > limit:
                 out.append(cur)
                 cur = s
@@ -424,7 +427,7 @@ class Writer:
                 cur = line
                 continue
             cand = part if not cur else cur + sep + part
-            limit = ROW_BUDGET - (width(lhs) + 2 if not rows else 4)
+            limit = ROW_BUDGET - (width(lhs) + _REL if not rows else 4)
             if cur and width(cand) > limit:
                 rows.append(cur + sep.split("\\")[0].rstrip())
                 cur = part
@@ -696,7 +699,13 @@ class Writer:
             items.append(Text("Entropic potential, a Moreau envelope of the regulariser "
                               r"($\hat w$ its minimiser, the proximal map of $\mathcal{R}$):"))
             gw = ", ".join(self.x(g) for g in went.gaussians)
-            items.append(self.eq(r"\Psi_w", rf"-\mathbb{{E}}_{{{gw}}} \min_w \left[{self.x(went.bracket)}\right]"))
+            head = rf"-\mathbb{{E}}_{{{gw}}} \min_w "
+            rows = self.rows(r"\Psi_w " + head + r"\Big[\Big]", went.bracket)
+            if len(rows) == 1:
+                rows = [head + rf"\left[{rows[0]}\right]"]
+            else:
+                rows = [head + r"\Big[" + rows[0], *rows[1:-1], rows[-1] + r"\Big]"]
+            items.append(Eq(r"\Psi_w", rows))
             for u, e in went.intermediates.items():
                 items.append(self.eq(u, e))
             if getattr(went, "argmin", None):
@@ -742,14 +751,14 @@ class Writer:
             items.append(Text(r"Energetic potential, a Moreau envelope of the loss at the label $y$, averaged with "
                               r"the label's law $P$ given the student's Gaussian $\xi$ (the $Z_{\rm out}$ form):"))
             items.append(Eq(r"\Psi_y", [r"-\mathbb{E}_{\xi} \sum_{y} P(y \mid \xi) \min_{h} F(h; \omega, y)"]))
-            items.append(Eq(r"F(h; \omega, y)", [quad + r" + \ell(h, y)"]))
+            items.append(self.pack(r"F(h; \omega, y)", [quad, r"+ \ell(h, y)"], sep=" ", rel="="))
             items += self._label_law()
         else:
             args = "h, y" if getattr(self, "label_y", None) else r"h, h^{*}"
             second = "y" if getattr(self, "label_y", None) else r"h^{*}"
             items.append(Text("Energetic potential, a Moreau envelope of the loss:"))
             items.append(Eq(r"\Psi_y", [rf"-\mathbb{{E}} \min_{{h}} F(h; \omega, {second})"]))
-            items.append(Eq(rf"F(h; \omega, {second})", [quad + rf" + \ell({args})"]))
+            items.append(self.pack(rf"F(h; \omega, {second})", [quad, rf"+ \ell({args})"], sep=" ", rel="="))
         centre = (rf"m{a} + " if has_m else "")
         if self.scalar:
             items.append(Text(r"with the prox centre $\omega" + a + r"$ and the teacher field"
