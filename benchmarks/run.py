@@ -227,7 +227,8 @@ def bench_point(quick: bool) -> tuple[list[dict], dict]:
                         note=f"cpu {c:.2f} s, {fp.iterations} iterations"))
         data[f"warm_{b}"] = dict(seconds=w, cpu=c, iterations=fp.iterations)
     code = ("import time; t = time.perf_counter()\n"
-            "from derivations.generated import attention_tied as m\n"
+            "from replica.artifacts.registry import load_module\n"
+            "m = load_module('attention_tied')\n"
             "from replica.numeric.solver import Solver\n"
             "fp = Solver(m, {'omega': 0.3}, 'semantic').solve(2.0)\n"
             "print(time.perf_counter() - t)")
@@ -390,7 +391,8 @@ if name.endswith(".py"):
     spec = importlib.util.spec_from_file_location("scratch_" + name.split("/")[-1][:-3], name)
     mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
 else:
-    mod = importlib.import_module("derivations.generated." + name)
+    from replica.artifacts.registry import load_module
+    mod = load_module(name)
 from replica.numeric.generated_model import as_model
 from replica.numeric.solver import Solver
 mod = as_model(mod)
@@ -412,8 +414,8 @@ print(json.dumps(out))
 
 
 def _six_module(name: str) -> str:
-    """A generated module name, or a scratch file for rank 2 if no colleague's model exists."""
-    if (ROOT / "derivations" / "generated" / f"{name}.py").exists():
+    """A declared model's name, or a scratch file for rank 2 if no colleague's model exists."""
+    if (ROOT / "derivations" / f"{name}.py").exists():
         return name
     scratch = ROOT / ".replica_cache" / "bench" / f"{name}.py"
     if not scratch.exists():

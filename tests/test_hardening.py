@@ -270,10 +270,12 @@ def test_sobol_bars_cover_the_ridge_closed_form(log2):
     (("sweep", "spec.toml", "--out", ""), "out"),
 ])
 def test_an_empty_flag_is_refused_not_taken_for_its_default(args, flag):
-    """``--out ""`` is falsy: ``replica generate ridge --out ""`` rewrote the committed module,
+    """``--out ""`` is falsy: ``replica generate ridge --out ""`` rewrote the generated module,
     ``--branch ""`` solved the free branch, ``--latex ""`` derived then failed with 'Device or
     resource busy'. Every parser now refuses an empty value, naming the flag, before any work."""
-    module = ROOT / "derivations" / "generated" / "ridge.py"
+    from replica.artifacts.registry import load_module
+
+    module = load_module("ridge").path
     before = module.stat().st_mtime_ns
     rc, out, err = cli(*args)
     one_line(rc, err, 2, f"{flag}: is empty")

@@ -1,32 +1,39 @@
-"""Where models and their generated modules live, and the freshness path that keeps them in step.
+"""Where models and their generated modules live: declarations are source, generated modules a build product.
 
 Declared models are the modules of the ``derivations`` folder that define ``model`` (a
 :class:`~replica.symbolic.model.Model`); a user's own model can also be given as a path to a ``.py``
-file defining ``model``. Generated numeric modules live in ``derivations/generated/<name>.py``
-(committed, checked against the derivation by the test suite) or, for a model given by path,
-in ``generated/<file stem>.py`` next to that file.
+file defining ``model``. Their generated numeric modules are built into the user cache,
+``<cache>/generated/<name>-<declaration hash>-<generator hash>.py`` (:func:`generated_path`;
+``<cache>`` as for the point cache, :func:`replica.artifacts.cache.default_cache_dir`): the key is what
+the module's freshness stamp records (:mod:`replica.artifacts.freshness`, no sympy needed), so a
+module found there is the one the declaration and the generator give today, and an edit of either
+names a new file. ``replica generate MODEL --out FILE.py`` writes one where a user wants to read or
+ship it.
 
 :func:`load_module` is the one place that turns a model name into a numeric model (a
-:class:`~replica.numeric.generated_model.GeneratedModel`, the typed interface of the module): it checks
-the module's freshness stamp against the declaration and the generator
-(:mod:`replica.artifacts.freshness`, no sympy needed) and regenerates a missing or stale module -- saying
-so on stderr -- or refuses with a one-line message where the tree must not be written. Importing
-a fresh module needs no sympy; generating one takes seconds to a minute.
+:class:`~replica.numeric.generated_model.GeneratedModel`, the typed interface of the module): it
+generates a module that is not in the cache yet -- saying so on stderr, once -- under a lock, so
+that concurrent first uses (test workers, sweep workers) generate it once and never read half of
+it; each module is read once per process. Importing a cached module needs no sympy; generating
+one takes seconds to a minute.
 """
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Iterator
 
 from ..errors import ParameterError, ReplicaError
-from .freshness import frozen, staleness
+from .cache import default_cache_dir, writable_cache_subdir
+from .freshness import Stamp, current_stamp, read_stamp
 from .paths import DERIVATIONS_DIR
 from ..numeric.generated_model import GeneratedModel, as_model
-
 
 
 def aliases() -> dict[str, str]:
@@ -115,13 +122,31 @@ def load_model(name: str):
     return model
 
 
-def generated_path(name: str) -> Path:
-    """Path of the generated module of model ``name``: ``derivations/generated/<name>.py``, or
-    ``generated/<stem>.py`` next to a declaration given by path."""
-    if _is_path(name):
-        p = declaration_path(name)
-        return p.parent / "generated" / f"{p.stem}.py"
-    return DERIVATIONS_DIR / "generated" / f"{canonical(name)}.py"
+def generated_dir() -> Path:
+    """The cache of generated modules: ``<cache>/generated`` (a temporary folder where the cache
+    cannot be written: modules are then generated afresh in every process)."""
+    root = str(default_cache_dir())
+    if root not in _GENERATED_DIRS:  # one temporary folder per process, not one per call
+        _GENERATED_DIRS[root] = writable_cache_subdir("generated")
+    return _GENERATED_DIRS[root]
+
+
+_GENERATED_DIRS: dict[str, Path] = {}
+
+
+def _stem(name: str) -> str:
+    """The file stem of model ``name``'s generated module: its canonical name, or the stem of a
+    declaration given by path (characters other than letters, digits and ``_`` replaced)."""
+    stem = declaration_path(name).stem if _is_path(name) else canonical(name)
+    return re.sub(r"\W", "_", stem)
+
+
+def generated_path(name: str, stamp: Stamp | None = None) -> Path:
+    """Where the generated module of model ``name`` lives in the cache, for the declaration and the
+    generator of today (``stamp``: :func:`~replica.artifacts.freshness.current_stamp`, computed if
+    not given)."""
+    stamp = stamp or current_stamp(declaration_path(name), "module")
+    return generated_dir() / f"{_stem(name)}-{stamp.declaration}-{stamp.generator}.py"
 
 
 def generate(name: str, path: Path | None = None, why: str | None = None) -> Path:
@@ -132,37 +157,73 @@ def generate(name: str, path: Path | None = None, why: str | None = None) -> Pat
     from ..symbolic.derivation import Derivation
 
     model = load_model(name)
-    path = path or generated_path(name)
+    path = Path(path) if path is not None else generated_path(name)
     if why is not None:
-        print(f"replica: generating {_display(path)} ({why}); this takes a few seconds to a minute",
-              file=sys.stderr)
+        print(f"replica: generating the numeric module of {model.name} ({why}) into {path}; "
+              "this takes a few seconds to a minute", file=sys.stderr)
     return write_module(Derivation(model), path, declaration=model.declared_in)
 
 
 def load_module(name: str, regenerate: bool = False) -> GeneratedModel:
     """The generated model of ``name``, read and checked (:class:`~replica.numeric.generated_model.GeneratedModel`):
-    its module is imported, (re)generated first if it is missing or stale (see the module
-    docstring); ``regenerate=True`` always regenerates."""
-    path = generated_path(name)
-    why = "regeneration requested" if regenerate else staleness(path, declaration_path(name), "module")
-    if why is not None:
-        rel = _display(path)
-        if why != "missing" and frozen(path):
-            raise ParameterError("model", f"{rel} is stale ({why}) and this tree must not be rewritten; "
-                                          f"run `replica generate {name}` where it can be")
-        generate(name, path, why)
+    its module in the cache (:func:`generated_path`), generated first if it is not there (see the
+    module docstring); ``regenerate=True`` always generates it anew. Read once per process."""
+    stamp = current_stamp(declaration_path(name), "module")
+    path = generated_path(name, stamp)
+    hit = _LOADED.get(str(path))
+    if hit is not None and not regenerate:
+        return hit
+    if regenerate or _unusable(path, stamp):
+        with _generation_lock(path):
+            # another process may have generated it while this one waited for the lock
+            if regenerate or _unusable(path, stamp):
+                generate(name, path, "regeneration requested" if regenerate else _why_missing(path, stamp))
         importlib.invalidate_caches()
-    if path.parent == DERIVATIONS_DIR / "generated":
-        modname = f"derivations.generated.{path.stem}"
-        if why is not None and modname in sys.modules:
-            del sys.modules[modname]
-        return as_model(importlib.import_module(modname))
-    return as_model(_import_path(path, prefix="replica_generated_"))
+    sys.modules.pop(f"replica_generated_{path.stem}", None)
+    model = as_model(_import_path(path, prefix="replica_generated_"))
+    _LOADED[str(path)] = model
+    return model
 
 
-def _display(path: Path) -> str:
-    """``path`` relative to the repository root where it lies inside it."""
+#: the models :func:`load_module` has read in this process, by module file
+_LOADED: dict[str, GeneratedModel] = {}
+
+
+def _unusable(path: Path, stamp: Stamp) -> bool:
+    """Whether the cached module at ``path`` must be generated: missing, or stamped otherwise (another
+    version of replica wrote it)."""
+    return read_stamp(path) != stamp
+
+
+def _why_missing(path: Path, stamp: Stamp) -> str:
+    """Why the module is generated, for the notice: first use, or what changed since the newest
+    module of the same name in the cache was generated."""
+    prefix = path.name.rsplit("-", 2)[0]
+    older = sorted((p for p in path.parent.glob(f"{prefix}-*.py") if p != path),
+                   key=lambda p: p.stat().st_mtime, reverse=True)
+    old = read_stamp(older[0]) if older else None
+    if old is None:
+        return "first use" if not path.exists() else "written by another replica version"
+    why = [what for what, a, b in (("the declaration", old.declaration, stamp.declaration),
+                                   ("the generator", old.generator, stamp.generator),
+                                   ("the replica version", old.version, stamp.version)) if a != b]
+    return " and ".join(why) + " changed" if why else "first use"
+
+
+@contextlib.contextmanager
+def _generation_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock beside ``path`` while its module is generated, so that concurrent
+    first uses generate it once. Where ``fcntl`` is missing (not POSIX) no lock is taken: the
+    atomic write alone keeps readers safe, and two generations write the same bytes."""
     try:
-        return str(path.resolve().relative_to(DERIVATIONS_DIR.parent))
-    except ValueError:
-        return str(path)
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

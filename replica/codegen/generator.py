@@ -23,7 +23,6 @@ from ..symbolic.observables import EntropicObservable, StateObservable, TestObse
 from ..artifacts.outputs import atomic_write_text
 from ..symbolic.order_parameters import ORDER_FAMILIES
 from ..symbolic.potentials import GaussianMoreauEnvelope, prox_center_symbols
-from ..artifacts.paths import DERIVATIONS_DIR
 from ..symbolic.symbols import cholesky_lower
 from .backends import Backend, Function, NodeForm, default_backends
 
@@ -548,13 +547,13 @@ def generate_module(derivation: Derivation, backends: Sequence[Backend] | Backen
 HELPERS = ("_bvn", "_erfc", "_exp", "_ndtr", "_where")
 
 
-def write_module(derivation: Derivation, path: str | Path | None = None,
+def write_module(derivation: Derivation, path: str | Path,
                  backends: Sequence[Backend] | Backend | None = None, *,
                  declaration: str | Path | None = None) -> Path:
-    """Generate and write the module (default ``derivations/generated/<model>.py``)."""
-    if path is None:
-        path = DERIVATIONS_DIR / "generated" / f"{derivation.model.name}.py"
+    """Generate the module and write it to ``path`` (its folder is created if missing; the file
+    appears whole or not at all). :func:`replica.artifacts.registry.load_module` writes into the
+    cache of generated modules; ``replica generate MODEL --out FILE.py`` where a user wants one."""
     path = Path(path)
-    path.parent.mkdir(exist_ok=True)  # generated/ next to a model file; no deeper tree is created
+    path.parent.mkdir(parents=True, exist_ok=True)
     # atomic: a concurrent reader sees the old or the new module, never half of one
     return atomic_write_text(path, generate_module(derivation, backends, declaration=declaration))

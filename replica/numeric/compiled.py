@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 from . import bivariate, kernels
-from ..artifacts.cache import default_cache_dir
+from ..artifacts.cache import writable_cache_subdir
 from ..errors import ParameterError
 from .generated_model import EXP_CAP, GeneratedModel
 
@@ -67,19 +67,7 @@ def numba_cache_dir() -> Path:
     env = os.environ.get("NUMBA_CACHE_DIR")
     if env:
         return Path(env)
-    return _writable_cache_subdir("numba")
-
-
-def _writable_cache_subdir(name: str) -> Path:
-    """``<cache>/<name>``, created; a fresh temporary directory where that cannot be written."""
-    d = default_cache_dir() / name
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        if os.access(d, os.W_OK):
-            return d
-    except OSError:
-        pass
-    return Path(tempfile.mkdtemp(prefix=f"replica-{name}-"))
+    return writable_cache_subdir("numba")
 
 
 def use_numba_cache_dir() -> None:
@@ -166,7 +154,7 @@ def unit_source(module: GeneratedModel) -> tuple[str, str]:
 
 def units_dir() -> Path:
     """Where compiled units live: ``<cache>/compiled`` (a temporary directory if that is not writable)."""
-    return _writable_cache_subdir("compiled")
+    return writable_cache_subdir("compiled")
 
 
 def _write_once(path: Path, text: str) -> None:

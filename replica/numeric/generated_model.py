@@ -1,6 +1,6 @@
 """The typed interface of a generated model: what :func:`replica.artifacts.registry.load_module` returns.
 
-A generated module (``derivations/generated/<model>.py``, :mod:`replica.codegen`) holds the
+A generated module (built into the cache by :mod:`replica.codegen`) holds the
 model's metadata as constants and every function once, in *kernel form*
 (:class:`~replica.codegen.backends.KernelBackend`): arguments unpacked along their first axis,
 stacked outputs written into arrays it is given, one bare expression returned. The same text

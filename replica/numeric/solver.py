@@ -260,7 +260,7 @@ class Solver:
     Parameters
     ----------
     module:
-        A generated module (``derivations/generated/<model>.py``).
+        A generated model (:func:`replica.artifacts.registry.load_module`).
     parameters:
         Overrides of the model parameters by name (``{"omega": 0.3, "A_12": 0.4}``).
     branch:
