@@ -82,7 +82,7 @@ def bench_generation(quick: bool, baseline: str = "quick") -> tuple[list[dict], 
     """Rows: per model, the fresh-process generation time (ratio against the tree-walking
     baseline where it was measured)."""
     from benchmarks.common import row, user_env
-    from replica.artifacts.registry import declared_models
+    from replica.registry import declared_models
 
     env = user_env()  # as a user's interpreter: bytecode cache on
     rows, data = [], {}

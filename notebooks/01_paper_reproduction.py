@@ -135,7 +135,7 @@ show_math([rf"\Psi_w = {tex(derivation.entropic_potential)}"])
 
 # %%
 from replica.numeric.integrators import from_spec
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.solver import Solver, linear_baseline
 
 attention = load_module("attention")

@@ -62,7 +62,7 @@ QUICK = os.environ.get("REPLICA_NOTEBOOK_QUICK", "") not in ("", "0")
 print((ROOT / "derivations" / "linear_attention.py").read_text())
 
 # %%
-from replica.artifacts.registry import load_model
+from replica.registry import load_model
 
 model = load_model("linear_attention")  # derivations/linear_attention.py (the registry notes the file)
 print(model.description)
@@ -129,12 +129,12 @@ print(md[start:start + 900])
 
 # %%
 from replica.codegen import generate_module, write_module
-from replica.artifacts.registry import _import_path
+from replica.registry import _import_path
 
 t0 = time.perf_counter()
 path = write_module(derivation, tmp / "linear_attention.py")
 print(f"generated {path} in {time.perf_counter() - t0:.1f} s")
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 
 print("same as the cached module:", load_module("linear_attention").path.read_text() == path.read_text())
 module = _import_path(path)

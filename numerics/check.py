@@ -204,7 +204,7 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
     (``replica solve --quadrature``; default ``auto``); ``theory_bars=False``: solve without error bars.
     ``spectrum``: a :class:`replica.numeric.spectrum.Spectrum` for a GLM on structured data (``replica solve
     --spectrum``; simulated by :class:`numerics.structured.SpectralProblem` at ``d`` = its number of modes)."""
-    from replica.artifacts.registry import load_model, load_module
+    from replica.registry import load_model, load_module
 
     from .problem import DEFAULT_TOL, Problem
 
@@ -216,7 +216,7 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
         problem = Problem(decl, module, parameters)
     else:
         from replica.errors import ParameterError
-        from replica.symbolic.spectral_modes import gcm_module
+        from replica.registry.spectral import gcm_module
 
         from .structured import SpectralProblem
 
@@ -410,5 +410,5 @@ def plot(res: Mapping[str, Any], path: str) -> None:
     plt.close(fig)
 
 
-def _stderr(line: str) -> None:
+def progress(line: str) -> None:
     print(f"replica check: {line}", file=sys.stderr, flush=True)

@@ -116,7 +116,7 @@ def problem(model: str, params: Mapping[str, float]):
 
 @lru_cache(maxsize=32)
 def _problem(model: str, items: tuple):
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     from .problem import Problem
 
@@ -207,7 +207,7 @@ def theory(model: str, alpha: float, params: dict[str, float], max_iter: int = 2
     """``replica solve MODEL --alpha A --param ... --json`` in process: the replica-symmetric fixed
     point of the declared model (derivations/MODEL.py), as the CLI solves it."""
     from replica.numeric.report import result_dict
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.numeric.solver import Solver
 
     module = load_module(model)

@@ -8,14 +8,14 @@ import pytest
 
 @pytest.fixture(scope="session")
 def attention():
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     return load_module("attention_tied")
 
 
 @pytest.fixture(scope="session")
 def ridge():
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     return load_module("ridge")
 

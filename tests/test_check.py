@@ -155,7 +155,7 @@ def test_generic_minimiser_finds_the_exact_solvers_minimum(name):
     Marchenko-Pastur edge (1 - alpha^-1/2)^2 alpha)."""
     pytest.importorskip("torch")
     from numerics.problem import Problem
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     problem = Problem(load_model(name), module=None)
     assert problem.glm is not None and problem.glm["loss"] == "square"
@@ -178,7 +178,7 @@ def test_branch_constraint_keeps_the_pinned_family_at_zero():
     the branch that pins theta orthogonal to Sigma Q* (theta = 0), whatever the loss prefers."""
     pytest.importorskip("torch")
     from numerics.problem import Problem
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     problem = Problem(load_model("linear_attention"), module=None)
     inst = problem.instance(1.5, 60, seed=0)
@@ -195,7 +195,7 @@ def test_token_clusters_follow_the_declared_label_law():
     their slot's variance, and on the branch that pins m every slot's m is 0."""
     pytest.importorskip("torch")
     from numerics.problem import Problem
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     problem = Problem(load_model("attention_clusters"), module=None, parameters={"p_same": 0.8})
     inst = problem.instance(25.0, 80, seed=1)            # n = 2000 samples
@@ -215,7 +215,7 @@ def test_rotation_invariant_students_are_compared_by_invariants():
     a minimiser another, so the compared quantities are q's eigenvalues and theta^T theta, equal in
     every basis; untied attention (only a joint sign flip) keeps its entries."""
     from numerics.problem import Problem
-    from replica.artifacts.registry import load_model, load_module
+    from replica.registry import load_model, load_module
 
     rank2 = Problem(load_model("attention_rank2"), load_module("attention_rank2"))
     untied = Problem(load_model("attention_untied"), module=None)
@@ -292,7 +292,7 @@ def test_a_perturbed_theory_is_flagged(sign_square):
     neighbouring point (alpha = 2.5 instead of 2), and against the theory's q moved by 5 of the
     simulation's standard errors, disagree."""
     from numerics.check import theory, verdict
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     path, res = sign_square
     out = json.loads(res.stdout)
@@ -399,7 +399,7 @@ def test_a_given_theory_is_used_when_it_is_of_this_point(tmp_path, capsys):
     from numerics.check import theory
     from replica.artifacts import jsonio
     from replica.cli import main
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     th = theory(load_module("ridge"), {"lam": 0.1, "Delta": 0.25}, 2.0, None, replicon=False)
     path = tmp_path / "ridge.json"

@@ -96,7 +96,7 @@ def test_parameter_flags_from_metadata():
     (a known option's value and an unknown flag's value are skipped)."""
     import argparse
 
-    from replica.numeric.parameter_flags import matrix_parameters, peek_positional
+    from replica.cli.flags import matrix_parameters, peek_positional
 
     assert matrix_parameters(("omega", "A_11", "A_12", "A_21", "A_22", "sigma_1a")) == {
         "A": (2, 2, ["A_11", "A_12", "A_21", "A_22"])}

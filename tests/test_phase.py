@@ -401,7 +401,7 @@ def test_a_failing_last_stretch_ends_the_branch_instead_of_looping():
     and the branch ends there. It used to retry the same stretch forever: the positional branch at
     (omega, sigma) = (0.4, 0.6) on gh:8, followed down to alpha = 0.1, jumps between 0.1057 and 0.1
     (the sweep benchmark of issue 19 never finished). A progress callback stops a loop."""
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     calls = []
 

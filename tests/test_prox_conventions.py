@@ -47,7 +47,7 @@ B, LAM = 0.3, 1.0
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     path = tmp_path_factory.mktemp("toy") / "double_well.py"
     path.write_text(TOY)

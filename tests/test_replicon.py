@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from replica.errors import ConvergenceError, InvalidStateError
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.solver import Solver
 from replica.numeric.stability import replicon, rs_stable
 

@@ -15,7 +15,7 @@ from replica import (L2, DeclarationError, Derivation, Model, SeparableRegulariz
                      fields, parameter, softmax_rows, symbol, teacher_fields)
 from replica.codegen import generate_module
 from replica.symbolic.latex import latex_document, markdown_document
-from replica.artifacts.registry import declared_models, load_model
+from replica.registry import declared_models, load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -326,11 +326,11 @@ def _check_exports(name: str, derivation: Derivation) -> None:
 
 
 def test_generated_module_imports_without_sympy():
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     load_module("attention_tied")  # in the cache (generated with sympy, here, if it was not)
     code = ("import sys; sys.modules['sympy'] = None\n"
-            "from replica.artifacts.registry import load_module\n"
+            "from replica.registry import load_module\n"
             "m = load_module('attention_tied')\n"
             "from replica.numeric.solver import Solver\n"
             "from replica.numeric.quadrature import gauss_hermite\n"

@@ -1,6 +1,6 @@
 """Freshness of generated artifacts: every generated module and export knows what it came from.
 
-Every generated module (in the cache, see :mod:`replica.artifacts.registry`) and LaTeX/Markdown export
+Every generated module (in the cache, see :mod:`replica.registry`) and LaTeX/Markdown export
 (``derivations/<model>.tex``, ``.md``) carries a *stamp* line near its top::
 
     replica-artifact: version=0.1.0 declaration=<hash> generator=<hash>
@@ -18,7 +18,7 @@ Every generated module (in the cache, see :mod:`replica.artifacts.registry`) and
 
 Computing and comparing them reads files and hashes bytes: no sympy, no import of the
 declaration, a few milliseconds. A generated module is built into the cache under the name of its
-declaration and generator hashes (:func:`replica.artifacts.registry.generated_path`): one that is
+declaration and generator hashes (:func:`replica.registry.generated_path`): one that is
 found there is fresh. The committed exports keep their stamp, which ``replica generate --check``
 and the test suite compare. The version of sympy is not part of the stamp on purpose: a user with
 another sympy would otherwise regenerate every module; the golden-file tests of the generator

@@ -1,7 +1,7 @@
 """Where the project's declared models and their committed exports live.
 
 ``derivations/<model>.py`` (declarations) and ``derivations/<model>.tex|.md`` (exports); generated
-modules are a build product in the cache (:mod:`replica.artifacts.registry`).
+modules are a build product in the cache (:mod:`replica.registry`).
 """
 from __future__ import annotations
 

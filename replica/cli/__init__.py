@@ -79,13 +79,13 @@ def _add_model_flags(p: argparse.ArgumentParser | None, rest: list[str]) -> None
     when there is none or it cannot be loaded: the command then says why, in one line)."""
     if p is None or not getattr(p, "_replica_model_flags", False):
         return
-    from ..numeric.parameter_flags import peek_positional
+    from .flags import peek_positional
     from .commands.common import add_model_flags
 
     name = peek_positional(p, rest)
     module = None
     if name is not None:
-        from ..artifacts.registry import load_module
+        from ..registry import load_module
 
         try:
             module = load_module(name)

@@ -32,15 +32,16 @@ import tempfile
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
-from . import bivariate, kernels
+from . import kernels
+from ..interface import bivariate
 from ..artifacts.cache import writable_cache_subdir
 from ..errors import ParameterError
-from .generated_model import EXP_CAP, GeneratedModel
+from ..interface.generated_model import EXP_CAP, GeneratedModel
 
 #: the generated leaves a module needs for the compiled path, in the unit's order
 LEAF_NAMES = kernels.LEAF_NAMES
 #: the scalar versions of the helpers a kernel calls (:class:`replica.codegen.backends.KernelBackend`;
-#: :mod:`replica.numeric.generated_model` defines the array versions), numba-compilable source; the unit
+#: :mod:`replica.interface.generated_model` defines the array versions), numba-compilable source; the unit
 #: includes those its leaves use, and the library functions they call (:data:`LIBRARY_HELPERS`)
 SCALAR_HELPERS = {
     "_exp": "def _exp(u):\n    return math.exp(min(u, EXP_CAP))\n",

@@ -14,11 +14,12 @@ next point of its chain (``hint``). Built in:
                the neighbours' thresholds and states (:func:`replica.phase.thresholds.next_guess`).
 ``phase``      the continuation (:func:`replica.phase.continuation_point`): thresholds and each
                followed branch's spinodal. Independent points.
-``simulate``   a simulator of ``numerics/`` (``simulator = "glm" | "attention" | "linear"`` or
-               ``"module:function"``, :mod:`numerics.sweep`): means and standard errors over seeds.
+``simulate``   a registered simulator (``simulator = "glm" | "attention" | "linear"`` with the
+               project's simulator installed, :mod:`replica.simulators`): means and standard
+               errors over seeds.
 =============  ======================================================================================
 
-Adding a kind (e.g. ``gamp`` once ``numerics/gamp.py`` lands) is one :func:`register` call with
+Adding a kind is one :func:`register` call with
 its ``check`` and ``compute`` functions.
 
 A point's result is a small JSON-able record ``{"values": {...}, "rows": [...], "seed": ...,
@@ -29,14 +30,13 @@ dataset then holds NaN and the message in ``notes``), never an exception that st
 """
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..numeric.generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from .. import validation
 from ..artifacts.cache import PointCache
 from ..errors import ConvergenceError, InvalidStateError, ParameterError, ReplicaError
@@ -439,29 +439,21 @@ register(TaskKind("phase", "alpha_c, alpha_l and the spinodals by continuation o
 
 
 # --------------------------------------------------------------------------- simulate
-#: short names of the simulators of ``numerics/`` (their sweep adapters: :mod:`numerics.sweep`)
-SIMULATORS = {"glm": "numerics.sweep:glm", "attention": "numerics.sweep:attention",
-              "linear": "numerics.sweep:linear"}
-
-
 def _simulator(name: str) -> Callable[..., dict]:
-    target = SIMULATORS.get(name, name)
-    mod, sep, fn = target.partition(":")
-    if not sep or not mod or not fn:
-        raise ParameterError("compute.simulator", f"{name!r} is neither one of {list(SIMULATORS)} nor "
-                                                  "'module:function'")
-    try:
-        return getattr(importlib.import_module(mod), fn)
-    except (ImportError, AttributeError) as exc:
-        raise ParameterError("compute.simulator", f"cannot load {target}: {_first_line(exc)}") from None
+    """A registered sweep simulator (:mod:`replica.simulators`): a spec names one, never a function to import."""
+    from ..simulators import sweep_simulator
+
+    return sweep_simulator(name, "compute.simulator")
 
 
 def _simulate_check(spec: SweepSpec, module: GeneratedModel | None) -> dict:
     s = _Settings(spec)
     name = s.text("simulator", None)
     if name is None:
-        raise ParameterError("compute.simulator", f"kind 'simulate' needs simulator = one of {list(SIMULATORS)} "
-                                                  "or 'module:function'")
+        from ..simulators import sweep_simulators
+
+        raise ParameterError("compute.simulator", f"kind 'simulate' needs simulator = one of "
+                                                  f"{sorted(sweep_simulators())}")
     run = _simulator(name)
     options = dict(s.raw)
     check = getattr(run, "check", None)
@@ -480,6 +472,6 @@ def _simulate_compute(ctx: Context, point: dict, hint: Any) -> dict:
     return {"values": dict(values), "rows": [], "seed": None}
 
 
-register(TaskKind("simulate", "a simulation of numerics/ (means and standard errors over seeds)", _simulate_check,
+register(TaskKind("simulate", "a registered simulator (means and standard errors over seeds)", _simulate_check,
                   _simulate_compute, needs_model=False,
                   seconds=lambda st: ROUGH_SECONDS["simulate"] * int(st["options"].get("seeds", 1))))

@@ -1,8 +1,8 @@
 """``replica check MODEL --alpha A --d 200,400,800 --seeds N``: theory against simulation.
 
-The simulator lives in :mod:`numerics` (torch, scikit-learn), above the core: this command imports
-it inside :func:`run` only, so that ``replica`` itself, its other commands and ``--help`` need
-neither.
+The simulator is a plug-in (:mod:`replica.simulators`: the project's own is the PyTorch simulator,
+torch and scikit-learn), above the core: this command finds and imports it inside :func:`run`
+only, so that ``replica`` itself, its other commands and ``--help`` need neither.
 """
 from __future__ import annotations
 
@@ -106,9 +106,11 @@ def check_device(device: str) -> str:
     if device == "cpu":
         return device
     if device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit()):
-        from numerics.deps import require
-
-        torch = require("torch", "--device cuda")
+        try:
+            import torch
+        except ImportError:
+            raise ParameterError("device", f"{device} needs torch, which is not installed (pip install -e '.[sim]')") \
+                from None
         if not torch.cuda.is_available():
             raise ParameterError("device", f"{device} requested but torch sees no CUDA device")
         if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
@@ -119,7 +121,7 @@ def check_device(device: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Validate everything, then run the check and print the table or JSON (and draw the plot)."""
-    from ...artifacts.registry import load_module
+    from ...registry import load_module
 
     alpha = validation.sample_complexity(args.alpha, "alpha")
     if not alpha > 0:
@@ -159,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
             raise ParameterError("theory", f"cannot read {args.theory}: {exc}") from None
     module = load_module(args.model)
     if spectrum is not None:
-        from ...symbolic.spectral_modes import gcm_module
+        from ...registry.spectral import gcm_module
 
         module = gcm_module(module, spectrum)
     params = parameters_from_args(module, args)
@@ -172,9 +174,10 @@ def run(args: argparse.Namespace) -> int:
     Solver(module, params, branch=args.branch)   # parameter domains and constraints, before any work
     if args.quadrature is not None:
         from_spec(args.quadrature, module, args.branch)   # a bad rule: one line naming quadrature
-    from numerics import check
+    from ...simulators import check_module
 
-    progress = None if args.quiet else check._stderr
+    check = check_module()
+    progress = None if args.quiet else check.progress
     res = check.run_check(args.model, alpha, parameters=params, branch=args.branch, ds=ds, seeds=seeds,
                           seed0=args.seed0, n_test=n_test, tol=tol, max_iter=args.max_iter, device=device,
                           constrain=not args.unconstrained, replicon=args.replicon, threads=threads,

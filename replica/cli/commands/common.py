@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 import math
 
-from ...numeric.generated_model import GeneratedModel
+from ...interface.generated_model import GeneratedModel
 from ... import validation
 from ...errors import ParameterError
 from ...numeric.integrators import from_spec
-from ...numeric.parameter_flags import add_parameter_flags as _add_flags
-from ...numeric.parameter_flags import parameters_from_args  # noqa: F401 -- the commands' import
+from ..flags import add_parameter_flags as _add_flags
+from ..flags import parameters_from_args  # noqa: F401 -- the commands' import
 
 #: the most fixed-point iterations a command accepts (a point needing more will not converge)
 MAX_ITER = 100_000

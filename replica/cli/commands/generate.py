@@ -7,7 +7,7 @@ import sys
 from ...errors import ParameterError
 from ...artifacts.freshness import staleness
 from ...artifacts.outputs import check_output_file
-from ...artifacts.registry import DERIVATIONS_DIR, declaration_path, declared_models
+from ...registry import DERIVATIONS_DIR, declaration_path, declared_models
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -54,11 +54,11 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("model", "give a model to generate (or --check)")
     if args.out:  # its directory must exist: no directory tree appears from a typo
         check_output_file(args.out, "out")
-        from ...artifacts.registry import generate  # imports the symbolic pipeline (sympy): only here
+        from ...registry import generate  # imports the symbolic pipeline (sympy): only here
 
         path = generate(args.model, args.out)
     else:
-        from ...artifacts.registry import load_module
+        from ...registry import load_module
 
         path = load_module(args.model, regenerate=True).path
     print(f"wrote {path}")

@@ -12,7 +12,7 @@ from ...artifacts import jsonio
 from ... import validation
 from ...errors import ParameterError
 from ...runtime.progress import Progress
-from ...artifacts.registry import load_module
+from ...registry import load_module
 from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
                      parameters_from_args, prox_from_args, rule_from_args)
 

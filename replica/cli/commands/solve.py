@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ...artifacts import jsonio
 from ... import validation
-from ...artifacts.registry import load_module
+from ...registry import load_module
 from ...numeric.solver import Solver, iteration_tally
 from ...numeric.accuracy import DEFAULT_ACCURACY, solve_to_accuracy
 from ...numeric.rule_plan import plan_line
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     check_numeric_args(args)
     module = load_module(args.model)
     if args.spectrum is not None:  # the Gaussian covariate data law (sympy: the per-mode entropic term)
-        from ...symbolic.spectral_modes import gcm_module
+        from ...registry.spectral import gcm_module
         from ...numeric.spectrum import Spectrum
 
         module = gcm_module(module, Spectrum.from_csv(args.spectrum))

@@ -11,7 +11,7 @@ names a new file. ``replica generate MODEL --out FILE.py`` writes one where a us
 ship it.
 
 :func:`load_module` is the one place that turns a model name into a numeric model (a
-:class:`~replica.numeric.generated_model.GeneratedModel`, the typed interface of the module): it
+:class:`~replica.interface.generated_model.GeneratedModel`, the typed interface of the module): it
 generates a module that is not in the cache yet -- saying so on stderr, once -- under a lock, so
 that concurrent first uses (test workers, sweep workers) generate it once and never read half of
 it; each module is read once per process. Importing a cached module needs no sympy; generating
@@ -30,10 +30,10 @@ from types import ModuleType
 from typing import Iterator
 
 from ..errors import ParameterError, ReplicaError
-from .cache import default_cache_dir, writable_cache_subdir
-from .freshness import Stamp, current_stamp, read_stamp
-from .paths import DERIVATIONS_DIR
-from ..numeric.generated_model import GeneratedModel, as_model
+from ..artifacts.cache import default_cache_dir, writable_cache_subdir
+from ..artifacts.freshness import Stamp, current_stamp, read_stamp
+from ..artifacts.paths import DERIVATIONS_DIR
+from ..interface.generated_model import GeneratedModel, as_model
 
 
 def aliases() -> dict[str, str]:
@@ -165,7 +165,7 @@ def generate(name: str, path: Path | None = None, why: str | None = None) -> Pat
 
 
 def load_module(name: str, regenerate: bool = False) -> GeneratedModel:
-    """The generated model of ``name``, read and checked (:class:`~replica.numeric.generated_model.GeneratedModel`):
+    """The generated model of ``name``, read and checked (:class:`~replica.interface.generated_model.GeneratedModel`):
     its module in the cache (:func:`generated_path`), generated first if it is not there (see the
     module docstring); ``regenerate=True`` always generates it anew. Read once per process."""
     stamp = current_stamp(declaration_path(name), "module")
