@@ -436,7 +436,7 @@ model = Model(name="ridge_anisotropic", description="ridge, two eigenvalues", h=
 def test_replicon_refuses_anisotropic_tokens_without_the_declaration(tmp_path, monkeypatch):
     """The isotropy check reads the generated module (``ISOTROPIC_TOKENS``, ``atom_eigenvalues``),
     not the declaration: a two-eigenvalue law is refused with a reason, and no sympy is needed."""
-    from replica.artifacts import registry
+    from replica.registry import loader as registry
     from replica.numeric.stability import replicon_summary
 
     path = tmp_path / "ridge_anisotropic.py"

@@ -311,7 +311,7 @@ def test_generator_output_matches_its_golden_file(name):
 def test_the_cached_module_is_the_generator_output(tmp_path, monkeypatch):
     """What load_module imports from the cache is what the generator writes, stamp included (the
     freshness stamp is the cache key): the golden comparison above covers the modules users run."""
-    from replica.artifacts import registry
+    from replica.registry import loader as registry
 
     module = registry.load_module("ridge")
     assert module.path.parent == registry.generated_dir()
