@@ -939,13 +939,15 @@ def expected_convergence(module: GeneratedModel, alpha: float, init: str, parame
     where the RS fixed point is unstable -- replicon >= 1 or a prox switching between minima --
     GAMP cannot settle on it (docs/explanation/replicon.md).
     """
-    from replica.numeric.solver import Solver
-    from replica.numeric.stability import replicon_summary
+    from replica.numeric.point import PointOptions, solve_point
 
     branch = init if init in module.BRANCHES else None
-    fp = Solver(module, parameters or {}, branch=branch).solve_best(alpha)
-    out: dict[str, Any] = {"theory_branch": fp.branch}
-    out.update(replicon_summary(module, fp))
+    # the theory's fixed point and its replicon, through the one pipeline (no bars: only the replicon is read)
+    point = solve_point(module, parameters or {}, alpha,
+                        PointOptions(branch=branch, quadrature=None, error_bars=False, companion_residual=False,
+                                     scout=False))
+    out: dict[str, Any] = {"theory_branch": point.fp.branch}
+    out.update({k: v for k, v in point.result.items() if k.startswith(("replicon", "rs_stable"))})
     out["expected_to_converge"] = out["rs_stable"]
     return out
 

@@ -99,11 +99,24 @@ def declaration_path(name: str) -> Path:
 
 
 def load_declaration(name: str) -> ModuleType:
-    """The declaration module of ``name`` (a derivations module or a path to a file)."""
+    """The declaration module of ``name`` (a derivations module or a path to a file), imported once
+    per process and content (a file edited since is imported again). What it prints while it is
+    imported goes to stderr: a ``--json`` command's stdout is its JSON object alone."""
     path = declaration_path(name)
-    if _is_path(name):
-        return _import_path(path)
-    return importlib.import_module(f"derivations.{path.stem}")
+    if not _is_path(name):
+        with contextlib.redirect_stdout(sys.stderr):
+            return importlib.import_module(f"derivations.{path.stem}")
+    from ..artifacts.freshness import declaration_hash
+
+    key = (str(path), declaration_hash(path))
+    if key not in _DECLARATIONS:
+        with contextlib.redirect_stdout(sys.stderr):
+            _DECLARATIONS[key] = _import_path(path)
+    return _DECLARATIONS[key]
+
+
+#: the declarations given by path that :func:`load_declaration` imported, by file and content hash
+_DECLARATIONS: dict[tuple[str, str], ModuleType] = {}
 
 
 def load_model(name: str):
