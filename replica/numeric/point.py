@@ -15,7 +15,6 @@ its flag in :func:`replica.cli.commands.common.add_numeric_flags` /
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -231,4 +230,3 @@ def companion_residual(solver: Solver, fp: FixedPoint) -> float:
 
 
 __all__ = ["Point", "PointOptions", "REASONS", "companion_residual", "solve_point"]
-_ = math  # noqa: F841 -- kept for the typing of callers' bars
