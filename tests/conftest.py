@@ -20,6 +20,22 @@ def ridge():
     return load_module("ridge")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _generated_modules(request):
+    """Every declared model's module in the cache before the first test of each worker: generated
+    modules are a build product (replica.registry), and a clean clone's first use of a model prints
+    one line saying it generates it -- which a test that reads a command's stderr must not see. The
+    workers take the models in rotated orders, so that on a cold cache they generate different
+    models side by side (the registry's lock makes each one generated once)."""
+    from replica.registry import declared_models, load_module
+
+    names = declared_models()
+    worker = getattr(request.config, "workerinput", {}).get("workerid", "gw0")
+    k = int(worker[2:]) * len(names) // 2 if worker[2:].isdigit() else 0
+    for name in names[k % len(names):] + names[:k % len(names)]:
+        load_module(name)
+
+
 @pytest.fixture(autouse=True)
 def _quiet_overflow():
     # Saturated softmax exponentials overflow harmlessly in the generated code.
