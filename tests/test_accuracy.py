@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -27,6 +25,7 @@ from replica.interface.generated_model import as_model
 from replica.symbolic.regularizers import L1
 from replica.numeric.solver import Solver
 from tests.oracles import state_evolution
+from tests.support import run_cli
 
 #: solve keys (token 1) -> oracle keys
 KEYS = {"q_1": "q", "V_1": "V", "theta_1": "theta", "qhat_1": "qhat", "Vhat_1": "Vhat",
@@ -137,8 +136,7 @@ def test_lasso_tensor_rule_accuracy_1e6_covers_or_says_why(lasso):
     assert any("NOT met" in n and "budget" in n for n in fp.notes), fp.notes
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replica", *args], capture_output=True, text=True)
+_cli = run_cli
 
 
 def test_cli_json_has_errors_for_every_number_and_accuracy_met():

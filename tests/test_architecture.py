@@ -16,14 +16,12 @@ import numpy as np
 import pytest
 
 from replica.errors import ParameterError
+from tests.support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / "replica"
 
 
-def run_cli(*args, cwd=ROOT, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "replica", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 # --------------------------------------------------------------------------- layering

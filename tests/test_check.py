@@ -10,13 +10,13 @@ from __future__ import annotations
 import ast
 import json
 import math
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.support import run_cli, run_without
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,9 +96,9 @@ ENET_LOGISTIC = textwrap.dedent('''
 CONTRACT = {"theory", "theory_error", "simulation", "simulation_error", "z", "agrees", "per_d"}
 
 
-def run_cli(*args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "replica", "check", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+def run_check(*args, timeout=900):
+    """``replica check ARGS`` (the shared harness)."""
+    return run_cli("check", *args, timeout=timeout)
 
 
 # --------------------------------------------------------------------------- arithmetic
@@ -268,7 +268,7 @@ def sign_square(tmp_path_factory):
     """`replica check` on a model file written here, at d = 100, 200, 400 with 6 seeds (JSON)."""
     path = tmp_path_factory.mktemp("check") / "sign_square.py"
     path.write_text(SIGN_SQUARE)
-    res = run_cli(str(path), "--alpha", "2", "--d", "100,200,400", "--seeds", "6", "--n-test", "50000", "--json")
+    res = run_check(str(path), "--alpha", "2", "--d", "100,200,400", "--seeds", "6", "--n-test", "50000", "--json")
     return path, res
 
 
@@ -317,7 +317,7 @@ def test_a_model_without_an_exact_solver_goes_through_torch_and_agrees(tmp_path,
     pytest.importorskip("torch")
     path = tmp_path / f"{name}.py"
     path.write_text(text)
-    res = run_cli(str(path), "--alpha", "1.5", "--d", "100,200,400", "--seeds", "6", "--n-test", "50000", "--json",
+    res = run_check(str(path), "--alpha", "1.5", "--d", "100,200,400", "--seeds", "6", "--n-test", "50000", "--json",
                   "--quiet", "--no-replicon")
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout)
@@ -327,11 +327,6 @@ def test_a_model_without_an_exact_solver_goes_through_torch_and_agrees(tmp_path,
 
 
 # --------------------------------------------------------------------------- optional dependencies
-def run_without(package: str, *argv: str, timeout=600):
-    """``python -m <argv>`` with ``package`` made unimportable (as if not installed)."""
-    code = (f"import runpy, sys; sys.modules[{package!r}] = None; sys.argv = {list(argv)!r}; "
-            f"runpy.run_module(sys.argv[0], run_name='__main__')")
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 def test_glm_without_scikit_learn_says_what_to_install(monkeypatch, capsys):

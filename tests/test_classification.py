@@ -37,6 +37,7 @@ from replica.interface.generated_model import as_model
 from replica.symbolic.regularizers import L1, SeparableRegularizer
 from replica.numeric.solver import Solver
 from tests.oracles import TABLE_ALPHAS, TABLE_DELTAS_LASSO, TABLE_LAM1S, TABLE_LAMS, state_evolution
+from tests.support import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 H, HS = fields(1, 1), teacher_fields(1, 1)
@@ -60,9 +61,7 @@ def _generate(model, directory):
     return as_model(_import_path(write_module(Derivation(model), Path(directory) / f"{model.name}.py")))
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "replica", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+_cli = run_cli
 
 
 # ------------------------------------------------------------------ the reproductions

@@ -8,13 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.support import run_cli as run, spawn
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "replica", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def test_help_lists_subcommands():
@@ -137,9 +135,8 @@ def test_an_interrupt_while_the_model_loads_is_one_line(tmp_path, sig, status):
     decl = tmp_path / "slow_ridge.py"
     decl.write_text(f"import pathlib, time\npathlib.Path({str(marker)!r}).write_text('x')\ntime.sleep(60)\n" + RIDGE)
     env = dict(os.environ, REPLICA_CACHE=str(tmp_path / "cache"))  # its first use: generated, so imported
-    p = subprocess.Popen([sys.executable, "-m", "replica", "solve", str(decl), "--alpha", "1", "--json"], cwd=ROOT,
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = spawn("solve", decl, "--alpha", "1", "--json", env=env,
+              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and p.poll() is None and not marker.exists():
@@ -166,9 +163,8 @@ def test_a_model_that_prints_at_import_leaves_json_stdout_alone(tmp_path):
     decl = tmp_path / "chatty_ridge.py"
     decl.write_text('print("hello from the declaration")\n' + RIDGE)
     env = dict(os.environ, REPLICA_CACHE=str(tmp_path / "cache"), REPLICA_BACKEND="numpy")
-    res = subprocess.run([sys.executable, "-m", "replica", "solve", str(decl), "--alpha", "1", "--branch", "centered",
-                          "--quadrature", "gh:8", "--json", "--no-replicon"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = run("solve", decl, "--alpha", "1", "--branch", "centered", "--quadrature", "gh:8", "--json", "--no-replicon",
+              env=env, timeout=300)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["converged"] is True
     assert "hello from the declaration" in res.stderr
@@ -182,8 +178,7 @@ def test_parsing_never_generates_code_before_the_other_flags_are_checked(tmp_pat
     decl = tmp_path / "unused_ridge.py"
     decl.write_text(RIDGE)
     env = dict(os.environ, REPLICA_CACHE=str(tmp_path / "cache"))
-    res = subprocess.run([sys.executable, "-m", "replica", "solve", str(decl), "--alpha", "-1"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = run("solve", decl, "--alpha", "-1", env=env, timeout=300)
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip().splitlines() == [res.stderr.strip()] and "alpha" in res.stderr
     assert "generating" not in res.stderr and not (tmp_path / "cache" / "generated").exists()

@@ -6,8 +6,6 @@ subprocess under a timeout far above the fixed command's own time (no timing ass
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import subprocess
@@ -17,26 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from replica.cli import main as replica_main
+from tests.support import cli, run
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    """``replica ARGS`` in this process: (exit status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = replica_main([str(a) for a in args])
-        except SystemExit as exc:  # argparse's own errors
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
-
-
-def run(*args: str, module: str = "replica", timeout: float = 300, **kw) -> subprocess.CompletedProcess:
-    """``python -m MODULE ARGS`` in a fresh process from the repository root."""
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, **kw)
 
 
 def strict_json(text: str) -> dict:

@@ -18,6 +18,7 @@ import pytest
 from replica.errors import ConvergenceError, InvalidStateError
 from replica.registry import load_module
 from replica.numeric.solver import Solver
+from tests.support import run_cli
 from replica.numeric.stability import replicon, rs_stable
 
 
@@ -270,12 +271,8 @@ def test_classifier_replicon_on_the_agreement_grid(loss):
 # --------------------------------------------------------------------------- replica solve --json
 def _solve_cli(*args):
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    res = subprocess.run([sys.executable, "-m", "replica", "solve", *args], cwd=Path(__file__).resolve().parent.parent,
-                         capture_output=True, text=True, timeout=600)
+    res = run_cli("solve", *args)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout) if "--json" in args else res.stdout
 
