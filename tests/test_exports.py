@@ -314,7 +314,7 @@ def test_notation_lists_only_what_the_document_uses(name):
 
 def test_shipped_parameters_carry_descriptions():
     """Every parameter of every shipped declaration says what it is; the Notation prints that text."""
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
     from replica.symbolic.symbols import PARAMETER_DESCRIPTIONS
     for name in MODELS:
         m = load_model(name)
