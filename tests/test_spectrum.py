@@ -296,16 +296,95 @@ def test_gaussian_equivalence_coefficients_by_quadrature():
     assert abs(odd.kappa0) < 1e-13 and 0 < odd.kappa_star < odd.kappa1 < 1
 
 
-@pytest.mark.parametrize("c", [0.25, 1.0])
-def test_marchenko_pastur_quantiles_moments(c):
-    """The quantiles' first two moments are the law's, E s = 1 and E s^2 = 1 + c, up to the
-    O(1/n^2) of midpoint quantiles (n = 4000) and the CDF grid."""
-    from replica.numeric.spectrum import marchenko_pastur_quantiles
+def _mp_stieltjes(ratio: float, z: float) -> tuple[float, float]:
+    """``E 1/(s - z)`` and ``E 1/(s - z)^2`` for z < 0 over the eigenvalues s of FF^T/d (F p x d,
+    ratio = p/d): the Marchenko-Pastur Stieltjes transform m(z) = (1 - c - z - sqrt((z-a)(z-b))) / (2cz)
+    of ratio c <= 1 and its derivative, by hand; for p > d an atom 1 - d/p at 0 and (p/d) times the
+    law of ratio d/p."""
+    def mp(c, z):
+        a, b = (1 - math.sqrt(c)) ** 2, (1 + math.sqrt(c)) ** 2
+        r = math.sqrt((z - a) * (z - b))
+        dr = (2 * z - a - b) / (2 * r)
+        return (1 - c - z - r) / (2 * c * z), ((-1 - dr) * z - (1 - c - z - r)) / (2 * c * z * z)
 
-    s = marchenko_pastur_quantiles(c, 4000)
-    assert np.all(np.diff(s) >= 0) and s[0] >= (1 - math.sqrt(c)) ** 2 - 1e-12
-    assert s.mean() == pytest.approx(1.0, abs=1e-5)
-    assert (s * s).mean() == pytest.approx(1 + c, abs=1e-4)
+    if ratio <= 1:
+        return mp(ratio, z)
+    m, dm = mp(1 / ratio, z / ratio)
+    atom = 1 - 1 / ratio
+    return -atom / z + m / ratio ** 2, atom / z ** 2 + dm / ratio ** 3
+
+
+def rf_ridge_closed_form(k1: float, ks: float, ratio: float, alpha: float, lam: float, Delta: float
+                         ) -> dict[str, float]:
+    """Ridge on random features in the p, d -> oo limit (alpha = n/p), from the Stieltjes transform:
+    modes gamma = k1^2 s + ks^2, t^2 = (p/d) k1^2 s, and with R = lam + Vhat gamma = A (s - z0) every
+    average of ridge_oracle is a combination of E 1/(s - z0), E 1/(s - z0)^2 and E s = 1; V is the
+    root of its equation (brentq to round-off)."""
+    def parts(V):
+        vh = alpha / (1 + V)
+        A = vh * k1 * k1
+        z = -(lam + vh * ks * ks) / A
+        m0, m1 = _mp_stieltjes(ratio, z)
+        s_1, s_2, ss_2 = 1 + z * m0, m0 + z * m1, 1 + 2 * z * m0 + z * z * m1  # E s/R', E s/R'^2, E s^2/R'^2
+        return vh, A, m1, s_1, s_2, ss_2, (k1 * k1 * s_1 + ks * ks * m0) / A
+
+    V = brentq(lambda V: parts(V)[-1] - V, 1e-12, 1e8, xtol=1e-16, rtol=1e-15)
+    vh, A, m1, s_1, s_2, ss_2, _ = parts(V)
+    theta = ratio * k1 * k1 * s_1 * vh / A
+    a = (k1 ** 4 * ss_2 + 2 * k1 * k1 * ks * ks * s_2 + ks ** 4 * m1) / A ** 2
+    c = ratio * k1 * k1 * (k1 * k1 * ss_2 + ks * ks * s_2) * vh ** 2 / A ** 2
+    k = alpha / (1 + V) ** 2
+    q = (a * k * (1 + Delta - 2 * theta) + c) / (1 - a * k)
+    return {"V": V, "theta": theta, "q": q, "eps_g": (1 + Delta - 2 * theta + q) / 2}
+
+
+@pytest.mark.parametrize("c", [0.25, 1.0])
+def test_marchenko_pastur_rule_against_the_stieltjes_transform(c):
+    """The rule's averages of 1/(s - z) and 1/(s - z)^2 are the closed-form Stieltjes transform and its
+    derivative, to round-off from 64 nodes (geometric convergence: the substitution removes the edges)."""
+    from replica.numeric.spectrum import marchenko_pastur_rule
+
+    s, w = marchenko_pastur_rule(c, 64)
+    assert np.all(w > 0) and w.sum() == pytest.approx(1.0, abs=1e-15)
+    for z in (-0.05, -1.0):
+        m, dm = _mp_stieltjes(c, z)
+        assert w @ (1 / (s - z)) == pytest.approx(m, rel=1e-12)
+        assert w @ (1 / (s - z) ** 2) == pytest.approx(dm, rel=1e-12)
+    assert w @ s == pytest.approx(1.0, rel=1e-13) and w @ (s * s) == pytest.approx(1 + c, rel=1e-13)
+
+
+@pytest.fixture(scope="module")
+def tanh_coefficients():
+    from replica.numeric.spectrum import gaussian_equivalence
+
+    return gaussian_equivalence(math.tanh)
+
+
+@pytest.mark.parametrize("ratio, nodes", [(0.5, 10), (1.0, None), (2.5, 10)])
+def test_random_features_bars_cover_the_closed_form(ridge, tanh_coefficients, ratio, nodes):
+    """Ridge on tanh random features (n/d = 2, lam = 1e-4, Delta = 0.25: the double-descent curve),
+    p, d -> oo: the reported values and bars against the Stieltjes closed form. On a coarse rule (10
+    nodes) the law's discretisation dominates and the bar, a refinement in the number of nodes,
+    covers it; on the default rule the values are the closed form to 1e-10 and the bar covers them."""
+    from replica.numeric.accuracy import with_error_bars
+    from replica.numeric.spectrum import RANDOM_FEATURES_NODES, random_features
+
+    ge = tanh_coefficients
+    params = {"lam": 1e-4, "Delta": 0.25}
+    spec = random_features(ge, int(1000 * ratio), 1000, nodes=nodes or RANDOM_FEATURES_NODES)
+    solver = Solver(gcm_module(ridge, spec), params, tol=1e-12)
+    alpha = 2.0 / ratio  # n/p
+    fp = with_error_bars(solver, solver.solve(alpha), alpha)
+    want = rf_ridge_closed_form(ge.kappa1, ge.kappa_star, ratio, alpha, **params)
+    got = {"V": fp.order["V_1"], "theta": fp.order["theta_1"], "q": fp.order["q_1"], "eps_g": fp.eps_g}
+    bar = {"V": fp.errors["V_1"], "theta": fp.errors["theta_1"], "q": fp.errors["q_1"], "eps_g": fp.errors["eps_g"]}
+    assert "Marchenko-Pastur" in fp.rules["entropic"]
+    for k in want:
+        assert abs(got[k] - want[k]) <= bar[k], (k, got[k] - want[k], bar[k])
+        if nodes is None:
+            assert got[k] == pytest.approx(want[k], rel=1e-10), k
+    if nodes is not None:  # the coarse rule's discretisation is in the bars (the iteration leaves ~1e-12)
+        assert max(bar[k] / abs(want[k]) for k in want) > 1e-8, bar
 
 
 @pytest.mark.slow

@@ -606,7 +606,7 @@ def _ladder(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float, max_l
     level after the first."""
     work_solver, work = solver, fp
     best_solver = solver
-    refine = {"energetic": True, "entropic": solver.entropic_rule is not None}
+    refine = {"energetic": True, "entropic": solver.entropic_refinable}
     why = None
     best, errors = fp, bars(fp)
     # one level coarser than the working rule: the convergence check of the first refinement

@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -407,7 +407,8 @@ class Solver:
         regularizer), ``test`` and ``prox_starts`` (the module's starts plus extra ones)."""
         starts = self.module.N_STARTS
         return {"energetic": self.integrator.describe(),
-                "entropic": "closed form" if self.entropic_rule is None else self.entropic_rule.describe(),
+                "entropic": (getattr(self.module, "entropic_description", "closed form") if self.entropic_rule is None
+                             else self.entropic_rule.describe()),
                 "test": self.test_rule.describe(),
                 "prox_starts": (self.convention.describe() if self.convention.local else f"{starts} module starts"
                                 + (f" + extra level {self.extra_starts}" if self.extra_starts else ""))}
@@ -426,16 +427,30 @@ class Solver:
             integ = integ.refined()
         kw = dict(self._init)
         kw.update(overrides)
-        ent = self.entropic_rule
+        ent, module = self.entropic_rule, self.module
         if entropic and ent is not None:
             ent = ent.refined(factor=ENTROPIC_REFINEMENT)
+        if entropic and self._refined_entropic is not None:  # a closed form summed on a rule's nodes
+            module = self._refined_entropic()
         extra = self.extra_starts + 1 if starts and hasattr(integ, "with_extra_starts") else self.extra_starts
         if extra != self.extra_starts:
             integ = integ.with_extra_starts(extra)
-        out = Solver(self.module, rule=integ, test_rule=self.test_rule.refined(factor=1.1) if test else self.test_rule,
+        out = Solver(module, rule=integ, test_rule=self.test_rule.refined(factor=1.1) if test else self.test_rule,
                      entropic_rule=ent, **kw)
         out.extra_starts = extra
         return out
+
+    @property
+    def _refined_entropic(self) -> Callable[[], GeneratedModel] | None:
+        """The module's ``refined_entropic`` (a closed entropic side evaluated on the nodes of a rule,
+        e.g. a continuous spectral law, :mod:`replica.numeric.spectrum`), or None."""
+        return getattr(self.module, "refined_entropic", None)
+
+    @property
+    def entropic_refinable(self) -> bool:
+        """Whether the entropic side has a finer level for an error bar: a non-quadratic
+        regularizer's rule, or a closed form summed on a rule's nodes."""
+        return self.entropic_rule is not None or self._refined_entropic is not None
 
     def scout(self, **overrides) -> "Solver | None":
         """A solver of the same problem on a cheaper rule, for :meth:`solve_best`'s cold starts:
