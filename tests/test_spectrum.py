@@ -596,3 +596,31 @@ def test_lasso_finite_n_erm_against_theory(lasso):
         v = np.array([r[k] for r in runs])
         se = v.std(ddof=1) / math.sqrt(len(v))
         assert abs(v.mean() - theory[k]) < 3 * se, (k, v.mean(), se, theory[k])
+
+
+def test_features_flags_build_the_random_features_spectrum(tmp_path):
+    """--features NAME|EXPR|FILE and --ratio P/D: the spectrum random_features builds from the
+    activation's coefficients (relu by hand: 1/sqrt(2 pi), 1/2, sqrt(1/4 - 1/(2 pi))); an expression
+    file is the expression; bad values are one ParameterError naming the flag."""
+    from replica.numeric.spectrum import GaussianEquivalence, random_features
+    from replica.symbolic.spectral_modes import activation_from_text, features_spectrum, ratio_from_text
+
+    relu = GaussianEquivalence(1 / math.sqrt(2 * math.pi), 0.5, math.sqrt(0.25 - 1 / (2 * math.pi)), 0.0)
+    want = random_features(relu, 3, 2)
+    got = features_spectrum("relu", "3/2")
+    np.testing.assert_allclose(got.eigenvalues, want.eigenvalues, rtol=1e-12)
+    np.testing.assert_allclose(got.projections, want.projections, rtol=1e-12)
+    np.testing.assert_allclose(got.weights, want.weights, rtol=1e-12)
+    assert ratio_from_text("3/2") == ratio_from_text("1.5") == 1.5
+    f = tmp_path / "act.txt"
+    f.write_text("# a smooth relu\nlog(1 + exp(4*z)) / 4\n")
+    assert activation_from_text(str(f)) == activation_from_text("log(1 + exp(4*z)) / 4")
+    assert ratio_from_text("3/4") == 0.75
+    bad = [("features", ""), ("features", "foo(z)"), ("features", "z + y"), ("features", "1/0"),
+           ("features", str(tmp_path / "missing.txt")), ("features", "z**2")]
+    for flag, value in bad:
+        with pytest.raises(ParameterError, match=f"^{flag}:"):
+            (features_spectrum if value == "z**2" else activation_from_text)(value, *(["1"] if value == "z**2" else []))
+    for value in ("0", "-1", "a/b", "1/2/3", "inf", "nan", ""):
+        with pytest.raises(ParameterError, match="^ratio:"):
+            features_spectrum("relu", value)
