@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -415,7 +415,7 @@ class Solver:
         regularizer), ``test`` and ``prox_starts`` (the module's starts plus extra ones)."""
         starts = self.module.N_STARTS
         return {"energetic": self.integrator.describe(),
-                "entropic": (getattr(self.module, "entropic_description", "closed form") if self.entropic_rule is None
+                "entropic": (self.module.ENTROPIC_DESCRIPTION if self.entropic_rule is None
                              else self.entropic_rule.describe()),
                 "test": self.test_rule.describe(),
                 "prox_starts": (self.convention.describe() if self.convention.local else f"{starts} module starts"
@@ -438,8 +438,8 @@ class Solver:
         ent, module = self.entropic_rule, self.module
         if entropic and ent is not None:
             ent = ent.refined(factor=ENTROPIC_REFINEMENT)
-        if entropic and self._refined_entropic is not None:  # a closed form summed on a rule's nodes
-            module = self._refined_entropic()
+        if entropic and module.refined_entropic is not None:  # a closed form summed on a rule's nodes
+            module = module.refined_entropic()
         extra = self.extra_starts + 1 if starts and hasattr(integ, "with_extra_starts") else self.extra_starts
         if extra != self.extra_starts:
             integ = integ.with_extra_starts(extra)
@@ -449,16 +449,11 @@ class Solver:
         return out
 
     @property
-    def _refined_entropic(self) -> Callable[[], GeneratedModel] | None:
-        """The module's ``refined_entropic`` (a closed entropic side evaluated on the nodes of a rule,
-        e.g. a continuous spectral law, :mod:`replica.numeric.spectrum`), or None."""
-        return getattr(self.module, "refined_entropic", None)
-
-    @property
     def entropic_refinable(self) -> bool:
         """Whether the entropic side has a finer level for an error bar: a non-quadratic
-        regularizer's rule, or a closed form summed on a rule's nodes."""
-        return self.entropic_rule is not None or self._refined_entropic is not None
+        regularizer's rule, or a closed form summed on a rule's nodes (the module's
+        ``refined_entropic``, e.g. a continuous spectral law, :mod:`replica.numeric.spectrum`)."""
+        return self.entropic_rule is not None or self.module.refined_entropic is not None
 
     def scout(self, **overrides) -> "Solver | None":
         """A solver of the same problem on a cheaper rule, for :meth:`solve_best`'s cold starts:

@@ -372,12 +372,12 @@ def spectral_module(module: GeneratedModel, spectrum: Spectrum, terms: ModeFunct
 
 
 def _refinable(out: GeneratedModel, spectrum: Spectrum, rebuild: Callable[[Spectrum], GeneratedModel]) -> None:
-    """Give ``out`` (a module on ``spectrum``) its ``refined_entropic()`` where the spectrum is a
-    continuous law on the nodes of a rule: the module on the law's refined rule, the refinement
-    :meth:`replica.numeric.solver.Solver.refined` makes for an error bar."""
+    """Give ``out`` (a fresh copy: a module on ``spectrum``) its ``refined_entropic()`` where the
+    spectrum is a continuous law on the nodes of a rule: the module on the law's refined rule, the
+    refinement :meth:`replica.numeric.solver.Solver.refined` makes for an error bar."""
     if spectrum.law is not None:
         out.refined_entropic = lambda: rebuild(spectrum.refined())
-        out.entropic_description = f"closed form on {spectrum.source}"
+        out.ENTROPIC_DESCRIPTION = f"closed form on {spectrum.source}"
 
 
 class SpectralEnvelope:
