@@ -66,7 +66,7 @@ def test_tutorial_model_declares(tmp_path):
     """The declaration the tutorial asks a reader to save as my_glm.py is a model the toolkit loads
     (its outputs in the tutorial were produced from it; a change of the declaration API must fail
     here)."""
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     text = (ROOT / "docs" / "tutorial" / "getting_started.md").read_text()
     block = text.split("Save this as `my_glm.py`", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
