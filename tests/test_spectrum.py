@@ -624,3 +624,26 @@ def test_features_flags_build_the_random_features_spectrum(tmp_path):
     for value in ("0", "-1", "a/b", "1/2/3", "inf", "nan", ""):
         with pytest.raises(ParameterError, match="^ratio:"):
             features_spectrum("relu", value)
+
+
+def test_solve_on_random_features_from_the_command_line(tmp_path):
+    """``replica solve ridge --features tanh --ratio 2 --alpha 1``: ridge at n/d = 2 on twice as many
+    tanh features as dimensions (alpha = n/p = 1, the double descent's peak), against the Stieltjes
+    closed form within its bars; the flags' bad values are one line naming them, exit 2."""
+    from replica.numeric.spectrum import gaussian_equivalence
+
+    rc, out, err = cli("solve", "ridge", "--alpha", "1", "--features", "tanh", "--ratio", "2",
+                       "--param", "lam=1e-4", "--param", "Delta=0.25", "--json", "--no-replicon")
+    assert rc == 0, err
+    d = strict_json(out)
+    ge = gaussian_equivalence(math.tanh)
+    want = rf_ridge_closed_form(ge.kappa1, ge.kappa_star, 2.0, 1.0, 1e-4, 0.25)
+    for k in ("q", "theta", "V", "eps_g"):
+        assert abs(d[k] - want[k]) <= d["errors"][k], (k, d[k] - want[k], d["errors"][k])
+    assert "Marchenko-Pastur" in d["rules"]["entropic"]
+    for args, flag in ((("--features", "tanh"), "ratio"), (("--ratio", "2"), "ratio"),
+                       (("--features", "tanh", "--ratio", "0"), "ratio"),
+                       (("--features", "tanh(z) + y", "--ratio", "2"), "features"),
+                       (("--features", "tanh", "--ratio", "2", "--spectrum", str(tmp_path / "s.csv")), "features")):
+        rc, out, err = cli("solve", "ridge", "--alpha", "1", *args)
+        assert rc == 2 and err.strip().count("\n") == 0 and f"error: {flag}:" in err, (args, err)
