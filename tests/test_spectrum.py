@@ -434,6 +434,26 @@ def test_declared_activation_coefficients():
         activation_coefficients(sp.tanh(z * sp.Symbol("a")), z)
 
 
+def test_activation_moments_are_finite_or_refused():
+    """exp(z) grows fast but has finite moments (kappa0 = kappa1 = e^(1/2), E sigma^2 = e^2, by hand):
+    computed, not an OverflowError from evaluating it far in the tails. An activation without a
+    finite real second moment, or whose moments a quadrature cannot reach, is one line naming
+    features (never a traceback or a NaN spectrum)."""
+    import sympy as sp
+
+    from replica.registry.spectral import ACTIVATION_VARIABLE, activation_coefficients, features_spectrum
+
+    ge = activation_coefficients(sp.exp(ACTIVATION_VARIABLE), ACTIVATION_VARIABLE)
+    e = math.exp(0.5)
+    assert ge.kappa0 == pytest.approx(e, rel=1e-12) and ge.kappa1 == pytest.approx(e, rel=1e-12)
+    assert ge.kappa_star == pytest.approx(math.sqrt(math.exp(2) - 2 * math.e), rel=1e-10)
+    assert np.isfinite(features_spectrum("exp(z)", "2").eigenvalues).all()
+    for value, why in [("exp(z**2/4)", "infinite"), ("exp(z**2/3)", "infinite"), ("z**z", "finite real"),
+                       ("log(z)", "finite real"), ("I*z", "finite real"), ("sin(1/z)", "quadrature")]:
+        with pytest.raises(ParameterError, match=f"^features: .*{why}"):
+            features_spectrum(value, "2")
+
+
 # ------------------------------------------------------------------ a separable penalty (LASSO)
 LASSO = {"lam1": 0.1, "Delta": 0.25}
 

@@ -24,6 +24,7 @@ import csv
 import dataclasses
 import hashlib
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -531,27 +532,77 @@ class GaussianEquivalence:
     error: float
 
 
+#: relative quadrature error above which :func:`gaussian_equivalence` refuses an activation: the error
+#: bars of a solve on random features do not include the coefficients' error, so they must be far
+#: below any bar (relu, tanh, sign, erf, sigmoid, z**3 reach 2e-14 to 2e-13)
+GAUSSIAN_EQUIVALENCE_TOLERANCE = 1e-10
+#: ``|g|`` where :func:`gaussian_equivalence` requires the integrand of ``E σ(g)²`` to have decayed
+#: (below :data:`GAUSSIAN_EQUIVALENCE_TAIL`): an activation growing like ``exp(g²/4)`` or faster has
+#: no finite second moment, and one close to it none that a quadrature can reach
+GAUSSIAN_EQUIVALENCE_TAIL_AT = 30.0
+GAUSSIAN_EQUIVALENCE_TAIL = 1e-30
+
+
 def gaussian_equivalence(activation: Callable[[float], float], breakpoints: Sequence[float] = (0.0,)
                          ) -> GaussianEquivalence:
     """κ₀, κ₁, κ* of ``activation`` by adaptive Gauss-Kronrod quadrature (:func:`scipy.integrate.quad`)
     against the standard Gaussian, on the pieces between ``breakpoints`` (where the activation has a
-    kink or a jump: the rule converges fast on each smooth piece)."""
-    from scipy.integrate import quad
+    kink or a jump: the rule converges fast on each smooth piece). One-line :class:`ParameterError`
+    naming ``activation`` when ``σ`` is not real and finite on the line, when ``E σ(g)²`` is infinite
+    (its integrand has not decayed at ``|g| = 30``) or when the quadrature does not reach
+    :data:`GAUSSIAN_EQUIVALENCE_TOLERANCE`."""
+    from scipy.integrate import IntegrationWarning, quad
 
     cuts = sorted({float(b) for b in breakpoints})
     edges = [-math.inf, *cuts, math.inf]
     norm = 1.0 / math.sqrt(2.0 * math.pi)
 
+    def value(f: Callable[[float], float], g: float) -> float:
+        """``f(g)``; NaN where it is not a finite real number (the checks below name it)."""
+        try:
+            with np.errstate(all="ignore"):
+                v = f(g)
+            return float(v) if math.isfinite(v) else math.nan
+        except (OverflowError, ZeroDivisionError, ValueError, TypeError):
+            return math.nan
+
+    def weighted(f: Callable[[float], float], g: float) -> float:
+        w = math.exp(-0.5 * g * g)
+        # beyond |g| ~ 38.6 the weight is 0 in doubles: not evaluating f there spares exp(g)-like
+        # activations an overflow the integral never sees
+        return 0.0 if w == 0.0 else value(f, g) * w * norm
+
     def expect(f: Callable[[float], float]) -> tuple[float, float]:
         total, err = 0.0, 0.0
         for a, b in zip(edges[:-1], edges[1:]):
-            v, e = quad(lambda g: f(g) * norm * math.exp(-0.5 * g * g), a, b, epsabs=1e-14, epsrel=1e-13, limit=200)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", IntegrationWarning)   # judged below, by its error estimate
+                v, e = quad(lambda g: weighted(f, g), a, b, epsabs=1e-14, epsrel=1e-13, limit=200)
             total, err = total + v, err + e
         return total, err
 
-    k0, e0 = expect(lambda g: float(activation(g)))
-    k1, e1 = expect(lambda g: g * float(activation(g)))
-    m2, e2 = expect(lambda g: float(activation(g)) ** 2)
+    def sigma(g: float) -> float:
+        return value(activation, g)
+
+    for g in (-GAUSSIAN_EQUIVALENCE_TAIL_AT, GAUSSIAN_EQUIVALENCE_TAIL_AT):
+        tail = value(lambda u: sigma(u) ** 2 * math.exp(-0.5 * u * u) * norm, g)
+        if math.isnan(tail):
+            raise ParameterError("activation", f"sigma(z) is not a finite real number at z = {g:g}")
+        if not tail <= GAUSSIAN_EQUIVALENCE_TAIL:
+            raise ParameterError("activation", f"E sigma(z)^2 is infinite or out of a quadrature's reach: "
+                                               f"sigma(z)^2 exp(-z^2/2)/sqrt(2 pi) is {tail:.3g} at z = {g:g}, "
+                                               f"not below {GAUSSIAN_EQUIVALENCE_TAIL:g}")
+    k0, e0 = expect(sigma)
+    k1, e1 = expect(lambda g: g * sigma(g))
+    m2, e2 = expect(lambda g: sigma(g) ** 2)
+    if not all(math.isfinite(x) for x in (k0, k1, m2, e0, e1, e2)):
+        raise ParameterError("activation", "sigma(z) is not a finite real number on the whole line "
+                                           "(its Gaussian moments are not finite)")
+    if e0 + e1 + e2 > GAUSSIAN_EQUIVALENCE_TOLERANCE * max(1.0, m2):
+        raise ParameterError("activation", f"the quadrature of E sigma(z), E z sigma(z), E sigma(z)^2 reached "
+                                           f"only +-{e0 + e1 + e2:.1g} (needs "
+                                           f"{GAUSSIAN_EQUIVALENCE_TOLERANCE:g} relative): is sigma piecewise "
+                                           "smooth, with kinks and jumps where they can be located?")
     ks2 = m2 - k0 * k0 - k1 * k1
     if ks2 < -1e-12:
         raise ParameterError("activation", f"E sigma^2 - kappa0^2 - kappa1^2 = {ks2:.3g} < 0 (quadrature failed)")

@@ -217,7 +217,10 @@ def features_spectrum(features: str, ratio: str | float) -> Spectrum:
     if not (isinstance(r, (int, float)) and 0 < r < float("inf")):
         raise ParameterError("ratio", f"p/d must be a positive finite number, got {ratio!r}")
     sigma = activation_from_text(features)
-    coefficients = activation_coefficients(sigma, ACTIVATION_VARIABLE)
+    try:
+        coefficients = activation_coefficients(sigma, ACTIVATION_VARIABLE)
+    except ParameterError as exc:   # the flag's name, not the library's
+        raise ParameterError("features", f"sigma(z) = {sigma}: {str(exc).removeprefix(exc.name + ': ')}") from None
     if not coefficients.kappa1 != 0:
         raise ParameterError("features", f"sigma(z) = {sigma} has kappa1 = E[z sigma(z)] = 0: its features carry "
                                          "nothing of the linear teacher")
