@@ -667,3 +667,6 @@ def test_solve_on_random_features_from_the_command_line(tmp_path):
                        (("--features", "tanh", "--ratio", "2", "--spectrum", str(tmp_path / "s.csv")), "features")):
         rc, out, err = cli("solve", "ridge", "--alpha", "1", *args)
         assert rc == 2 and err.strip().count("\n") == 0 and f"error: {flag}:" in err, (args, err)
+    # a model random features do not fit names the flag the user gave, not the library's spectrum
+    rc, out, err = cli("solve", "lasso", "--alpha", "1", "--features", "relu", "--ratio", "2")
+    assert rc == 2 and err.strip().count("\n") == 0 and "error: features: random features" in err, err

@@ -189,5 +189,11 @@ def point_model(args: argparse.Namespace) -> GeneratedModel:
     if spectrum is not None:
         from ...registry.spectral import gcm_module
 
-        module = gcm_module(module, spectrum)
+        try:
+            module = gcm_module(module, spectrum)
+        except ParameterError as exc:   # a model random features do not fit: name the flag given
+            if exc.name != "spectrum" or getattr(args, "spectrum", None) is not None:
+                raise
+            raise ParameterError("features", str(exc).removeprefix("spectrum: ").replace(
+                "a spectrum file gives", "random features give")) from None
     return module
