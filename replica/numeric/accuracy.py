@@ -63,8 +63,6 @@ def values(fp: FixedPoint) -> dict[str, float]:
     return fp.values()
 
 
-
-
 #: a Newton correction below this (relative to the state) is round-off: no contraction measured
 ROUNDOFF_STEP = 1e-12
 
