@@ -622,7 +622,7 @@ def test_features_flags_build_the_random_features_spectrum(tmp_path):
     """--features NAME|EXPR|FILE and --ratio P/D: the spectrum random_features builds from the
     activation's coefficients (relu by hand: 1/sqrt(2 pi), 1/2, sqrt(1/4 - 1/(2 pi))); an expression
     file is the expression; bad values are one ParameterError naming the flag."""
-    from replica.numeric.spectrum import GaussianEquivalence, random_features
+    from replica.numeric.spectrum import GaussianEquivalence, random_features, random_features_law
     from replica.registry.spectral import activation_from_text, features_spectrum, ratio_from_text
 
     relu = GaussianEquivalence(1 / math.sqrt(2 * math.pi), 0.5, math.sqrt(0.25 - 1 / (2 * math.pi)), 0.0)
@@ -632,6 +632,11 @@ def test_features_flags_build_the_random_features_spectrum(tmp_path):
     np.testing.assert_allclose(got.projections, want.projections, rtol=1e-12)
     np.testing.assert_allclose(got.weights, want.weights, rtol=1e-12)
     assert ratio_from_text("3/2") == ratio_from_text("1.5") == 1.5
+    # any ratio as given, not rounded to a fraction p/d (1.5e-6 was 1/666667, 1e-7 was p = 0)
+    for text, r in (("0.0000015", 1.5e-6), ("1e-7", 1e-7), ("1234567/1000001", 1234567 / 1000001)):
+        got, want = features_spectrum("relu", text), random_features_law(relu, r)
+        np.testing.assert_allclose(got.projections, want.projections, rtol=1e-12)
+        np.testing.assert_allclose(got.weights, want.weights, rtol=1e-12)
     f = tmp_path / "act.txt"
     f.write_text("# a smooth relu\nlog(1 + exp(4*z)) / 4\n")
     assert activation_from_text(str(f)) == activation_from_text("log(1 + exp(4*z)) / 4")

@@ -663,12 +663,17 @@ def random_features(coefficients: GaussianEquivalence, p: int, d: int, F: np.nda
         omega = k0 * k0 * np.ones((p, p)) + k1 * k1 * (F @ F.T) / d + ks * ks * np.eye(p)
         return Spectrum.from_matrices(omega, theta, psi=np.eye(d), phi=k1 * F.T / math.sqrt(d),
                                       source=f"random features (p={p}, d={d}, one F)")
-    return _random_features_law(coefficients, p / d, nodes)
+    return random_features_law(coefficients, p / d, nodes)
 
 
-def _random_features_law(coefficients: GaussianEquivalence, ratio: float, nodes: int) -> Spectrum:
-    """The ``p, d → ∞`` random-features spectrum at ``p/d = ratio`` on ``nodes`` points of the
-    Marchenko-Pastur rule (:func:`random_features`)."""
+def random_features_law(coefficients: GaussianEquivalence, ratio: float, nodes: int = RANDOM_FEATURES_NODES
+                        ) -> Spectrum:
+    """The ``p, d → ∞`` random-features spectrum at ``p/d = ratio`` (any positive float: only the
+    ratio matters in the limit) on ``nodes`` points of the Marchenko-Pastur rule; see
+    :func:`random_features`."""
+    ratio = float(ratio)
+    if not 0 < ratio < math.inf:
+        raise ParameterError("ratio", f"p/d must be a positive finite number, got {ratio}")
     k1, ks = coefficients.kappa1, coefficients.kappa_star
     if ratio <= 1:
         s, w = marchenko_pastur_rule(ratio, nodes)
@@ -678,4 +683,4 @@ def _random_features_law(coefficients: GaussianEquivalence, ratio: float, nodes:
     g = k1 * k1 * s + ks * ks
     t = k1 * np.sqrt(s * ratio)
     return Spectrum(g, t, 1.0, None, f"random features (p/d={ratio:g}, Marchenko-Pastur law on {nodes} nodes)",
-                    canonical=False, weights=w, law=lambda n: _random_features_law(coefficients, ratio, n))
+                    canonical=False, weights=w, law=lambda n: random_features_law(coefficients, ratio, n))

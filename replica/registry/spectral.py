@@ -210,8 +210,8 @@ def ratio_from_text(text: str) -> float:
 def features_spectrum(features: str, ratio: str | float) -> Spectrum:
     """The random-features spectrum of ``--features`` and ``--ratio``: ``x = σ(F z/√d)`` with the
     activation of :func:`activation_from_text`, ``p/d`` = ``ratio``, in the ``p, d → ∞`` limit
-    (:func:`replica.numeric.spectrum.random_features`; a model's ``α`` is then ``n/p``)."""
-    from ..numeric.spectrum import random_features
+    (:func:`replica.numeric.spectrum.random_features_law`; a model's ``α`` is then ``n/p``)."""
+    from ..numeric.spectrum import random_features_law
 
     r = ratio if isinstance(ratio, (int, float)) else ratio_from_text(ratio)
     if not (isinstance(r, (int, float)) and 0 < r < float("inf")):
@@ -224,8 +224,4 @@ def features_spectrum(features: str, ratio: str | float) -> Spectrum:
     if not coefficients.kappa1 != 0:
         raise ParameterError("features", f"sigma(z) = {sigma} has kappa1 = E[z sigma(z)] = 0: its features carry "
                                          "nothing of the linear teacher")
-    # only p/d matters in the limit; p, d spell it exactly for the spectrum's description
-    from fractions import Fraction
-
-    frac = Fraction(float(r)).limit_denominator(10 ** 6)
-    return random_features(coefficients, frac.numerator, frac.denominator)
+    return random_features_law(coefficients, r)
