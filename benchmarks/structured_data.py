@@ -11,7 +11,8 @@ Writes the figures and tables of docs/how-to/structured_data.md:
   error;
 * ``docs/figures/rf_double_descent.{png,csv}``: ridge on random features ``x = tanh(F z/√d)`` at
   ``n/d = 2``, ``lam = 1e-4``, ``Delta = 0.25`` against ``p/d``: the Gaussian-equivalent theory in the
-  ``p, d -> oo`` limit (Marchenko-Pastur spectrum of ``FFᵀ/d``, 1000 teacher modes) and
+  ``p, d -> oo`` limit (the Marchenko-Pastur law of ``FFᵀ/d`` integrated on a Gauss-Legendre rule, error
+  bars from its refinement) and
   scikit-learn ridge on the true features at ``d = 100`` (8 draws of ``F``, teacher and data each).
 
 Takes a few minutes on 2 cores. Not a test: tests/test_spectrum.py checks the same agreement at a
@@ -85,6 +86,7 @@ def rf_curve(say=print) -> list[dict]:
     from sklearn.linear_model import Ridge
 
     from replica.registry import load_module
+    from replica.numeric.accuracy import with_error_bars
     from replica.numeric.solver import Solver
     from replica.registry.spectral import activation_coefficients, gcm_module
     from replica.numeric.spectrum import random_features
@@ -97,8 +99,10 @@ def rf_curve(say=print) -> list[dict]:
     d = RF["d_theory"]
     for c in RF_THEORY_RATIOS:
         p = int(round(c * d))
-        fp = Solver(gcm_module(ridge, random_features(ge, p, d)), params, tol=1e-10).solve(RF["alpha_d"] * d / p)
-        rows.append(dict(kind="theory", p_over_d=p / d, value=fp.eps_g, error=0.0, kappa0=ge.kappa0,
+        solver = Solver(gcm_module(ridge, random_features(ge, p, d)), params, tol=1e-10)
+        alpha = RF["alpha_d"] * d / p   # n/p: the modes are the p features
+        fp = with_error_bars(solver, solver.solve(alpha), alpha)
+        rows.append(dict(kind="theory", p_over_d=p / d, value=fp.eps_g, error=fp.errors["eps_g"], kappa0=ge.kappa0,
                          kappa1=ge.kappa1, kappa_star=ge.kappa_star))
     d = RF["d_sim"]
     n = int(round(RF["alpha_d"] * d))

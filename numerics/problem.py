@@ -134,6 +134,14 @@ def _torch_printer():
 NUMPY_FUNCTIONS = {"Softplus": lambda x: np.logaddexp(0.0, x)}
 
 
+def _lambdify_numpy(args: list, expr: Any) -> Callable:
+    """``expr`` (made overflow-safe by :func:`_stable`) as a numpy function of ``args``; every numpy
+    lambdification of this module goes through here, so each resolves :data:`NUMPY_FUNCTIONS`
+    (a ``log(1 + exp(.))`` anywhere, e.g. in a target derived from the loss, becomes :class:`Softplus`)."""
+    stable = [_stable(e) for e in expr] if isinstance(expr, (list, tuple)) else _stable(expr)
+    return sp.lambdify(args, stable, [NUMPY_FUNCTIONS, "numpy", "scipy"])
+
+
 def _broadcast(value: Any, n: int) -> np.ndarray:
     return np.broadcast_to(np.asarray(value, dtype=float), (n,))
 
@@ -219,19 +227,18 @@ class Problem:
         self.noise_syms = list(model.noise)
         self.args = self.h_syms + self.teacher_syms + self.noise_syms + self.label_syms
         self.loss_expr = _stable(sp.sympify(model.loss).subs(self.subs))
-        self._loss_np = sp.lambdify(self.args, self.loss_expr, [NUMPY_FUNCTIONS, "numpy", "scipy"])
+        self._loss_np = _lambdify_numpy(self.args, self.loss_expr)
         self._loss_torch: Callable | None = None
         if self.channel is not None:
-            self._forms = sp.lambdify(self.hs_syms, list(self.channel.forms), "numpy")
+            self._forms = _lambdify_numpy(self.hs_syms, list(self.channel.forms))
         w = sp.Matrix([sp.Symbol(f"w_row_{k}", real=True) for k in range(self.r)])
         self.w_syms = list(w)
         self.penalty_expr = sp.sympify(model.regularizer.expression(w)).subs(self.subs)
-        self._penalty_np = sp.lambdify(self.w_syms, self.penalty_expr, "numpy")
+        self._penalty_np = _lambdify_numpy(self.w_syms, self.penalty_expr)
         self.observables = list(model.observables)
-        self._test_obs = {o.name: sp.lambdify(self.args, _stable(sp.sympify(o.expr).subs(self.subs)),
-                                              [NUMPY_FUNCTIONS, "numpy", "scipy"])
+        self._test_obs = {o.name: _lambdify_numpy(self.args, sp.sympify(o.expr).subs(self.subs))
                           for o in self.observables if o.kind == "test"}
-        self._entropic_obs = {o.name: sp.lambdify(list(o.w), sp.sympify(o.expr).subs(self.subs), "numpy")
+        self._entropic_obs = {o.name: _lambdify_numpy(list(o.w), sp.sympify(o.expr).subs(self.subs))
                               for o in self.observables if o.kind == "entropic"}
         self.nonsmooth_penalty = self.penalty_expr.has(sp.Abs)
         self.glm = self._glm_kind()
@@ -248,7 +255,7 @@ class Problem:
         """``("l2", lam)`` or ``("l1", lam1)`` where the penalty of a scalar row is exactly that."""
         if self.r != 1:
             return None
-        f = sp.lambdify(self.w_syms, self.penalty_expr, "numpy")
+        f = self._penalty_np
         w = np.array([-2.0, -1.0, -0.5, 0.0, 0.3, 1.0, 2.5])
         v = _broadcast(f(w), w.size)
         c2, c1 = 2.0 * float(v[w == 1.0][0]), float(v[w == 1.0][0])
@@ -269,7 +276,7 @@ class Problem:
         d2 = sp.simplify(sp.diff(self.loss_expr, h, 2))
         if d2.is_number and float(d2) > 0 and sp.simplify(sp.diff(self.loss_expr, h, 3)) == 0:
             target = sp.simplify(-sp.diff(self.loss_expr, h).subs(h, 0) / d2)
-            fn = sp.lambdify(self.teacher_syms + self.noise_syms, target, "numpy")
+            fn = _lambdify_numpy(self.teacher_syms + self.noise_syms, target)
             return {"loss": "square", "curvature": float(d2), "target": fn, "penalty": pen}
         if self.channel is None or tuple(self.channel.values) != (-1, 1) or pen[0] != "l2" or not pen[1] > 0:
             return None

@@ -45,6 +45,45 @@ def lasso(tmp_path_factory):
     return as_model(_import_path(write_module(Derivation(model), tmp_path_factory.mktemp("gen") / "lasso_accuracy.py")))
 
 
+@pytest.fixture(scope="module")
+def softplus_square(tmp_path_factory):
+    """Square loss on a softplus teacher, ``y = log(1 + exp(h*)) + sqrt(Delta) z``, l2 penalty."""
+    import sympy as sp
+
+    from derivations.ridge import delta, h, hs, lam, model as ridge, noise
+
+    model = Model(name="softplus_square", description="square loss, softplus teacher", h=h, hstar=hs,
+                  loss=sp.Rational(1, 2) * (sp.log(1 + sp.exp(hs[0])) + sp.sqrt(delta) * noise - h[0]) ** 2,
+                  noise=[noise], data=ridge.data, regularizer=ridge.regularizer,
+                  parameters={delta: 0.1, lam: 0.1}, domains=dict(ridge.domains))
+    path = tmp_path_factory.mktemp("gen") / "softplus_square.py"
+    return as_model(_import_path(write_module(Derivation(model), path)))
+
+
+def softplus_square_exact(alpha: float, lam: float, Delta: float) -> dict[str, float]:
+    """The softplus teacher under the square loss, exactly: the square loss sees the label only
+    through E y, E y h*, E y^2, so with f = softplus, mu0 = E f(g), mu1 = E g f(g), m2 = E f(g)^2
+    (scipy quad, 1e-14) it is ridge on a linear teacher of strength mu1 and noise
+    Delta + m2 - mu1^2 (the mean mu0 and the nonlinear part act as noise). Ridge closed form:
+    tests/oracles/ridge.py, written for that teacher."""
+    from scipy.integrate import quad
+
+    def E(f):
+        dens = lambda g: f(g) * math.exp(-0.5 * g * g) / math.sqrt(2 * math.pi)  # noqa: E731
+        return sum(quad(dens, a, b, epsabs=1e-14, epsrel=1e-13, limit=200)[0]
+                   for a, b in ((-math.inf, 0.0), (0.0, math.inf)))
+
+    sp_ = lambda g: math.log1p(math.exp(-abs(g))) + max(g, 0.0)  # noqa: E731
+    mu1, m2 = E(lambda g: g * sp_(g)), E(lambda g: sp_(g) ** 2)
+    noise = Delta + m2 - mu1 ** 2
+    b = alpha - 1.0 + lam
+    V = 2.0 / (b + math.sqrt(b * b + 4.0 * lam)) if b > 0 else (-b + math.sqrt(b * b + 4.0 * lam)) / (2.0 * lam)
+    t2 = (V * V + V) / (2.0 * lam * V + b)
+    theta = mu1 * (1.0 - lam * V)
+    q = mu1 ** 2 * lam ** 2 * t2 + noise * (V - lam * t2) + 2.0 * mu1 * theta - mu1 ** 2
+    return {"q_1": q, "V_1": V, "theta_1": theta, "eps_g": 0.5 * (m2 + Delta - 2.0 * mu1 * theta + q)}
+
+
 def check_covered(fp, oracle: dict, keys=KEYS) -> dict[str, tuple[float, float]]:
     """Assert ``|value - oracle| <= bar`` for every key; return ``{key: (true error, bar)}``."""
     vals, out = values(fp), {}
@@ -214,6 +253,24 @@ def test_classifier_error_bars_cover_the_state_evolution(model, params):
     for k in ("q", "V", "theta", "classification_error", "eps_g", "phi"):
         assert abs(res[k] - oracle[k]) <= res["errors"][k], (k, res[k], oracle[k], res["errors"][k])
     assert res["accuracy_met"] is True
+
+
+@pytest.mark.parametrize("order, tol", [(16, 1e-10), (12, 1e-8), (28, 1e-8)])
+def test_solve_eps_g_error_covers_a_softplus_teacher(softplus_square, order, tol):
+    """A solve's own eps_g_error (no re-solve) at alpha = 2, lam = Delta = 0.1 against the exact value:
+    the test rule's quadrature error alone was 1.4 times too small on Gauss-Hermite 16 at tol 1e-10
+    (the energetic rule's error on the state) and 100 times at tol 1e-8 (what the iteration left);
+    both now enter it through the Newton Jacobian. The re-solved bars cover it too."""
+    exact = softplus_square_exact(2.0, 0.1, 0.1)
+    solver = Solver(softplus_square, {"lam": 0.1, "Delta": 0.1}, rule=gauss_hermite(3, order), tol=tol,
+                    backend="numpy")  # (no numba compilation of a model generated here)
+    fp = solver.solve(2.0)
+    assert abs(fp.eps_g - exact["eps_g"]) <= fp.eps_g_error, (fp.eps_g - exact["eps_g"], fp.eps_g_error)
+    assert fp.observable_errors["eps_g"] == fp.eps_g_error
+    barred = with_error_bars(solver, fp, 2.0)
+    for k, v in exact.items():
+        got = barred.eps_g if k == "eps_g" else barred.order[k]
+        assert abs(got - v) <= barred.errors[k], (k, got - v, barred.errors[k])
 
 
 def test_iteration_bar_covers_a_poor_newton_jacobian():

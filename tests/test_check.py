@@ -173,6 +173,34 @@ def test_generic_minimiser_finds_the_exact_solvers_minimum(name):
     assert problem.train_loss(inst, generic.W) == pytest.approx(problem.train_loss(inst, exact.W), rel=1e-12)
 
 
+def test_softplus_target_is_fitted_from_its_declaration():
+    """A label written with ``log(1 + exp(.))`` (a softplus teacher under the square loss) reaches every
+    numpy lambdification of the simulator as the stable softplus: the exact GLM solver's target, the
+    loss, the penalty. Its minimiser is ridge regression on y = softplus(h*) + sqrt(Delta) z, written
+    out here; its training loss is the declared risk evaluated by hand."""
+    import sympy as sp
+
+    from numerics.problem import Problem
+    from replica import L2, Model, TokenStatistics, fields, parameter, symbol, teacher_fields
+
+    h, hs, z = fields(1, 1), teacher_fields(1, 1), symbol("noise", "z")
+    delta, lam = parameter("Delta", r"\Delta"), parameter("lam", r"\lambda")
+    model = Model(name="softplus_square", h=h, hstar=hs, noise=[z], data=TokenStatistics.isotropic(1, 1),
+                  loss=sp.Rational(1, 2) * (sp.log(1 + sp.exp(hs[0])) + sp.sqrt(delta) * z - h[0]) ** 2,
+                  regularizer=L2(lam), parameters={delta: 0.1, lam: 0.1})
+    problem = Problem(model, module=None)
+    assert problem.glm is not None and problem.glm["loss"] == "square"
+    inst = problem.instance(2.0, 80, seed=0)
+    fit = problem.fit(inst)
+    assert fit.converged and fit.solver.startswith("exact square")
+    X = inst.X[:, 0, :] / math.sqrt(inst.d)
+    y = np.logaddexp(0.0, inst.teacher[0]) + math.sqrt(0.1) * inst.noise[0]
+    W = np.linalg.solve(X.T @ X + 0.1 * np.eye(inst.d), X.T @ y)
+    assert np.max(np.abs(fit.W[:, 0] - W)) < 1e-10
+    risk = 0.5 * np.sum((y - X @ W) ** 2) + 0.05 * np.sum(W ** 2)
+    assert problem.train_loss(inst, fit.W) == pytest.approx(risk / inst.d, rel=1e-10)
+
+
 def test_branch_constraint_keeps_the_pinned_family_at_zero():
     """On a branch that pins m the minimiser stays orthogonal to the encodings (m = 0 to round-off), on
     the branch that pins theta orthogonal to Sigma Q* (theta = 0), whatever the loss prefers."""

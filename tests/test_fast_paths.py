@@ -170,7 +170,8 @@ def test_error_estimate_off_gives_same_fixed_point(attention):
     off = Solver(attention, {"omega": 0.3}, "semantic", error_estimate=False, **kw).solve(2.0)
     assert np.isfinite(on.quadrature_residual) and np.isnan(off.quadrature_residual)
     assert off.order == on.order and off.eps_g == on.eps_g and off.phi == on.phi
-    assert off.eps_g_error == on.eps_g_error
+    # the companion rule's shift of the state is part of eps_g_error only where it was evaluated
+    assert 0 < off.eps_g_error <= on.eps_g_error
 
 
 @pytest.mark.skipif(not numba_available(), reason="numba not installed (optional: pip install numba)")

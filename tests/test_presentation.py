@@ -51,6 +51,24 @@ def test_ridge_closed_forms_are_aubins(pres):
         assert sp.simplify(ent[k] - v) == 0, k
 
 
+def test_square_loss_on_a_nonlinear_target_keeps_its_averages():
+    """A square loss on a softplus teacher has a quadratic bracket but a label that is no polynomial
+    in the Gaussians: the prox and f are closed, the energetic averages stay expectations (their
+    closed form used to raise sympy's PolynomialError in ``replica derive --latex``)."""
+    from derivations.ridge import delta, h, hs, model as ridge, noise
+    from replica import Model
+    from replica.symbolic.latex import markdown_document
+
+    model = Model(name="softplus_square", h=h, hstar=hs, noise=[noise], data=ridge.data,
+                  loss=sp.Rational(1, 2) * (sp.log(1 + sp.exp(hs[0])) + sp.sqrt(delta) * noise - h[0]) ** 2,
+                  regularizer=ridge.regularizer, parameters=dict(ridge.defaults))
+    d = Derivation(model)
+    closed = Presentation(d).closed
+    assert closed.prox is not None and closed.f is not None
+    assert closed.psi_y is None and closed.energetic == []
+    assert "e^{h^{*}}" in markdown_document(d)
+
+
 def test_ridge_closed_forms_equal_the_derivations_integrands(pres):
     """The closed forms against the derivation's envelope-theorem integrands averaged on a Gauss-Hermite
     rule exact for their degree (polynomials of degree <= 4 in three Gaussians: 4 nodes suffice)."""

@@ -296,16 +296,95 @@ def test_gaussian_equivalence_coefficients_by_quadrature():
     assert abs(odd.kappa0) < 1e-13 and 0 < odd.kappa_star < odd.kappa1 < 1
 
 
-@pytest.mark.parametrize("c", [0.25, 1.0])
-def test_marchenko_pastur_quantiles_moments(c):
-    """The quantiles' first two moments are the law's, E s = 1 and E s^2 = 1 + c, up to the
-    O(1/n^2) of midpoint quantiles (n = 4000) and the CDF grid."""
-    from replica.numeric.spectrum import marchenko_pastur_quantiles
+def _mp_stieltjes(ratio: float, z: float) -> tuple[float, float]:
+    """``E 1/(s - z)`` and ``E 1/(s - z)^2`` for z < 0 over the eigenvalues s of FF^T/d (F p x d,
+    ratio = p/d): the Marchenko-Pastur Stieltjes transform m(z) = (1 - c - z - sqrt((z-a)(z-b))) / (2cz)
+    of ratio c <= 1 and its derivative, by hand; for p > d an atom 1 - d/p at 0 and (p/d) times the
+    law of ratio d/p."""
+    def mp(c, z):
+        a, b = (1 - math.sqrt(c)) ** 2, (1 + math.sqrt(c)) ** 2
+        r = math.sqrt((z - a) * (z - b))
+        dr = (2 * z - a - b) / (2 * r)
+        return (1 - c - z - r) / (2 * c * z), ((-1 - dr) * z - (1 - c - z - r)) / (2 * c * z * z)
 
-    s = marchenko_pastur_quantiles(c, 4000)
-    assert np.all(np.diff(s) >= 0) and s[0] >= (1 - math.sqrt(c)) ** 2 - 1e-12
-    assert s.mean() == pytest.approx(1.0, abs=1e-5)
-    assert (s * s).mean() == pytest.approx(1 + c, abs=1e-4)
+    if ratio <= 1:
+        return mp(ratio, z)
+    m, dm = mp(1 / ratio, z / ratio)
+    atom = 1 - 1 / ratio
+    return -atom / z + m / ratio ** 2, atom / z ** 2 + dm / ratio ** 3
+
+
+def rf_ridge_closed_form(k1: float, ks: float, ratio: float, alpha: float, lam: float, Delta: float
+                         ) -> dict[str, float]:
+    """Ridge on random features in the p, d -> oo limit (alpha = n/p), from the Stieltjes transform:
+    modes gamma = k1^2 s + ks^2, t^2 = (p/d) k1^2 s, and with R = lam + Vhat gamma = A (s - z0) every
+    average of ridge_oracle is a combination of E 1/(s - z0), E 1/(s - z0)^2 and E s = 1; V is the
+    root of its equation (brentq to round-off)."""
+    def parts(V):
+        vh = alpha / (1 + V)
+        A = vh * k1 * k1
+        z = -(lam + vh * ks * ks) / A
+        m0, m1 = _mp_stieltjes(ratio, z)
+        s_1, s_2, ss_2 = 1 + z * m0, m0 + z * m1, 1 + 2 * z * m0 + z * z * m1  # E s/R', E s/R'^2, E s^2/R'^2
+        return vh, A, m1, s_1, s_2, ss_2, (k1 * k1 * s_1 + ks * ks * m0) / A
+
+    V = brentq(lambda V: parts(V)[-1] - V, 1e-12, 1e8, xtol=1e-16, rtol=1e-15)
+    vh, A, m1, s_1, s_2, ss_2, _ = parts(V)
+    theta = ratio * k1 * k1 * s_1 * vh / A
+    a = (k1 ** 4 * ss_2 + 2 * k1 * k1 * ks * ks * s_2 + ks ** 4 * m1) / A ** 2
+    c = ratio * k1 * k1 * (k1 * k1 * ss_2 + ks * ks * s_2) * vh ** 2 / A ** 2
+    k = alpha / (1 + V) ** 2
+    q = (a * k * (1 + Delta - 2 * theta) + c) / (1 - a * k)
+    return {"V": V, "theta": theta, "q": q, "eps_g": (1 + Delta - 2 * theta + q) / 2}
+
+
+@pytest.mark.parametrize("c", [0.25, 1.0])
+def test_marchenko_pastur_rule_against_the_stieltjes_transform(c):
+    """The rule's averages of 1/(s - z) and 1/(s - z)^2 are the closed-form Stieltjes transform and its
+    derivative, to round-off from 64 nodes (geometric convergence: the substitution removes the edges)."""
+    from replica.numeric.spectrum import marchenko_pastur_rule
+
+    s, w = marchenko_pastur_rule(c, 64)
+    assert np.all(w > 0) and w.sum() == pytest.approx(1.0, abs=1e-15)
+    for z in (-0.05, -1.0):
+        m, dm = _mp_stieltjes(c, z)
+        assert w @ (1 / (s - z)) == pytest.approx(m, rel=1e-12)
+        assert w @ (1 / (s - z) ** 2) == pytest.approx(dm, rel=1e-12)
+    assert w @ s == pytest.approx(1.0, rel=1e-13) and w @ (s * s) == pytest.approx(1 + c, rel=1e-13)
+
+
+@pytest.fixture(scope="module")
+def tanh_coefficients():
+    from replica.numeric.spectrum import gaussian_equivalence
+
+    return gaussian_equivalence(math.tanh)
+
+
+@pytest.mark.parametrize("ratio, nodes", [(0.5, 10), (1.0, None), (2.5, 10)])
+def test_random_features_bars_cover_the_closed_form(ridge, tanh_coefficients, ratio, nodes):
+    """Ridge on tanh random features (n/d = 2, lam = 1e-4, Delta = 0.25: the double-descent curve),
+    p, d -> oo: the reported values and bars against the Stieltjes closed form. On a coarse rule (10
+    nodes) the law's discretisation dominates and the bar, a refinement in the number of nodes,
+    covers it; on the default rule the values are the closed form to 1e-10 and the bar covers them."""
+    from replica.numeric.accuracy import with_error_bars
+    from replica.numeric.spectrum import RANDOM_FEATURES_NODES, random_features
+
+    ge = tanh_coefficients
+    params = {"lam": 1e-4, "Delta": 0.25}
+    spec = random_features(ge, int(1000 * ratio), 1000, nodes=nodes or RANDOM_FEATURES_NODES)
+    solver = Solver(gcm_module(ridge, spec), params, tol=1e-12)
+    alpha = 2.0 / ratio  # n/p
+    fp = with_error_bars(solver, solver.solve(alpha), alpha)
+    want = rf_ridge_closed_form(ge.kappa1, ge.kappa_star, ratio, alpha, **params)
+    got = {"V": fp.order["V_1"], "theta": fp.order["theta_1"], "q": fp.order["q_1"], "eps_g": fp.eps_g}
+    bar = {"V": fp.errors["V_1"], "theta": fp.errors["theta_1"], "q": fp.errors["q_1"], "eps_g": fp.errors["eps_g"]}
+    assert "Marchenko-Pastur" in fp.rules["entropic"]
+    for k in want:
+        assert abs(got[k] - want[k]) <= bar[k], (k, got[k] - want[k], bar[k])
+        if nodes is None:
+            assert got[k] == pytest.approx(want[k], rel=1e-10), k
+    if nodes is not None:  # the coarse rule's discretisation is in the bars (the iteration leaves ~1e-12)
+        assert max(bar[k] / abs(want[k]) for k in want) > 1e-8, bar
 
 
 @pytest.mark.slow
@@ -353,6 +432,26 @@ def test_declared_activation_coefficients():
     assert ge.kappa_star == pytest.approx(math.sqrt(1 - k0 ** 2 - k1 ** 2), abs=1e-12)
     with pytest.raises(ParameterError, match="activation"):
         activation_coefficients(sp.tanh(z * sp.Symbol("a")), z)
+
+
+def test_activation_moments_are_finite_or_refused():
+    """exp(z) grows fast but has finite moments (kappa0 = kappa1 = e^(1/2), E sigma^2 = e^2, by hand):
+    computed, not an OverflowError from evaluating it far in the tails. An activation without a
+    finite real second moment, or whose moments a quadrature cannot reach, is one line naming
+    features (never a traceback or a NaN spectrum)."""
+    import sympy as sp
+
+    from replica.registry.spectral import ACTIVATION_VARIABLE, activation_coefficients, features_spectrum
+
+    ge = activation_coefficients(sp.exp(ACTIVATION_VARIABLE), ACTIVATION_VARIABLE)
+    e = math.exp(0.5)
+    assert ge.kappa0 == pytest.approx(e, rel=1e-12) and ge.kappa1 == pytest.approx(e, rel=1e-12)
+    assert ge.kappa_star == pytest.approx(math.sqrt(math.exp(2) - 2 * math.e), rel=1e-10)
+    assert np.isfinite(features_spectrum("exp(z)", "2").eigenvalues).all()
+    for value, why in [("exp(z**2/4)", "infinite"), ("exp(z**2/3)", "infinite"), ("z**z", "finite real"),
+                       ("log(z)", "finite real"), ("I*z", "finite real"), ("sin(1/z)", "quadrature")]:
+        with pytest.raises(ParameterError, match=f"^features: .*{why}"):
+            features_spectrum(value, "2")
 
 
 # ------------------------------------------------------------------ a separable penalty (LASSO)
@@ -517,3 +616,62 @@ def test_lasso_finite_n_erm_against_theory(lasso):
         v = np.array([r[k] for r in runs])
         se = v.std(ddof=1) / math.sqrt(len(v))
         assert abs(v.mean() - theory[k]) < 3 * se, (k, v.mean(), se, theory[k])
+
+
+def test_features_flags_build_the_random_features_spectrum(tmp_path):
+    """--features NAME|EXPR|FILE and --ratio P/D: the spectrum random_features builds from the
+    activation's coefficients (relu by hand: 1/sqrt(2 pi), 1/2, sqrt(1/4 - 1/(2 pi))); an expression
+    file is the expression; bad values are one ParameterError naming the flag."""
+    from replica.numeric.spectrum import GaussianEquivalence, random_features, random_features_law
+    from replica.registry.spectral import activation_from_text, features_spectrum, ratio_from_text
+
+    relu = GaussianEquivalence(1 / math.sqrt(2 * math.pi), 0.5, math.sqrt(0.25 - 1 / (2 * math.pi)), 0.0)
+    want = random_features(relu, 3, 2)
+    got = features_spectrum("relu", "3/2")
+    np.testing.assert_allclose(got.eigenvalues, want.eigenvalues, rtol=1e-12)
+    np.testing.assert_allclose(got.projections, want.projections, rtol=1e-12)
+    np.testing.assert_allclose(got.weights, want.weights, rtol=1e-12)
+    assert ratio_from_text("3/2") == ratio_from_text("1.5") == 1.5
+    # any ratio as given, not rounded to a fraction p/d (1.5e-6 was 1/666667, 1e-7 was p = 0)
+    for text, r in (("0.0000015", 1.5e-6), ("1e-7", 1e-7), ("1234567/1000001", 1234567 / 1000001)):
+        got, want = features_spectrum("relu", text), random_features_law(relu, r)
+        np.testing.assert_allclose(got.projections, want.projections, rtol=1e-12)
+        np.testing.assert_allclose(got.weights, want.weights, rtol=1e-12)
+    f = tmp_path / "act.txt"
+    f.write_text("# a smooth relu\nlog(1 + exp(4*z)) / 4\n")
+    assert activation_from_text(str(f)) == activation_from_text("log(1 + exp(4*z)) / 4")
+    assert ratio_from_text("3/4") == 0.75
+    bad = [("features", ""), ("features", "foo(z)"), ("features", "z + y"), ("features", "1/0"),
+           ("features", str(tmp_path / "missing.txt")), ("features", "z**2")]
+    for flag, value in bad:
+        with pytest.raises(ParameterError, match=f"^{flag}:"):
+            (features_spectrum if value == "z**2" else activation_from_text)(value, *(["1"] if value == "z**2" else []))
+    for value in ("0", "-1", "a/b", "1/2/3", "inf", "nan", ""):
+        with pytest.raises(ParameterError, match="^ratio:"):
+            features_spectrum("relu", value)
+
+
+def test_solve_on_random_features_from_the_command_line(tmp_path):
+    """``replica solve ridge --features tanh --ratio 2 --alpha 1``: ridge at n/d = 2 on twice as many
+    tanh features as dimensions (alpha = n/p = 1, the double descent's peak), against the Stieltjes
+    closed form within its bars; the flags' bad values are one line naming them, exit 2."""
+    from replica.numeric.spectrum import gaussian_equivalence
+
+    rc, out, err = cli("solve", "ridge", "--alpha", "1", "--features", "tanh", "--ratio", "2",
+                       "--param", "lam=1e-4", "--param", "Delta=0.25", "--json", "--no-replicon")
+    assert rc == 0, err
+    d = strict_json(out)
+    ge = gaussian_equivalence(math.tanh)
+    want = rf_ridge_closed_form(ge.kappa1, ge.kappa_star, 2.0, 1.0, 1e-4, 0.25)
+    for k in ("q", "theta", "V", "eps_g"):
+        assert abs(d[k] - want[k]) <= d["errors"][k], (k, d[k] - want[k], d["errors"][k])
+    assert "Marchenko-Pastur" in d["rules"]["entropic"]
+    for args, flag in ((("--features", "tanh"), "ratio"), (("--ratio", "2"), "ratio"),
+                       (("--features", "tanh", "--ratio", "0"), "ratio"),
+                       (("--features", "tanh(z) + y", "--ratio", "2"), "features"),
+                       (("--features", "tanh", "--ratio", "2", "--spectrum", str(tmp_path / "s.csv")), "features")):
+        rc, out, err = cli("solve", "ridge", "--alpha", "1", *args)
+        assert rc == 2 and err.strip().count("\n") == 0 and f"error: {flag}:" in err, (args, err)
+    # a model random features do not fit names the flag the user gave, not the library's spectrum
+    rc, out, err = cli("solve", "lasso", "--alpha", "1", "--features", "relu", "--ratio", "2")
+    assert rc == 2 and err.strip().count("\n") == 0 and "error: features: random features" in err, err

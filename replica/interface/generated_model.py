@@ -142,6 +142,9 @@ class GeneratedModel:
     ENTROPIC_N_STARTS: int = 0
     ENTROPIC_VALIDITY: tuple = ()
     ENTROPIC_KINK_RULE: bool = False
+    #: what a closed entropic side is, as :meth:`replica.numeric.solver.Solver.rules` reports it (a
+    #: spectral law summed on a quadrature rule's nodes names the rule)
+    ENTROPIC_DESCRIPTION: str = "closed form"
     N_ENTROPIC_KINKS: int = 0
     N_CONSTANTS: int = 0
     # ---- the vectorised functions
@@ -185,6 +188,10 @@ class GeneratedModel:
     entropic_field: Fn = None
     entropic_kinks: Fn = None
     entropic_observables: Fn = None
+    #: a closed entropic side summed on the nodes of a rule (a continuous spectral law,
+    #: :mod:`replica.numeric.spectrum`): the same module on a finer rule, the refinement of an error
+    #: bar (:meth:`replica.numeric.solver.Solver.refined`); None where the entropic side is exact
+    refined_entropic: Fn = None
     # ---- where it came from
     #: the per-node kernels of the compiled unit (:data:`replica.numeric.kernels.LEAF_NAMES`), empty where
     #: the compiled path is off (a piecewise loss)

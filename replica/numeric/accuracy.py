@@ -44,7 +44,7 @@ from ..errors import ConvergenceError, InvalidStateError, ParameterError
 from . import rqmc, rule_plan
 from .energetic import EnergeticAverage
 from .integrators import QuadratureIntegrator, preintegration_refusal
-from .solver import BRANCH_NOT_FOUND, FixedPoint, Solver
+from .solver import BRANCH_NOT_FOUND, ITERATION_SAFETY, FixedPoint, Solver
 from .stability import switching
 
 #: relative accuracy a result is checked against when none is requested
@@ -61,12 +61,6 @@ ROUNDOFF = 1e-13
 def values(fp: FixedPoint) -> dict[str, float]:
     """Every number a result reports, flat by name (:meth:`FixedPoint.values`)."""
     return fp.values()
-
-
-#: the iteration's part of a bar is this times the Newton correction ``|J^{-1} g|``: the
-#: correction is the linearised remaining error, with a finite-difference / Broyden Jacobian that
-#: can be tens of percent off (on the ridge closed form the correction equals the true error)
-ITERATION_SAFETY = 2.0
 
 
 #: a Newton correction below this (relative to the state) is round-off: no contraction measured
@@ -606,7 +600,7 @@ def _ladder(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float, max_l
     level after the first."""
     work_solver, work = solver, fp
     best_solver = solver
-    refine = {"energetic": True, "entropic": solver.entropic_rule is not None}
+    refine = {"energetic": True, "entropic": solver.entropic_refinable}
     why = None
     best, errors = fp, bars(fp)
     # one level coarser than the working rule: the convergence check of the first refinement

@@ -24,6 +24,7 @@ import csv
 import dataclasses
 import hashlib
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -49,6 +50,12 @@ class Spectrum:
     draws its teacher from), else ``None``; ``source``: where it came from (for messages);
     ``canonical``: the eigenbasis is the canonical basis (``Ω`` diagonal), where a penalty
     separable in the weights' coordinates is separable in the modes too.
+
+    A spectrum of ``N`` modes weighs each ``1/N`` (the sums are exact). A continuous spectral law
+    (random features in the ``p, d → ∞`` limit) is given instead as the nodes of a quadrature rule:
+    ``weights`` (summing to 1) weigh them, and ``law(n)`` builds the same law on ``n`` nodes, which
+    :meth:`refined` calls: the rule's discretisation error enters the error bars as a refinement,
+    like the energetic average's.
     """
 
     eigenvalues: np.ndarray
@@ -57,11 +64,29 @@ class Spectrum:
     teacher: np.ndarray | None = None
     source: str = "spectrum"
     canonical: bool = True
+    weights: np.ndarray | None = None
+    law: Callable[[int], "Spectrum"] | None = None
 
     @property
     def N(self) -> int:
-        """The number of modes (the input dimension)."""
+        """The number of modes (the input dimension; the number of nodes of a continuous law's rule)."""
         return int(self.eigenvalues.size)
+
+    def average(self, values, axis: int = -1):
+        """``Σ_k w_k v_k`` along ``axis`` (the modes): the mean for a spectrum of ``N`` modes, the
+        quadrature rule's weights for a continuous law. A value that does not depend on the mode
+        (a scalar) is returned as it is."""
+        v = np.asarray(values, dtype=float)
+        if v.ndim == 0:
+            return v
+        if self.weights is None:
+            return np.mean(v, axis=axis)
+        return np.tensordot(np.moveaxis(v, axis, -1), self.weights, axes=([-1], [0]))
+
+    def refined(self, factor: float = 2.0) -> "Spectrum | None":
+        """The same continuous law on ``factor`` times as many nodes; ``None`` for a spectrum of
+        ``N`` modes, whose sums are exact."""
+        return None if self.law is None else self.law(int(math.ceil(factor * self.N)))
 
     @property
     def isotropic(self) -> bool:
@@ -72,7 +97,8 @@ class Spectrum:
     def digest(self) -> str:
         """SHA-256 of the modes and ``ρ`` (what a cached result depends on)."""
         h = hashlib.sha256()
-        for a in (self.eigenvalues, self.projections, np.array([self.rho])):
+        weights = () if self.weights is None else (self.weights,)
+        for a in (self.eigenvalues, self.projections, np.array([self.rho]), *weights):
             h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
         return h.hexdigest()
 
@@ -255,10 +281,8 @@ class SpectralEntropic:
     def _call(self, f: Callable, xhat: np.ndarray, p: np.ndarray):
         return f(*np.asarray(xhat, dtype=float), *np.asarray(p, dtype=float), self._gamma, self._t)
 
-    @staticmethod
-    def _mean(v) -> float:
-        v = np.asarray(v, dtype=float)
-        return float(v) if v.ndim == 0 else float(np.mean(v))
+    def _mean(self, v) -> float:
+        return float(self.spectrum.average(v))
 
     def gradient(self, xhat: np.ndarray, p: np.ndarray) -> np.ndarray:
         """``∇_x̂ Ψ_w = (1/N) Σ_k ∇_x̂ ψ(γ_k, t_k)`` (one pass over the modes)."""
@@ -342,8 +366,19 @@ def spectral_module(module: GeneratedModel, spectrum: Spectrum, terms: ModeFunct
     if module.ENTROPIC != "closed":
         raise ParameterError("spectrum", f"{module.MODEL}: its entropic side is a Moreau envelope: the spectral "
                                          "sums of a separable penalty are spectral_envelope_module's")
-    module = _checked_glm(module, spectrum)
-    return _on_spectrum(module, spectrum, SpectralEntropic(module, spectrum, terms))
+    checked = _checked_glm(module, spectrum)
+    out = _on_spectrum(checked, spectrum, SpectralEntropic(checked, spectrum, terms))
+    _refinable(out, spectrum, lambda finer: spectral_module(module, finer, terms))
+    return out
+
+
+def _refinable(out: GeneratedModel, spectrum: Spectrum, rebuild: Callable[[Spectrum], GeneratedModel]) -> None:
+    """Give ``out`` (a fresh copy: a module on ``spectrum``) its ``refined_entropic()`` where the
+    spectrum is a continuous law on the nodes of a rule: the module on the law's refined rule, the
+    refinement :meth:`replica.numeric.solver.Solver.refined` makes for an error bar."""
+    if spectrum.law is not None:
+        out.refined_entropic = lambda: rebuild(spectrum.refined())
+        out.ENTROPIC_DESCRIPTION = f"closed form on {spectrum.source}"
 
 
 class SpectralEnvelope:
@@ -430,7 +465,7 @@ class SpectralEnvelope:
 
     def gradient(self, xhat: np.ndarray, p: np.ndarray) -> np.ndarray:
         """``∇_x̂ Ψ_w = (1/N) Σ_k ∇_x̂ ψ_k``."""
-        return np.mean(self.mode_terms(xhat, p)[1], axis=1)
+        return self.spectrum.average(self.mode_terms(xhat, p)[1], axis=1)
 
     def update(self, xhat: np.ndarray, p: np.ndarray) -> np.ndarray:
         """The order parameters from the conjugates (the module's ``entropic_from_gradient``)."""
@@ -448,7 +483,7 @@ class SpectralEnvelope:
 
     def potential(self, xhat: np.ndarray, p: np.ndarray) -> float:
         """``Ψ_w = (1/N) Σ_k ψ_k``."""
-        return float(np.mean(self.mode_terms(xhat, p)[0]))
+        return float(self.spectrum.average(self.mode_terms(xhat, p)[0]))
 
 
 def spectral_envelope_module(module: GeneratedModel, spectrum: Spectrum, plan=None) -> GeneratedModel:
@@ -469,6 +504,7 @@ def spectral_envelope_module(module: GeneratedModel, spectrum: Spectrum, plan=No
             and module.ENTROPIC_DIM == 1):
         raise ParameterError("spectrum", f"{module.MODEL}: the spectral envelope needs one weight per mode with a "
                                          "closed-form prox and located kinks (a scalar penalty such as l1)")
+    original = module
     module = _checked_glm(module, spectrum)
     entropic = SpectralEnvelope(module, spectrum, plan)
     kept = tuple(o for o in module.OBSERVABLES if o not in module.ENTROPIC_OBSERVABLES)
@@ -478,8 +514,10 @@ def spectral_envelope_module(module: GeneratedModel, spectrum: Spectrum, plan=No
         raise ParameterError("model", f"{module.MODEL}: the replicon of a non-quadratic penalty on a spectrum "
                                       "is not implemented")
 
-    return _on_spectrum(module, spectrum, entropic, envelope=True, ENTROPIC_OBSERVABLES=(), OBSERVABLES=kept,
-                        ISOTROPIC_TOKENS=False, atom_eigenvalues=atom_eigenvalues)
+    out = _on_spectrum(module, spectrum, entropic, envelope=True, ENTROPIC_OBSERVABLES=(), OBSERVABLES=kept,
+                       ISOTROPIC_TOKENS=False, atom_eigenvalues=atom_eigenvalues)
+    _refinable(out, spectrum, lambda finer: spectral_envelope_module(original, finer, plan))
+    return out
 
 
 # ---------------------------------------------------------------------------- random features
@@ -494,66 +532,124 @@ class GaussianEquivalence:
     error: float
 
 
+#: relative quadrature error above which :func:`gaussian_equivalence` refuses an activation: the error
+#: bars of a solve on random features do not include the coefficients' error, so they must be far
+#: below any bar (relu, tanh, sign, erf, sigmoid, z**3 reach 2e-14 to 2e-13)
+GAUSSIAN_EQUIVALENCE_TOLERANCE = 1e-10
+#: ``|g|`` where :func:`gaussian_equivalence` requires the integrand of ``E σ(g)²`` to have decayed
+#: (below :data:`GAUSSIAN_EQUIVALENCE_TAIL`): an activation growing like ``exp(g²/4)`` or faster has
+#: no finite second moment, and one close to it none that a quadrature can reach
+GAUSSIAN_EQUIVALENCE_TAIL_AT = 30.0
+GAUSSIAN_EQUIVALENCE_TAIL = 1e-30
+
+
 def gaussian_equivalence(activation: Callable[[float], float], breakpoints: Sequence[float] = (0.0,)
                          ) -> GaussianEquivalence:
     """κ₀, κ₁, κ* of ``activation`` by adaptive Gauss-Kronrod quadrature (:func:`scipy.integrate.quad`)
     against the standard Gaussian, on the pieces between ``breakpoints`` (where the activation has a
-    kink or a jump: the rule converges fast on each smooth piece)."""
-    from scipy.integrate import quad
+    kink or a jump: the rule converges fast on each smooth piece). One-line :class:`ParameterError`
+    naming ``activation`` when ``σ`` is not real and finite on the line, when ``E σ(g)²`` is infinite
+    (its integrand has not decayed at ``|g| = 30``) or when the quadrature does not reach
+    :data:`GAUSSIAN_EQUIVALENCE_TOLERANCE`."""
+    from scipy.integrate import IntegrationWarning, quad
 
     cuts = sorted({float(b) for b in breakpoints})
     edges = [-math.inf, *cuts, math.inf]
     norm = 1.0 / math.sqrt(2.0 * math.pi)
 
+    def value(f: Callable[[float], float], g: float) -> float:
+        """``f(g)``; NaN where it is not a finite real number (the checks below name it)."""
+        try:
+            with np.errstate(all="ignore"):
+                v = f(g)
+            return float(v) if math.isfinite(v) else math.nan
+        except (OverflowError, ZeroDivisionError, ValueError, TypeError):
+            return math.nan
+
+    def weighted(f: Callable[[float], float], g: float) -> float:
+        w = math.exp(-0.5 * g * g)
+        # beyond |g| ~ 38.6 the weight is 0 in doubles: not evaluating f there spares exp(g)-like
+        # activations an overflow the integral never sees
+        return 0.0 if w == 0.0 else value(f, g) * w * norm
+
     def expect(f: Callable[[float], float]) -> tuple[float, float]:
         total, err = 0.0, 0.0
         for a, b in zip(edges[:-1], edges[1:]):
-            v, e = quad(lambda g: f(g) * norm * math.exp(-0.5 * g * g), a, b, epsabs=1e-14, epsrel=1e-13, limit=200)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", IntegrationWarning)   # judged below, by its error estimate
+                v, e = quad(lambda g: weighted(f, g), a, b, epsabs=1e-14, epsrel=1e-13, limit=200)
             total, err = total + v, err + e
         return total, err
 
-    k0, e0 = expect(lambda g: float(activation(g)))
-    k1, e1 = expect(lambda g: g * float(activation(g)))
-    m2, e2 = expect(lambda g: float(activation(g)) ** 2)
+    def sigma(g: float) -> float:
+        return value(activation, g)
+
+    for g in (-GAUSSIAN_EQUIVALENCE_TAIL_AT, GAUSSIAN_EQUIVALENCE_TAIL_AT):
+        tail = value(lambda u: sigma(u) ** 2 * math.exp(-0.5 * u * u) * norm, g)
+        if math.isnan(tail):
+            raise ParameterError("activation", f"sigma(z) is not a finite real number at z = {g:g}")
+        if not tail <= GAUSSIAN_EQUIVALENCE_TAIL:
+            raise ParameterError("activation", f"E sigma(z)^2 is infinite or out of a quadrature's reach: "
+                                               f"sigma(z)^2 exp(-z^2/2)/sqrt(2 pi) is {tail:.3g} at z = {g:g}, "
+                                               f"not below {GAUSSIAN_EQUIVALENCE_TAIL:g}")
+    k0, e0 = expect(sigma)
+    k1, e1 = expect(lambda g: g * sigma(g))
+    m2, e2 = expect(lambda g: sigma(g) ** 2)
+    if not all(math.isfinite(x) for x in (k0, k1, m2, e0, e1, e2)):
+        raise ParameterError("activation", "sigma(z) is not a finite real number on the whole line "
+                                           "(its Gaussian moments are not finite)")
+    if e0 + e1 + e2 > GAUSSIAN_EQUIVALENCE_TOLERANCE * max(1.0, m2):
+        raise ParameterError("activation", f"the quadrature of E sigma(z), E z sigma(z), E sigma(z)^2 reached "
+                                           f"only +-{e0 + e1 + e2:.1g} (needs "
+                                           f"{GAUSSIAN_EQUIVALENCE_TOLERANCE:g} relative): is sigma piecewise "
+                                           "smooth, with kinks and jumps where they can be located?")
     ks2 = m2 - k0 * k0 - k1 * k1
     if ks2 < -1e-12:
         raise ParameterError("activation", f"E sigma^2 - kappa0^2 - kappa1^2 = {ks2:.3g} < 0 (quadrature failed)")
     return GaussianEquivalence(k0, k1, math.sqrt(max(ks2, 0.0)), e0 + e1 + e2)
 
 
-def marchenko_pastur_quantiles(ratio: float, n: int) -> np.ndarray:
-    """``n`` quantile midpoints ``F⁻¹((k + ½)/n)`` of the Marchenko-Pastur law of ratio ``c = ratio ≤ 1``
-    (the eigenvalues of ``FFᵀ/d``, ``F`` a ``p x d`` standard Gaussian matrix, ``c = p/d``): density
-    ``√((b − s)(s − a)) / (2π c s)`` on ``[a, b] = [(1 ∓ √c)²]``. The CDF is integrated in
-    ``s = a + (b − a)(1 − cos u)/2``, which removes the square-root edges (and the ``1/√s`` of ``c = 1``)."""
+#: nodes of the Gauss-Legendre rule on the Marchenko-Pastur law (random features without F); a
+#: refinement doubles them, and the difference is the discretisation's part of the error bars
+RANDOM_FEATURES_NODES = 100
+
+
+def marchenko_pastur_rule(ratio: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``s_i`` and weights ``w_i`` (summing to 1) of an ``n``-point rule for the Marchenko-Pastur
+    law of ratio ``c = ratio ≤ 1`` (density ``√((b − s)(s − a)) / (2π c s)`` on ``[a, b] = [(1 ∓ √c)²]``):
+    Gauss-Legendre in ``u ∈ [0, π]`` with ``s = a + (b − a)(1 − cos u)/2``. The substitution turns
+    the density times ``ds`` into ``(b − a)² sin²u / (8π c s) du``, analytic in ``u`` (the square-root
+    edges and, at ``c = 1``, the ``1/√s`` are gone), so ``Σ_i w_i f(s_i)`` converges geometrically in
+    ``n`` for any ``f`` analytic on the support."""
     c = float(ratio)
     if not 0 < c <= 1:
-        raise ParameterError("ratio", f"the Marchenko-Pastur quantiles need 0 < c <= 1, got {c}")
+        raise ParameterError("ratio", f"the Marchenko-Pastur law here needs 0 < c <= 1, got {c}")
+    n = int(n)
+    if n < 2:
+        raise ParameterError("nodes", f"need at least 2 nodes, got {n}")
     a, b = (1 - math.sqrt(c)) ** 2, (1 + math.sqrt(c)) ** 2
-    u = np.linspace(0.0, math.pi, 40001)
-    s = a + (b - a) * (1 - np.cos(u)) / 2
-    ds = (b - a) * np.sin(u) / 2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.sqrt(np.clip((b - s) * (s - a), 0, None)) / (2 * math.pi * c * s) * ds
-    if c == 1.0:  # a = 0: f ds has a finite limit at u = 0 that the grid evaluates as 0/0
-        f[0] = f[1]
-    f = np.nan_to_num(f)
-    cdf = np.concatenate([[0.0], np.cumsum((f[1:] + f[:-1]) / 2 * np.diff(u))])
-    cdf /= cdf[-1]
-    return np.interp((np.arange(n) + 0.5) / n, cdf, s)
+    x, w = np.polynomial.legendre.leggauss(n)
+    u = 0.5 * math.pi * (x + 1.0)
+    s = a + (b - a) * np.sin(0.5 * u) ** 2   # (1 - cos u)/2 without its cancellation near u = 0
+    w = w * 0.5 * math.pi * (b - a) ** 2 * np.sin(u) ** 2 / (8.0 * math.pi * c * s)
+    return s, w / w.sum()
 
 
 def random_features(coefficients: GaussianEquivalence, p: int, d: int, F: np.ndarray | None = None,
-                    theta: np.ndarray | None = None) -> Spectrum:
+                    theta: np.ndarray | None = None, nodes: int = RANDOM_FEATURES_NODES) -> Spectrum:
     """The Gaussian covariate model of random features ``x = σ(F z/√d)``, ``z ~ N(0, I_d)``, teacher
     ``ν = θ·z/√d`` (``Ψ = I``, ``ρ = |θ|²/d``), student ``w·x/√p`` (Gaussian equivalence):
-    ``Ω = κ₀² 11ᵀ + κ₁² FFᵀ/d + κ*² I_p`` and ``Φ = κ₁ Fᵀ/√d``.
+    ``Ω = κ₀² 11ᵀ + κ₁² FFᵀ/d + κ*² I_p`` and ``Φ = κ₁ Fᵀ/√d``. The modes are the ``p`` features, so
+    a model's ``α`` is ``n/p`` on this spectrum.
 
-    Without ``F`` (the ``p, d → ∞`` limit at fixed ``p/d``): the eigenvalues ``s`` of ``FFᵀ/d`` are the
-    Marchenko-Pastur quantiles (``p − d`` zeros where ``p > d``), the teacher iid with ``ρ = 1``, whose
-    projections enter only through their mean square ``t² = (p/d) κ₁² s`` (self-averaging); the
-    ``κ₀`` spike carries no teacher projection and weighs ``O(1/p)`` in the sums, so it is left out.
-    With ``F`` (``p x d``) and ``theta``: the exact matrices of that instance (``O(p³)``)."""
+    Without ``F`` (the ``p, d → ∞`` limit at fixed ``p/d``; only the ratio matters): the eigenvalues
+    ``s`` of ``FFᵀ/d`` follow the Marchenko-Pastur law, integrated on ``nodes`` points of
+    :func:`marchenko_pastur_rule` (with an atom at ``s = 0`` of weight ``1 − d/p`` where ``p > d``),
+    the teacher is iid with ``ρ = 1`` and its projections enter only through their mean square
+    ``t² = (p/d) κ₁² s`` (self-averaging); the ``κ₀`` spike carries no teacher projection and weighs
+    ``O(1/p)`` in the sums, so it is left out. The spectrum's :meth:`Spectrum.refined` doubles the
+    nodes (the error bars' refinement). With ``F`` (``p x d``) and ``theta``: the exact matrices of
+    that instance (``O(p³)``)."""
     k0, k1, ks = coefficients.kappa0, coefficients.kappa1, coefficients.kappa_star
     p, d = int(p), int(d)
     if p < 1 or d < 1:
@@ -567,11 +663,24 @@ def random_features(coefficients: GaussianEquivalence, p: int, d: int, F: np.nda
         omega = k0 * k0 * np.ones((p, p)) + k1 * k1 * (F @ F.T) / d + ks * ks * np.eye(p)
         return Spectrum.from_matrices(omega, theta, psi=np.eye(d), phi=k1 * F.T / math.sqrt(d),
                                       source=f"random features (p={p}, d={d}, one F)")
-    if p <= d:
-        s = marchenko_pastur_quantiles(p / d, p)
-    else:
-        s = np.concatenate([np.zeros(p - d), (p / d) * marchenko_pastur_quantiles(d / p, d)])
+    return random_features_law(coefficients, p / d, nodes)
+
+
+def random_features_law(coefficients: GaussianEquivalence, ratio: float, nodes: int = RANDOM_FEATURES_NODES
+                        ) -> Spectrum:
+    """The ``p, d → ∞`` random-features spectrum at ``p/d = ratio`` (any positive float: only the
+    ratio matters in the limit) on ``nodes`` points of the Marchenko-Pastur rule; see
+    :func:`random_features`."""
+    ratio = float(ratio)
+    if not 0 < ratio < math.inf:
+        raise ParameterError("ratio", f"p/d must be a positive finite number, got {ratio}")
+    k1, ks = coefficients.kappa1, coefficients.kappa_star
+    if ratio <= 1:
+        s, w = marchenko_pastur_rule(ratio, nodes)
+    else:  # FFᵀ/d has p - d zero eigenvalues; the others are (p/d) times an MP law of ratio d/p
+        s, w = marchenko_pastur_rule(1.0 / ratio, nodes)
+        s, w = np.concatenate([[0.0], ratio * s]), np.concatenate([[1.0 - 1.0 / ratio], w / ratio])
     g = k1 * k1 * s + ks * ks
-    t = k1 * np.sqrt(s * p / d)
-    return Spectrum(g, t, 1.0, None, f"random features (p/d={p / d:g}, Marchenko-Pastur, {p} modes)",
-                    canonical=False)
+    t = k1 * np.sqrt(s * ratio)
+    return Spectrum(g, t, 1.0, None, f"random features (p/d={ratio:g}, Marchenko-Pastur law on {nodes} nodes)",
+                    canonical=False, weights=w, law=lambda n: random_features_law(coefficients, ratio, n))

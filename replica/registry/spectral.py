@@ -142,3 +142,86 @@ def activation_coefficients(activation: sp.Expr, variable: sp.Symbol) -> Gaussia
         cuts |= {float(r) for r in roots if r.is_real}
     f = sp.lambdify(variable, expr, "numpy")
     return gaussian_equivalence(lambda g: float(f(g)), sorted(cuts))
+
+
+#: the variable a random-features activation is written in (``--features 'tanh(z)'``)
+ACTIVATION_VARIABLE = sp.Symbol("z", real=True)
+#: activations by name (``--features NAME``)
+ACTIVATIONS = {"relu": sp.Max(ACTIVATION_VARIABLE, 0), "tanh": sp.tanh(ACTIVATION_VARIABLE),
+               "sign": sp.sign(ACTIVATION_VARIABLE), "erf": sp.erf(ACTIVATION_VARIABLE),
+               "sigmoid": 1 / (1 + sp.exp(-ACTIVATION_VARIABLE)), "linear": ACTIVATION_VARIABLE}
+
+
+def activation_from_text(text: str) -> sp.Expr:
+    """The activation ``σ(z)`` of ``--features``: a name of :data:`ACTIVATIONS`, an expression in ``z``
+    (``'max(z, 0)**2'``, ``'tanh(2*z)'``), or the path of a text file holding one such expression
+    (lines starting with ``#`` are comments). One-line :class:`ParameterError` naming ``features``
+    for anything else."""
+    from pathlib import Path
+
+    text = str(text).strip()
+    if not text:
+        raise ParameterError("features", "empty: give relu, tanh, sign, erf, sigmoid, linear, an expression in z "
+                                         "or a file holding one")
+    if text.lower() in ACTIVATIONS:
+        return ACTIVATIONS[text.lower()]
+    source = f"--features {text!r}"
+    path = Path(text)
+    if path.is_file():
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ParameterError("features", f"cannot read {text}: {getattr(exc, 'strerror', None) or exc}") from None
+        text = " ".join(ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#"))
+        if not text:
+            raise ParameterError("features", f"{path} holds no expression (one line such as tanh(z))")
+        source = f"{path}: {text!r}"
+    names = {"z": ACTIVATION_VARIABLE, "max": sp.Max, "min": sp.Min, "abs": sp.Abs, "relu": lambda u: sp.Max(u, 0)}
+    try:
+        expr = sp.parse_expr(text, local_dict=names)
+    except Exception as exc:  # sympy's parser raises many kinds (SyntaxError, TypeError, TokenError, ...)
+        if "/" in text or path.suffix.lower() in (".txt", ".py", ".sympy", ".expr"):
+            raise ParameterError("features", f"{text}: no such file") from None
+        raise ParameterError("features", f"{source} is not an expression in z ({type(exc).__name__})") from None
+    if not isinstance(expr, sp.Expr) or expr.free_symbols - {ACTIVATION_VARIABLE}:
+        extra = sorted(map(str, getattr(expr, "free_symbols", set()) - {ACTIVATION_VARIABLE}))
+        raise ParameterError("features", f"{source} must be a function of z alone" + (f" (it uses {extra})" if extra
+                                                                                      else ""))
+    unknown = sorted(str(f.func) for f in expr.atoms(sp.core.function.AppliedUndef))
+    if unknown:
+        raise ParameterError("features", f"{source}: unknown function(s) {', '.join(unknown)}")
+    if expr.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
+        raise ParameterError("features", f"{source} is not finite")
+    return expr
+
+
+def ratio_from_text(text: str) -> float:
+    """``--ratio``: ``p/d`` as a number (``1.5``) or a fraction of positive numbers (``3/2``)."""
+    parts = str(text).strip().split("/")
+    try:
+        nums = [float(x) for x in parts]
+    except ValueError:
+        raise ParameterError("ratio", f"p/d must be a number or a fraction such as 3/2, got {text!r}") from None
+    if len(nums) > 2 or not all(v > 0 and v != float("inf") for v in nums):
+        raise ParameterError("ratio", f"p/d must be a positive finite number or fraction, got {text!r}")
+    return nums[0] / nums[1] if len(nums) == 2 else nums[0]
+
+
+def features_spectrum(features: str, ratio: str | float) -> Spectrum:
+    """The random-features spectrum of ``--features`` and ``--ratio``: ``x = σ(F z/√d)`` with the
+    activation of :func:`activation_from_text`, ``p/d`` = ``ratio``, in the ``p, d → ∞`` limit
+    (:func:`replica.numeric.spectrum.random_features_law`; a model's ``α`` is then ``n/p``)."""
+    from ..numeric.spectrum import random_features_law
+
+    r = ratio if isinstance(ratio, (int, float)) else ratio_from_text(ratio)
+    if not (isinstance(r, (int, float)) and 0 < r < float("inf")):
+        raise ParameterError("ratio", f"p/d must be a positive finite number, got {ratio!r}")
+    sigma = activation_from_text(features)
+    try:
+        coefficients = activation_coefficients(sigma, ACTIVATION_VARIABLE)
+    except ParameterError as exc:   # the flag's name, not the library's
+        raise ParameterError("features", f"sigma(z) = {sigma}: {str(exc).removeprefix(exc.name + ': ')}") from None
+    if not coefficients.kappa1 != 0:
+        raise ParameterError("features", f"sigma(z) = {sigma} has kappa1 = E[z sigma(z)] = 0: its features carry "
+                                         "nothing of the linear teacher")
+    return random_features_law(coefficients, r)

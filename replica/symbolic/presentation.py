@@ -317,8 +317,10 @@ class Presentation:
             hhat = sp.solve(sp.diff(F, h), h)[0]
             out.prox = sp.simplify(hhat)
             out.f = sp.factor(sp.simplify((hhat - omega) / V))
-            if env.weight is None and not env.discrete:
-                M = sp.expand(F.subs(h, hhat).subs(env.intermediates))
+            M = sp.expand(F.subs(h, hhat).subs(env.intermediates))
+            # a Gaussian average in closed form needs a polynomial in the Gaussians: a square loss on a
+            # nonlinear target (a softplus teacher, say) keeps its averages unevaluated
+            if env.weight is None and not env.discrete and M.is_polynomial(*env.gaussians):
                 psi = -gaussian_mean(M, list(env.gaussians))
                 out.psi_y = sp.factor(sp.simplify(psi))
                 subs = {ph: sp.diff(psi, x) for x, ph in d.gradient_placeholders.items()}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 
 from ...interface.generated_model import GeneratedModel
@@ -145,13 +146,54 @@ def model_of(args: argparse.Namespace) -> GeneratedModel:
     return module
 
 
+def check_features_args(args: argparse.Namespace) -> None:
+    """``--features`` with ``--ratio``: their spectrum (:func:`features_spectrum_of`), built before the
+    model loads; one-line errors naming ``features`` or ``ratio`` (either without the other, or
+    beside ``--spectrum``)."""
+    features_spectrum_of(args)
+
+
+def features_spectrum_of(args: argparse.Namespace):
+    """The random-features :class:`~replica.numeric.spectrum.Spectrum` of ``--features`` and
+    ``--ratio`` (:func:`replica.registry.spectral.features_spectrum`, built once per command line),
+    or None without them."""
+    features, ratio = getattr(args, "features", None), getattr(args, "ratio", None)
+    if features is None and ratio is None:
+        return None
+    if features is None:
+        raise ParameterError("ratio", "is the p/d of --features: give --features relu|tanh|EXPR|FILE too")
+    if ratio is None:
+        raise ParameterError("ratio", "missing: --features needs --ratio P/D (features per input dimension)")
+    if getattr(args, "spectrum", None) is not None:
+        raise ParameterError("features", "give --spectrum FILE.csv or --features with --ratio, not both")
+    return _features_spectrum(features, ratio)
+
+
+@functools.lru_cache(maxsize=4)
+def _features_spectrum(features: str, ratio: str):
+    from ...registry.spectral import features_spectrum
+
+    return features_spectrum(features, ratio)
+
+
 def point_model(args: argparse.Namespace) -> GeneratedModel:
-    """:func:`model_of`, on the Gaussian covariate data law of ``--spectrum FILE.csv`` when given
-    (the per-mode entropic term is derived with sympy)."""
+    """:func:`model_of`, on the Gaussian covariate data law of ``--spectrum FILE.csv`` or of random
+    features (``--features`` with ``--ratio``, :func:`check_features_args`) when given (the per-mode
+    entropic term is derived with sympy)."""
     module = model_of(args)
+    spectrum = features_spectrum_of(args)
     if getattr(args, "spectrum", None) is not None:
         from ...numeric.spectrum import Spectrum
+
+        spectrum = Spectrum.from_csv(args.spectrum)
+    if spectrum is not None:
         from ...registry.spectral import gcm_module
 
-        module = gcm_module(module, Spectrum.from_csv(args.spectrum))
+        try:
+            module = gcm_module(module, spectrum)
+        except ParameterError as exc:   # a model random features do not fit: name the flag given
+            if exc.name != "spectrum" or getattr(args, "spectrum", None) is not None:
+                raise
+            raise ParameterError("features", str(exc).removeprefix("spectrum: ").replace(
+                "a spectrum file gives", "random features give")) from None
     return module

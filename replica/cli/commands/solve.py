@@ -10,8 +10,8 @@ from ... import validation
 from ...numeric.point import REASONS, solve_point
 from ...numeric.report import error_dict, result_dict  # noqa: F401 -- the JSON contract, re-exported
 from ...runtime.progress import Stages
-from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, options_from_args, parameters_from_args,
-                     point_model)
+from .common import (add_numeric_flags, add_parameter_flags, check_features_args, check_numeric_args, options_from_args,
+                     parameters_from_args, point_model)
 
 #: seconds after which ``replica solve`` names its stages on stderr, on a terminal (:class:`~replica.runtime.progress.Stages`)
 STAGES_AFTER = 3.0
@@ -32,6 +32,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--spectrum", metavar="FILE.csv", default=None,
                    help="a GLM (ridge, logistic, ...) on structured data: columns k, lambda, theta give the input "
                         "covariance diag(lambda) and the teacher weights theta (docs/how-to/structured_data.md)")
+    p.add_argument("--features", metavar="relu|tanh|EXPR|FILE", default=None,
+                   help="a GLM on random features x = sigma(F z/sqrt(d)) in the p, d -> oo limit (Gaussian "
+                        "equivalence, the Marchenko-Pastur law of FF^T/d): sigma is relu, tanh, sign, erf, sigmoid, "
+                        "linear, an expression in z such as 'tanh(2*z)', or a file holding one; needs --ratio, and "
+                        "--alpha is then n/p, samples per feature (docs/how-to/structured_data.md)")
+    p.add_argument("--ratio", metavar="P/D", default=None,
+                   help="features per input dimension p/d of --features, as 1.5 or 3/2")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-replicon", dest="replicon", action="store_false",
                    help="skip the replicon (RS stability of the fixed point, under a second at the paper's point; "
@@ -41,9 +48,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def check_args(args: argparse.Namespace) -> None:
-    """What needs no model: ``--alpha`` and the numeric flags (before the model loads)."""
+    """What needs no model: ``--alpha``, the numeric flags and the random features' spectrum (before
+    the model loads)."""
     validation.sample_complexity(args.alpha, "alpha")
     check_numeric_args(args)
+    check_features_args(args)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{module.MODEL}  branch={fp.branch}  alpha={fp.alpha:g}  "
           + "  ".join(f"{k}={v:g}" for k, v in fp.parameters.items()))
+    if args.features is not None:
+        print(f"data: {module.ENTROPIC_DESCRIPTION.removeprefix('closed form on ')}; alpha = n/p, samples per "
+              "feature")
     print(f"converged in {fp.iterations} iterations, residual {fp.residual:.2e}, {fp.seconds:.2f} s, "
           f"{fp.quadrature}")
     print(f"prox convention: {fp.prox} ({solver.convention.describe()})")
