@@ -481,7 +481,7 @@ def test_simulator_maps_match_the_declaration():
     torch = pytest.importorskip("torch")
     import sympy as sp
 
-    from numerics.data import MixedTarget, softmax_row_gram
+    from numerics.applications.attention.targets import MixedTarget, softmax_row_gram
     from replica.applications.attention.paper import PAPER_A
     from replica.artifacts.registry import load_model
 
@@ -500,7 +500,7 @@ def test_simulator_maps_match_the_declaration():
 
 def test_simulator_regularizers_are_the_theorys():
     torch = pytest.importorskip("torch")
-    from numerics.train import L2, ElasticNet
+    from numerics.applications.attention.train import L2, ElasticNet
 
     W = torch.tensor(np.random.default_rng(1).normal(size=(7, 2)))
     assert float(L2(0.3)(W)) == pytest.approx(0.15 * float((W * W).sum()), rel=1e-14)

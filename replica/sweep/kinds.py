@@ -439,9 +439,10 @@ register(TaskKind("phase", "alpha_c, alpha_l and the spinodals by continuation o
 
 
 # --------------------------------------------------------------------------- simulate
-#: short names of the simulators of ``numerics/`` (their sweep adapters: :mod:`numerics.sweep`)
-SIMULATORS = {"glm": "numerics.sweep:glm", "attention": "numerics.sweep:attention",
-              "linear": "numerics.sweep:linear"}
+#: short names of the simulators of ``numerics/`` (their sweep adapters: :mod:`numerics.sweep`, and the
+#: attention study's in :mod:`numerics.applications.attention.sweep`)
+SIMULATORS = {"glm": "numerics.sweep:glm", "attention": "numerics.applications.attention.sweep:attention",
+              "linear": "numerics.applications.attention.sweep:linear"}
 
 
 def _simulator(name: str) -> Callable[..., dict]:
