@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
-KERNEL_NAMES = ("newton_scratch", "node_eigen2", "node_direction", "node_armijo", "node_take", "node_newton", "node_min_eigen", "node_off_saddle",
+KERNEL_NAMES = ("newton_scratch", "node_direction", "node_newton", "node_min_eigen", "node_off_saddle",
                 "node_prox_average", "node_start_minima", "node_bracket_slopes", "node_line_sweeps",
                 "node_test_average", "node_local_descent", "node_local_average")
 
@@ -82,18 +82,6 @@ def newton_scratch(D):
             np.zeros((D, D)))
 
 
-def node_eigen2(H):
-    """Eigenvalues ``l1 >= l2`` of the symmetrised 2 x 2 ``H`` (row-major) and the angle ``t`` of the
-    unit eigenvector ``(cos t, sin t)`` of ``l1``: the closed form every 2-dimensional case here uses."""
-    a = H[0]
-    b = 0.5 * (H[1] + H[2])
-    c = H[3]
-    half_tr = 0.5 * (a + c)
-    half_diff = 0.5 * (a - c)
-    rad = math.sqrt(half_diff * half_diff + b * b)
-    return half_tr + rad, half_tr - rad, 0.5 * math.atan2(b, half_diff)
-
-
 def node_direction(g, H, d, floor, work):
     """d = -|H|^{-1} g with the eigenvalues of H replaced by max(|lambda|, floor).
 
@@ -106,7 +94,15 @@ def node_direction(g, H, d, floor, work):
         d[0] = -g[0] / max(abs(H[0]), floor)
         return
     if D == 2:
-        l1, l2, t = node_eigen2(H)
+        a = H[0]
+        b = 0.5 * (H[1] + H[2])
+        c = H[3]
+        half_tr = 0.5 * (a + c)
+        half_diff = 0.5 * (a - c)
+        rad = math.sqrt(half_diff * half_diff + b * b)
+        l1 = half_tr + rad
+        l2 = half_tr - rad
+        t = 0.5 * math.atan2(b, half_diff)
         u1 = math.cos(t)
         u2 = math.sin(t)
         m1 = max(abs(l1), floor)
@@ -159,42 +155,6 @@ def node_direction(g, H, d, floor, work):
         c /= max(abs(lam[k]), floor)
         for i in range(D):
             d[i] -= U[i, k] * c
-
-
-def node_armijo(h, c, d, F, slope, trial, g2, H2, halvings, stop_ahead):
-    """The line search of every descent here (one implementation): backtracking from h along d at one
-    node (constants c), t = 1, 1/2, ... for at most ``halvings`` tries, until
-    F(h + t d) <= F + 1e-4 t slope (Armijo) and, where ``stop_ahead``, the directional derivative at
-    the trial point is <= 0 (a capped step stops short of the first minimum along its ray). The last
-    trial point, its value, gradient and Hessian are left in trial, g2, H2.
-    Returns (accepted, F at the last trial)."""
-    D = h.shape[0]
-    t = 1.0
-    Ft = F
-    for _ls in range(halvings):
-        for i in range(D):
-            trial[i] = h[i] + t * d[i]
-        Ft = node_bracket_newton(trial, c, g2, H2)
-        ok = math.isfinite(Ft) and Ft <= F + 1e-4 * t * slope
-        if ok and stop_ahead:
-            ahead = 0.0
-            for i in range(D):
-                ahead += g2[i] * d[i]
-            ok = ahead <= 0.0
-        if ok:
-            return True, Ft
-        t *= 0.5
-    return False, Ft
-
-
-def node_take(h, g, H, trial, g2, H2):
-    """Move to the trial point: h, g, H <- trial, g2, H2 (its evaluation becomes the iterate's)."""
-    D = h.shape[0]
-    for i in range(D):
-        h[i] = trial[i]
-        g[i] = g2[i]
-    for i in range(D * D):
-        H[i] = H2[i]
 
 
 def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sols, solok, nprev,
@@ -256,7 +216,11 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
                 g2max = max(g2max, abs(g2[i]))
             if not (math.isfinite(Ft) and g2max < gmax):
                 return F, True, -1
-            node_take(h, g, H, trial, g2, H2)
+            for i in range(D):
+                h[i] = trial[i]
+                g[i] = g2[i]
+            for i in range(D * D):
+                H[i] = H2[i]
             F = Ft
             continue
         if dmax <= step_tol * (1.0 + hmax):
@@ -265,11 +229,25 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
             for i in range(D):
                 h[i] += d[i]
             return F, True, -1
-        accepted, Ft = node_armijo(h, c, d, F, slope, trial, g2, H2, 30, False)
+        t = 1.0
+        accepted = False
+        Ft = F
+        for _ls in range(30):
+            for i in range(D):
+                trial[i] = h[i] + t * d[i]
+            Ft = node_bracket_newton(trial, c, g2, H2)
+            if math.isfinite(Ft) and Ft <= F + 1e-4 * t * slope:
+                accepted = True
+                break
+            t *= 0.5
         if not accepted:
             return F, True, -1
         small = (F - Ft) <= 1e-15 * (1.0 + abs(F))
-        node_take(h, g, H, trial, g2, H2)
+        for i in range(D):
+            h[i] = trial[i]
+            g[i] = g2[i]
+        for i in range(D * D):
+            H[i] = H2[i]
         F = Ft
         if small:
             return F, True, -1
@@ -284,11 +262,17 @@ def node_min_eigen(H, work, u):
         u[0] = 1.0
         return H[0], abs(H[0])
     if D == 2:
-        l1, l2, t = node_eigen2(H)
+        a = H[0]
+        b = 0.5 * (H[1] + H[2])
+        c = H[3]
+        half_tr = 0.5 * (a + c)
+        half_diff = 0.5 * (a - c)
+        rad = math.sqrt(half_diff * half_diff + b * b)
+        t = 0.5 * math.atan2(b, half_diff)
         # eigenvector of the smaller eigenvalue: orthogonal to (cos t, sin t)
         u[0] = -math.sin(t)
         u[1] = math.cos(t)
-        return l2, max(abs(l1), abs(l2))
+        return half_tr - rad, max(abs(half_tr + rad), abs(half_tr - rad))
     for i in range(D):
         for j in range(D):
             work[i, j] = 0.5 * (H[i * D + j] + H[j * D + i])
@@ -685,12 +669,32 @@ def node_local_descent(h, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2
         slope = 0.0
         for i in range(D):
             slope += g[i] * d[i]
-        accepted, Ft = node_armijo(h, c, d, F, slope, trial, g2, H2, 40, capped)
+        t = 1.0
+        accepted = False
+        Ft = F
+        for _ls in range(40):
+            for i in range(D):
+                trial[i] = h[i] + t * d[i]
+            Ft = node_bracket_newton(trial, c, g2, H2)
+            ok = math.isfinite(Ft) and Ft <= F + 1e-4 * t * slope
+            if ok and capped:
+                ahead = 0.0
+                for i in range(D):
+                    ahead += g2[i] * d[i]
+                ok = ahead <= 0.0
+            if ok:
+                accepted = True
+                break
+            t *= 0.5
         if not accepted:
             conv = True
             break
         small = (F - Ft) <= 1e-15 * (1.0 + abs(F))
-        node_take(h, g, H, trial, g2, H2)
+        for i in range(D):
+            h[i] = trial[i]
+            g[i] = g2[i]
+        for i in range(D * D):
+            H[i] = H2[i]
         F = Ft
         if small:
             conv = True
