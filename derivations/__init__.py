@@ -1,9 +1,9 @@
 """Per-model declarations (each a short file), their exported LaTeX and generated solvers.
 
 Every module here defines ``model`` (a :class:`replica.Model`) or a ``build(**options)``
-function returning one; :mod:`replica.artifacts.registry` lists them for ``replica models``.
+function returning one; :mod:`replica.registry` lists them for ``replica models``.
 ``ALIASES`` gives short names the command line accepts for some of them (read as a literal by
-:func:`replica.artifacts.registry.aliases`, never imported by the library). ``CHECK_POINTS`` says
+:func:`replica.registry.aliases`, never imported by the library). ``CHECK_POINTS`` says
 where ``python -m numerics.check_models`` checks each model against its simulation (read as a literal
 by :func:`numerics.check_models.check_points`): a sample complexity, a branch, the model's defaults
 otherwise; cheap checks first; a model may have more than one row.

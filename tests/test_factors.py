@@ -271,7 +271,7 @@ def test_data_law_sampler_has_the_declared_moments():
 
 def test_a_model_is_a_composition_of_factors():
     """A declared model lists its factors by role; a bare loss expression becomes the generic loss."""
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     parts = model_factors(load_model("logistic"))
     assert set(parts) == {"loss", "penalty", "data law", "channel"}

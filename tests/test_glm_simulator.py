@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from numerics.glm import parameters, problem, run_glm, run_seed
+from tests.support import run
 
 #: the declared convex GLMs the exact solvers fit
 MODELS = ("ridge", "logistic", "hinge", "lasso", "perceptron_probit")
@@ -21,7 +21,7 @@ pytest.importorskip("sklearn", reason="the GLM simulator's solvers need scikit-l
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "numerics.glm", *args], capture_output=True, text=True, timeout=300)
+    return run(*args, module="numerics.glm", timeout=300)
 
 
 def test_cli_json_smoke():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from replica.artifacts.registry import aliases, declared_models
+from replica.registry import aliases, declared_models
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = sorted((ROOT / "numerics").glob("*.py"))

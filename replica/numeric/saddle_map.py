@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidStateError
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from .integrators import TENSOR_ENTROPIC_ORDERS, AlignedEntropicRule, EnergeticAverage, EnergeticIntegrator
 from .kinks import EntropicKinkRule
 from .prox import prox

@@ -38,7 +38,7 @@ from .baselines import linear_baseline  # noqa: F401  (re-exported: replica.nume
 from .branches import FREE, pinned
 from .compiled import resolve_backend
 from .fixed_point import FixedPoint, observable_dict  # noqa: F401  (re-exported)
-from .generated_model import GeneratedModel, as_model
+from ..interface.generated_model import GeneratedModel, as_model
 from .integrators import EnergeticIntegrator, QuadratureIntegrator
 from .iteration import FixedPointIteration, iteration_tally  # noqa: F401  (re-exported)
 from .kinks import KinkIntegrator
@@ -62,7 +62,7 @@ class Solver(SolverRules, FixedPointIteration, ReportedNumbers, SaddlePointMap, 
     Parameters
     ----------
     module:
-        A generated module (``derivations/generated/<model>.py``).
+        A generated model (:func:`replica.registry.load_module`).
     parameters:
         Overrides of the model parameters by name (``{"omega": 0.3, "A_12": 0.4}``).
     branch:

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InvalidStateError
 from .branches import FREE, PINNABLE, branch_pinning, pinned
 from .fixed_point import FixedPoint
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 
 #: prefix of the note that a branch's solve landed on another branch's solution
 BRANCH_NOT_FOUND = "branch not found"

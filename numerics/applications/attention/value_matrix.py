@@ -1,6 +1,6 @@
 """Tied attention with a trainable low-rank value matrix (paper Appendix E.3, Fig. 13).
 
-Student (same data, teacher and targets as :mod:`numerics.data`)::
+Student (same data, teacher and targets as :mod:`numerics.tokens` and :mod:`.targets`)::
 
     f(x) = S(h) (x + P) V,   V = I_d + U Wᵀ/√d,   U, W ∈ R^{d×r_v},   S(h) = softmax_row(h hᵀ),
 
