@@ -125,7 +125,7 @@ class GampSpec:
         the simulator's :func:`numerics.tokens.default_positional_encodings` when its columns
         follow that law (so that GAMP and GD see the same data), else blocks of coordinates
         per atom."""
-        from .data import default_positional_encodings
+        from .tokens import default_positional_encodings
 
         w = self.pi_weights if self.pi_weights is not None else np.ones(len(self.pis)) / len(self.pis)
         try:
@@ -396,7 +396,7 @@ def make_problem(spec: GampSpec, alpha: float, d: int, seed: int, normalize_teac
                  chunk: int = 1024) -> GampProblem:
     """The data of seed ``seed`` -- the same teacher and training sentences as
     :func:`numerics.applications.attention.simulate.run_attention_seed` with that seed (same streams and draws)."""
-    from .data import DataModel, make_teacher, seed_streams
+    from .tokens import DataModel, make_teacher, seed_streams
 
     streams = seed_streams(seed)
     L = spec.L
@@ -665,7 +665,7 @@ class GAMP:
         sp_, pr = self.spec, self.problem
         L, R, n, d = sp_.L, sp_.R, pr.n, pr.d
         if isinstance(init, str):
-            from .data import seed_streams
+            from .tokens import seed_streams
 
             # a fresh copy of the seed's init stream: every run of this problem starts alike
             W = initial_weights(init, sp_, pr, seed_streams(pr.seed).init)

@@ -263,7 +263,10 @@ def test_editing_a_declaration_regenerates_its_module(tmp_path):
     assert "generating" not in err and again["eps_g"] == first["eps_g"]       # fresh: reused
     # double the loss: the fixed point moves (the data term weighs twice the penalty), and the new
     # numbers are those of the regenerated module
-    decl.write_text(RIDGE.replace("loss=sp.Rational(1, 2) * ", "loss="))
+    doubled = RIDGE.replace("loss=SquareLoss(hs[0] + sp.sqrt(delta) * noise, h[0])",
+                            "loss=SquareLoss(hs[0] + sp.sqrt(delta) * noise, h[0], curvature=2)")
+    assert doubled != RIDGE
+    decl.write_text(doubled)
     edited, err = _solve_json(decl, env=env)
     assert "declaration changed" in err
     assert edited["q"] != pytest.approx(first["q"], rel=1e-6)
