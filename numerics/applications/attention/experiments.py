@@ -33,7 +33,7 @@ import numpy as np
 
 __all__ = ["RunCache", "theory_alpha_c", "histogram_experiment", "value_experiment", "main"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]   # the repository (numerics/applications/attention/ below it)
 THEORY_CSV = ROOT / "docs" / "figures" / "fig3_right_phase_diagram.csv"
 #: α grid around the theory's α_c(ω): the gap e_t,sem − e_t,pos is fitted by a line there
 ALPHA_FACTORS = (0.85, 1.0, 1.15)
