@@ -168,14 +168,12 @@ def model_spec(model: str | GeneratedModel, parameters: Mapping[str, float] | No
     # The declaration (a name or a path to a file) gives the regularizer and the data law.
     decl = load_model(model if isinstance(model, str) else module.MODEL)
     values = _declaration_values(decl, params)
-    atoms = decl.data.atoms
-    gam = [np.array([float(sp.sympify(g).subs(values)) for g in a.gamma]) for a in atoms]
+    # the data law's atoms at these values (the factor's own evaluation, as the simulator's)
+    pi_weights, gam, pis = decl.data.numeric_atoms({s.name: v for s, v in values.items()})  # (atoms,), (atoms, L)
     if decl.data.has_clusters or any(not np.allclose(g, gam[0]) for g in gam):
         raise ParameterError("model", f"{module.MODEL}: GAMP needs isotropic tokens (every atom of the "
                                       "spectral law with the same eigenvalues) and no clusters")
     gammas = gam[0]
-    pis = np.array([[float(sp.sympify(v).subs(values)) for v in a.pi] for a in atoms])      # (atoms, L)
-    pi_weights = np.array([float(sp.sympify(a.weight).subs(values)) for a in atoms])
     reg = decl.regularizer
     R = module.R
     Lambda = sep = sep_pen = None
