@@ -239,6 +239,26 @@ def test_a_convex_model_has_one_minimiser_under_both_conventions():
         assert abs(g[k] - loc[k]) <= g["errors"][k] + loc["errors"][k]
 
 
+@pytest.mark.parametrize("model, delta", [("logistic", 0.0), ("perceptron_probit", 0.25)])
+def test_test_point_observables_do_not_depend_on_the_convention(model, delta):
+    """A test-point observable is a function of the order parameters only: under the local convention
+    the classification error is still ``arccos(theta / sqrt(q (1 + Delta))) / pi`` of the state (the
+    label ``sign(h* + sqrt(Delta) z)``, unit-variance data), within its own bar. The local convention's energetic rule is a tensor rule;
+    the observables used to be averaged on its Gauss-Hermite test rule, whose error on the step at
+    ``omega = 0`` (~1e-2) was ten times the bar it reported."""
+    from replica.artifacts.registry import load_module
+    from replica.numeric.solver import Solver
+
+    module = load_module(model)
+    for prox in ("local", "global"):
+        fp = Solver(module, prox=prox).solve(2.0)
+        q, theta = fp.order["q_1"], fp.order["theta_1"]
+        exact = math.acos(theta / math.sqrt(q * (1 + delta))) / math.pi
+        assert fp.converged
+        err = fp.observable_errors["classification_error"]
+        assert abs(fp.observables["classification_error"] - exact) <= err + 1e-9, (prox, err)
+
+
 def test_compiled_local_descent_matches_the_numpy_one(attention):
     """The compiled kernel (replica.numeric.kernels.node_local_average) and the numpy path
     (replica.numeric.prox.local_prox) run the same descent: same minimisers, same sums."""

@@ -269,7 +269,13 @@ class Solver:
         Quadrature rule for the energetic average (default :func:`default_rule`), or any
         :class:`~replica.numeric.integrators.EnergeticIntegrator`.
     test_rule:
-        Rule for ``eps_g`` (no proximal step, so a finer rule is cheap).
+        Rule for the test-point observables (no proximal step, so a finer rule is cheap). By default
+        a model with a kink-aware rule (``KINK_RULE``: a channel GLM) averages them on the kink-aware
+        test rule (boundaries at their discontinuities, e.g. ``omega = 0`` of a classification
+        error) whatever the energetic rule and prox convention: the observables are functions of the
+        order parameters only (a quadrature rule given here is then not used). A
+        :class:`~replica.numeric.kinks.KinkIntegrator` given here is that rule (its ``test_rule`` at
+        every state).
     tol:
         Relative residual ``|map(x) - x| / |x|`` at which to stop.
     damping:
@@ -342,6 +348,15 @@ class Solver:
         elif self.convention.local and isinstance(self.integrator, (PreintegrationIntegrator, KinkIntegrator)):
             raise ParameterError("prox", f"the local convention runs on quadrature rules, not on "
                                          f"{self.integrator.describe()}; give a rule such as gh:14")
+        # The test-point observables see no prox: their rule follows the model, never the energetic
+        # rule or the convention (a Gauss-Hermite rule on a classification error's step at omega = 0
+        # is ~1e-2 off, with a companion estimate ten times smaller).
+        self.test_kinks: KinkIntegrator | None = None
+        if isinstance(test_rule, KinkIntegrator):
+            self.test_kinks, test_rule = test_rule, None
+        elif module.KINK_RULE:
+            self.test_kinks = (self.integrator if isinstance(self.integrator, KinkIntegrator)
+                               else KinkIntegrator(module, backend=backend))
         self.test_rule = labelled(test_rule or _cached_rule("test", dim), module, self.p)
         dim += len(module.DISCRETE) + (1 if module.LABEL_VALUES else 0)
         self.error_estimate = bool(error_estimate)
@@ -408,9 +423,26 @@ class Solver:
         starts = self.module.N_STARTS
         return {"energetic": self.integrator.describe(),
                 "entropic": "closed form" if self.entropic_rule is None else self.entropic_rule.describe(),
-                "test": self.test_rule.describe(),
+                "test": self.describe_test(),
                 "prox_starts": (self.convention.describe() if self.convention.local else f"{starts} module starts"
                                 + (f" + extra level {self.extra_starts}" if self.extra_starts else ""))}
+
+    def describe_test(self) -> str:
+        """The rule of the test-point observables, in one line (reports and cache keys)."""
+        if self.test_kinks is not None:
+            return f"{self.test_kinks.describe()} at the test fields"
+        return self.test_rule.describe()
+
+    @property
+    def test_rule_argument(self) -> QuadratureRule | KinkIntegrator:
+        """What ``test_rule=`` reproduces this solver's test rule in a derived solver."""
+        return self.test_kinks if self.test_kinks is not None else self.test_rule
+
+    def refined_test_rule(self) -> QuadratureRule | KinkIntegrator:
+        """:attr:`test_rule_argument` one level finer (the test side of an error bar)."""
+        if self.test_kinks is not None:
+            return self.test_kinks.refined()
+        return self.test_rule.refined(factor=1.1)
 
     def refined(self, energetic: bool = True, entropic: bool = True, test: bool = True,
                 starts: bool = True, **overrides) -> "Solver":
@@ -432,7 +464,7 @@ class Solver:
         extra = self.extra_starts + 1 if starts and hasattr(integ, "with_extra_starts") else self.extra_starts
         if extra != self.extra_starts:
             integ = integ.with_extra_starts(extra)
-        out = Solver(self.module, rule=integ, test_rule=self.test_rule.refined(factor=1.1) if test else self.test_rule,
+        out = Solver(self.module, rule=integ, test_rule=self.refined_test_rule() if test else self._derived_test_rule(),
                      entropic_rule=ent, **kw)
         out.extra_starts = extra
         return out
@@ -458,7 +490,8 @@ class Solver:
                 coarser = integ.companion()
                 if coarser.rule.order >= SCOUT_MIN_ORDER:
                     integ = coarser
-            return Solver(self.module, rule=integ, test_rule=self.test_rule, entropic_rule=self.entropic_rule, **kw)
+            return Solver(self.module, rule=integ, test_rule=self._derived_test_rule(), entropic_rule=self.entropic_rule,
+                          **kw)
         except ParameterError:  # a degenerate companion (gh:4 -> gh:2): the starts on this rule
             return None
 
@@ -474,8 +507,13 @@ class Solver:
 
     def _with_integrator(self, integ: EnergeticIntegrator) -> "Solver":
         """The same problem and settings with the energetic average by ``integ``."""
-        return Solver(self.module, rule=integ, test_rule=self.test_rule, entropic_rule=self.entropic_rule,
+        return Solver(self.module, rule=integ, test_rule=self._derived_test_rule(), entropic_rule=self.entropic_rule,
                       **self._init)
+
+    def _derived_test_rule(self) -> QuadratureRule | KinkIntegrator:
+        """The test rule of a solver on another energetic integrator: this one's, unless it is the
+        energetic kink rule itself (then the derived solver's own integrator serves)."""
+        return self.test_rule if self.test_kinks is self.integrator else self.test_rule_argument
 
     def jump_aware(self, level: str = "default", direction: np.ndarray | str = "auto") -> "Solver | None":
         """The same problem with the energetic average by the jump-aware pre-integration
@@ -1171,11 +1209,11 @@ class Solver:
         is false)."""
         x = np.asarray(x, dtype=float)
         names = self.module.TEST_OBSERVABLES
-        if isinstance(self.integrator, KinkIntegrator):
+        if self.test_kinks is not None:
             # the test integrands have their own discontinuities (e.g. omega = 0 of a
             # classification error): a kink-aware rule at this state, and its companion
-            rule = self.integrator.test_rule(x, self.p)
-            comp = self.integrator.companion().test_rule(x, self.p) if estimate else None
+            rule = self.test_kinks.test_rule(x, self.p)
+            comp = self.test_kinks.companion().test_rule(x, self.p) if estimate else None
             sym: tuple = ()
         else:
             rule, sym = self.test_rule, self.symmetries
