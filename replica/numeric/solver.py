@@ -40,6 +40,7 @@ from .integrators import (TENSOR_ENTROPIC_ORDERS, AlignedEntropicRule, Energetic
                           LocallyCorrectedIntegrator, QuadratureIntegrator, fold_nodes, preintegration_refusal)
 from .kinks import EntropicKinkRule, KinkIntegrator
 from .labels import labelled
+from .loss_bounds import check_loss_bounded
 from .parameters import parameter_vector
 from .preintegration import PreintegrationIntegrator, make_integrator
 from .prox import ProxConvention, prox, prox_convention
@@ -399,6 +400,7 @@ class Solver:
         self.anderson, self.prox_tol, self.verbose = anderson, prox_tol, verbose
         self._warm: np.ndarray | None = None
         self.last_jacobian: np.ndarray | None = None
+        check_loss_bounded(module, self.p, self.initial_state())  # a bracket with no minimum: refused
 
     # ------------------------------------------------------------ parameters
     def _branch_symmetries(self) -> tuple[tuple[int, ...], ...]:
