@@ -6,13 +6,23 @@ interrupted. :func:`check_output_file` / :func:`check_output_dir` run before the
 (they create nothing but a probe they remove again); :func:`atomic_write` writes a
 temporary file in the target's directory and moves it into place with :func:`os.replace`
 (atomic on POSIX), so a reader sees the old file or the complete new one.
+
+Only regular files are staged and replaced. An output path that names something else is written
+*through* (opened and written like a shell redirection) or refused (:func:`output_target`): a
+symbolic link has its target replaced, the link kept; a FIFO, a character device
+(``/dev/null``, a terminal) and every path under ``/dev`` or ``/proc`` (``/dev/stdout`` is a link
+to the process's own descriptor, which may be a pipe or the file the shell redirected it to) are
+written through; a block device or a socket is refused. Replacing them put a regular file where a
+device node was (run as root, ``--plot /dev/full`` replaced the system's ``/dev/full`` by a PNG).
 """
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -43,8 +53,48 @@ def _probe_dir(directory: Path, name: str, shown: str) -> None:
         os.unlink(probe)
 
 
+#: outputs under these directories are never replaced, only written through
+SYSTEM_DIRS = ("/dev", "/proc")
+#: what :func:`output_target` says of a path
+NEW, REGULAR, STREAM, DIRECTORY, REFUSED = "new", "regular", "stream", "directory", "refused"
+
+
+def _in_system_dir(p: str) -> bool:
+    return any(p == d or p.startswith(d + "/") for d in SYSTEM_DIRS)
+
+
+def output_target(path: str | os.PathLike) -> tuple[Path, str]:
+    """Where an output written to ``path`` goes, and how: ``(target, kind)``.
+
+    ``kind`` is :data:`NEW` (nothing there yet: ``target`` is created), :data:`REGULAR` (a regular
+    file, replaced atomically; ``target`` is the file a symbolic link points to, so the link
+    stays), :data:`STREAM` (a FIFO, a character device or anything under ``/dev`` or ``/proc``:
+    ``target`` is opened and written through, never replaced), :data:`DIRECTORY` or
+    :data:`REFUSED` (a block device, a socket)."""
+    p = Path(path).expanduser()
+    absolute = os.path.abspath(p)
+    resolved = os.path.realpath(p)
+    if _in_system_dir(absolute) or _in_system_dir(resolved):
+        return p, STREAM
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:  # nothing there, or a dangling link: its target is created
+        return Path(resolved), NEW
+    except OSError:
+        return p, REFUSED
+    if stat.S_ISDIR(mode):
+        return p, DIRECTORY
+    if stat.S_ISREG(mode):
+        return Path(resolved), REGULAR
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
+        return p, STREAM
+    return p, REFUSED
+
+
 def check_output_file(path: str | os.PathLike, name: str) -> Path:
-    """``path`` can be written: its directory exists and is writable, and it is not a directory.
+    """``path`` can be written: its directory exists and is writable, and it is not a directory
+    (nor a block device or a socket; a FIFO or a character device can be written through, see
+    :func:`output_target`).
 
     Missing parent directories are not created (a typo must not make ``/tmp/a/b/c``
     appear): the message says which one is missing.
@@ -52,9 +102,16 @@ def check_output_file(path: str | os.PathLike, name: str) -> Path:
     p = Path(path).expanduser()
     if str(path) == "" or p.name in ("", ".", ".."):
         raise ParameterError(name, f"{str(path)!r} is not a file name")
-    if p.is_dir():
+    target, kind = output_target(p)
+    if kind == DIRECTORY:
         raise ParameterError(name, f"{p} is a directory; give a file name")
-    _check_parent(p, name)
+    if kind == REFUSED:
+        raise ParameterError(name, f"{p} is neither a regular file nor a FIFO or character device; give a file name")
+    if kind == STREAM:
+        if p.exists() and not os.access(p, os.W_OK):
+            raise ParameterError(name, f"{p} cannot be written")
+        return p
+    _check_parent(target, name)
     return p
 
 
@@ -101,9 +158,14 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator
     """``with atomic_write(path) as fh: ...``: the file appears complete or not at all.
 
     The temporary file lives next to ``path`` (same file system, so the final
-    :func:`os.replace` is atomic) and is removed if the block raises.
+    :func:`os.replace` is atomic) and is removed if the block raises. A symbolic link has its
+    target replaced; a FIFO or a device is written through (:func:`output_target`).
     """
-    p = Path(path)
+    p, kind = output_target(path)
+    if kind == STREAM:  # written through: there is nothing to replace atomically
+        with open(p, mode, **kwargs) as fh:
+            yield fh
+        return
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent if str(p.parent) else ".")
     try:
         with os.fdopen(fd, mode, **kwargs) as fh:
@@ -117,6 +179,32 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def place(tmp: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Put the finished file ``tmp`` where ``path`` says: replace a regular file (a link's target),
+    or copy ``tmp``'s bytes through a FIFO or device (then remove ``tmp``). ``tmp`` should lie on
+    ``path``'s file system (its directory) for the replacement to be atomic."""
+    target, kind = output_target(path)
+    if kind == STREAM:
+        try:
+            with open(tmp, "rb") as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        return target
+    if kind in (DIRECTORY, REFUSED):
+        raise OSError(f"{path} is not a regular file; not replaced")
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:  # a link's target on another file system: copy, then replace there
+        if exc.errno != errno.EXDEV:
+            raise
+        with atomic_write(target, "wb") as fh, open(tmp, "rb") as src:
+            shutil.copyfileobj(src, fh)
+        os.unlink(tmp)
+    return target
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
@@ -155,11 +243,11 @@ def staged_dir(out: str | os.PathLike, last: str | None = None, name: str = "out
             for n in names:
                 target = final / n
                 if (stage / n).is_dir():
-                    if target.is_dir():
+                    if target.is_dir() and not target.is_symlink():
                         shutil.rmtree(target)
                     os.replace(stage / n, target)
-                else:
-                    os.replace(stage / n, target)
+                else:  # a regular file replaced, a link's target replaced, a FIFO written through
+                    place(stage / n, target)
         finally:
             _release_signals(held)
     finally:
