@@ -161,6 +161,14 @@ def test_valid_simple_declaration():
     assert _simple().L == 2
 
 
+@pytest.mark.parametrize("name", ["../../../x", "ridge/v2", "", "2x", "my model", None])
+def test_a_model_name_that_is_no_identifier_is_refused(name):
+    """The name becomes file names and a command-line word: ``../../../x`` wrote the compiled unit
+    outside the cache, ``ridge/v2`` failed with an Errno, ``""`` was accepted."""
+    with pytest.raises(DeclarationError, match="^name: .* must be a Python identifier"):
+        _simple(name=name)
+
+
 def test_order_parameter_families_follow_the_declaration():
     """q, V always; m only with positional encodings (else m = W^T p / sqrt(d) = 0 by construction);
     theta with a teacher; ``families=`` overrides, checked."""

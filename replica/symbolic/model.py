@@ -224,6 +224,11 @@ class Model:
 
     def validate(self) -> None:
         """Check shapes and symbols; raise :class:`DeclarationError` naming the problem."""
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            # the name becomes file names (exports, the generated module, the compiled unit) and a
+            # command-line word: "../x" wrote outside the cache, "a/b" failed with an Errno
+            raise DeclarationError(f"name: {self.name!r} must be a Python identifier (letters, digits and "
+                                   "underscores, not starting with a digit), e.g. 'my_ridge'")
         L, r, r_t = self.L, self.r, self.r_t
         if self.hstar.shape[0] != L:
             raise DeclarationError(f"hstar: needs L={L} rows like h, got {self.hstar.shape[0]}")
