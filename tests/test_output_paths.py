@@ -96,3 +96,42 @@ def test_a_socket_is_refused_and_system_paths_are_streams(tmp_path):
     # classified without being opened: never replaced, only written through
     for p in ("/dev/null", "/dev/stdout", "/dev/full"):
         assert output_target(p)[1] == STREAM
+
+
+USER_RIDGE = '''
+import sympy as sp
+from replica import L2, Model, TokenStatistics, fields, parameter, symbol, teacher_fields
+
+h, hs = fields(1, 1), teacher_fields(1, 1)
+noise = symbol("noise", "z")
+lam = parameter("lam", r"\\lambda")
+model = Model(name="ridge", description="a user's ridge, named like the shipped one", h=h, hstar=hs,
+              loss=sp.Rational(1, 2) * (hs[0] + noise / 2 - h[0]) ** 2, noise=[noise],
+              data=TokenStatistics.isotropic(1, 1), regularizer=L2(lam), parameters={lam: 0.1})
+'''
+
+
+def test_derive_write_of_a_user_file_goes_beside_it(tmp_path):
+    """``--write`` on a user's file named like a shipped model wrote the package's
+    derivations/ridge.tex and .md; its exports go beside the file."""
+    from replica.artifacts.paths import DERIVATIONS_DIR
+
+    decl = tmp_path / "mine.py"
+    decl.write_text(USER_RIDGE)
+    shipped = {p: p.read_bytes() for p in (DERIVATIONS_DIR / "ridge.tex", DERIVATIONS_DIR / "ridge.md")}
+    rc, out, err = _cli("derive", str(decl), "--write")
+    assert rc == 0, err
+    assert all(p.read_bytes() == b for p, b in shipped.items())
+    assert "`ridge`" in (tmp_path / "mine.md").read_text() and (tmp_path / "mine.tex").exists()
+
+
+@pytest.mark.parametrize("which", ["declaration", "twice"])
+def test_an_output_that_is_an_input_or_another_output_is_refused_before_work(tmp_path, which):
+    decl = tmp_path / "mine.py"
+    decl.write_text(USER_RIDGE)
+    args = (["--latex", str(decl)] if which == "declaration"
+            else ["--latex", str(tmp_path / "f"), "--markdown", str(tmp_path / "f")])
+    rc, out, err = _cli("derive", str(decl), *args)
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert decl.read_text() == USER_RIDGE and not (tmp_path / "f").exists()
+    assert ("model file itself" if which == "declaration" else "is also given as --latex") in err

@@ -26,7 +26,7 @@ import stat
 import tempfile
 import threading
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterator, Mapping
 
 from ..errors import ParameterError
 
@@ -113,6 +113,39 @@ def check_output_file(path: str | os.PathLike, name: str) -> Path:
         return p
     _check_parent(target, name)
     return p
+
+
+def check_output_files(outputs: Mapping[str, str | os.PathLike | None],
+                       inputs: Mapping[str, str | os.PathLike | None] | None = None) -> dict[str, Path]:
+    """Every output given (``{flag: path or None}``) can be written (:func:`check_output_file`),
+    no two of them name the same file, and none is one of the command's ``inputs`` (``{flag:
+    path}``: a declaration, a spec, a data file), which the output would overwrite. Streams
+    (``/dev/stdout``, a FIFO) may be shared. Returns the given outputs as paths."""
+    out: dict[str, Path] = {}
+    seen: dict[str, str] = {}
+    known = {}
+    for flag, path in (inputs or {}).items():
+        if path is not None and output_target(path)[1] == REGULAR:
+            known[str(output_target(path)[0])] = flag
+    for flag, path in outputs.items():
+        if path is None:
+            continue
+        out[flag] = check_output_file(path, flag)
+        target, kind = output_target(path)
+        if kind == STREAM:
+            continue
+        key = str(target)
+        if key in known:
+            raise ParameterError(flag, f"{path} is the {_flag(known[key])} file itself; give the output another name")
+        if key in seen:
+            raise ParameterError(flag, f"{path} is also given as {_flag(seen[key])}; give each output its own file")
+        seen[key] = flag
+    return out
+
+
+def _flag(name: str) -> str:
+    """How a parameter reads on the command line (``--latex``; a positional keeps its name)."""
+    return name if name in ("model", "spec") else "--" + name.replace("_", "-")
 
 
 def _check_parent(p: Path, name: str) -> None:
