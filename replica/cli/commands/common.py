@@ -130,11 +130,15 @@ def entropic_rule_from_args(module: GeneratedModel, args: argparse.Namespace):
                 raise ParameterError("entropic-quadrature", f"aligned rules need a scalar prox (r = 1); "
                                                             f"{module.MODEL} has r = {module.ENTROPIC_DIM}: use gh:N")
             try:
-                return AlignedEntropicRule(dim, int(n))
+                order = int(n)
             except ValueError:
                 raise ParameterError("entropic-quadrature", f"bad order in {spec!r} (expected an integer)") from None
+            return AlignedEntropicRule(dim, order)
         return parse_rule(spec, dim)
     except ParameterError as exc:
         if exc.name == "entropic-quadrature":
             raise
-        raise ParameterError("entropic-quadrature", str(exc)) from None
+        message = str(exc)
+        if message.startswith(f"{exc.name}: "):  # one name in the line: the flag's
+            message = message[len(exc.name) + 2:]
+        raise ParameterError("entropic-quadrature", message) from None
