@@ -1,4 +1,4 @@
-"""Refuse a loss whose proximal bracket has no minimum, before any solve.
+"""Refuse a loss whose proximal bracket has no minimum (or no value), before any solve.
 
 Every energetic average of the saddle point is taken at the minimiser of the bracket
 ``F(h) = (h - omega)^T V^-1 (h - omega) / 2 + l(h)``. That minimiser exists for every ``V > 0``
@@ -20,8 +20,9 @@ a few random directions) at a handful of teacher fields, label values and cluste
   geometrically from one zoom to the next, at a pole it does not (``log``: a constant step per
   zoom, ``1/h``: a growing one). A value ``-inf`` anywhere is a pole outright.
 
-Non-finite values other than ``-inf`` (``nan`` outside a loss's domain, ``+inf`` of an overflow)
-are ignored: they are not evidence of a loss unbounded below.
+A loss that is not defined somewhere near the origin (``nan`` at ``|t| <= NEAR``: ``sqrt(h^2 - 1)``
+at ``|h| < 1``) is refused too: the bracket is minimised over every real field. Farther out a
+``nan`` or ``+inf`` (an overflow) is ignored.
 """
 from __future__ import annotations
 
@@ -51,9 +52,9 @@ def _loss_on(module: GeneratedModel, h: np.ndarray, z: np.ndarray, x1: np.ndarra
         f1 = np.asarray(module.bracket(h, zz, x1, p), dtype=float)
         f2 = np.asarray(module.bracket(h, zz, x2, p), dtype=float)
         out = 2.0 * f2 - f1
-    # -inf stays -inf where the loss is -inf (both brackets are); nan + inf combinations are ignored
-    both = np.isneginf(f1) & np.isneginf(f2)
-    return np.where(both, -np.inf, out)
+    # an infinite loss stays infinite (not inf - inf = nan); nan only where the bracket is nan
+    out = np.where(np.isposinf(f1) | np.isposinf(f2), np.inf, out)
+    return np.where(np.isneginf(f1) & np.isneginf(f2), -np.inf, out)
 
 
 def _with_unit_V(module: GeneratedModel, x: np.ndarray, v: float) -> np.ndarray:
@@ -130,13 +131,17 @@ def unbounded_direction(module: GeneratedModel, p: np.ndarray, x: np.ndarray) ->
                 return _loss_on(module, np.outer(u, np.atleast_1d(t)), z, x1, x2, p)
 
             vals = f(GRID)
+            where = _at(u, GRID[np.isnan(vals) & (np.abs(GRID) <= NEAR)])
+            if where is not None:
+                return f"is not defined at h = {where} (nan)"
             where = _at(u, GRID[np.isneginf(vals)])
             if where is not None:
-                return f"l = -inf at h = {where}"
+                return f"is unbounded below: l = -inf at h = {where}"
             for sign in (1.0, -1.0):
                 near, far = (f(sign * np.array([t]))[0] / t ** 2 for t in FAR)
                 if np.isfinite(near) and np.isfinite(far) and far < -1e-8 and far <= 0.5 * near:
-                    return (f"l falls like -|h|^2 or faster as |h| grows (l = {far * FAR[1] ** 2:.3g} at "
+                    return (f"is unbounded below: l falls like -|h|^2 or faster as |h| grows (l = "
+                            f"{far * FAR[1] ** 2:.3g} at "
                             f"h = {_at(u, [sign * FAR[1]])})")
             finite = np.where(np.isfinite(vals), vals, np.inf)
             inner = np.flatnonzero((finite[1:-1] <= finite[:-2]) & (finite[1:-1] <= finite[2:])
@@ -144,7 +149,7 @@ def unbounded_direction(module: GeneratedModel, p: np.ndarray, x: np.ndarray) ->
             for i in inner[np.argsort(finite[inner])][:MAX_CANDIDATES]:
                 hit = _pole(f, GRID[i - 1], GRID[i + 1])
                 if hit is not None:
-                    return f"l has no lower bound near h = {_at(u, [hit[0]])} (l = {hit[1]:.3g} there)"
+                    return f"is unbounded below: no lower bound near h = {_at(u, [hit[0]])} (l = {hit[1]:.3g} there)"
     return None
 
 
@@ -171,5 +176,5 @@ def check_loss_bounded(module: GeneratedModel, p: np.ndarray, x: np.ndarray) -> 
         _VERDICTS[key] = unbounded_direction(module, p, x)
     why = _VERDICTS[key]
     if why is not None:
-        raise ParameterError("loss", f"the loss of {module.MODEL} is unbounded below: {why}; its proximal "
+        raise ParameterError("loss", f"the loss of {module.MODEL} {why}: its proximal "
                                      "bracket (h - omega)^2/(2V) + l(h) has no minimum")
