@@ -143,6 +143,22 @@ def check_output_files(outputs: Mapping[str, str | os.PathLike | None],
     return out
 
 
+def check_figure_file(path: str | os.PathLike, name: str) -> Path:
+    """:func:`check_output_file`, and a suffix naming a format matplotlib writes (none: PNG), checked
+    before the work: ``--plot c.txt`` failed after every simulation had run, and took the results
+    with it."""
+    p = check_output_file(path, name)
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix:
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        known = FigureCanvasBase.get_supported_filetypes()
+        if suffix not in known:
+            raise ParameterError(name, f"{path}: matplotlib writes no .{suffix} figures; use one of "
+                                       f"{', '.join('.' + k for k in sorted(known))}")
+    return p
+
+
 def _flag(name: str) -> str:
     """How a parameter reads on the command line (``--latex``; a positional keeps its name)."""
     return name if name in ("model", "spec") else "--" + name.replace("_", "-")
