@@ -173,6 +173,36 @@ def test_bad_spectrum_file_is_one_line_exit_2(tmp_path, text, why):
     assert re.search(why, line), line
 
 
+@pytest.mark.parametrize("text, why", [
+    ("k,lambda,theta,lambda\n1,1,1,2\n2,1,1,2\n", "column.s. lambda given twice"),
+    ("k,lambda,theta\n1,1,1\n\0\0\0\n", "not a text"),
+])
+def test_duplicate_columns_and_binary_files_are_refused(tmp_path, text, why):
+    """A duplicate column was taken silently (the last one); a NUL byte is no CSV."""
+    test_bad_spectrum_file_is_one_line_exit_2(tmp_path, text, why)
+
+
+def test_an_endless_spectrum_file_is_refused_without_reading_it_all():
+    """``--spectrum /dev/zero`` read until MemoryError (only read here)."""
+    rc, out, err = cli("solve", "ridge", "--alpha", "1", "--spectrum", "/dev/zero")
+    assert rc == 2 and out == "" and err.strip() == "replica solve: error: spectrum: /dev/zero is not a text (CSV) file"
+
+
+def test_a_byte_order_mark_is_not_part_of_the_header(tmp_path):
+    """Spreadsheets write a UTF-8 BOM before the header: it read as 'missing column k'."""
+    text = "k,lambda,theta\n1,0.5,1\n2,1.5,1\n"
+    with_bom = tmp_path / "bom.csv"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert Spectrum.from_csv(with_bom).digest() == Spectrum.from_csv(_write(tmp_path, text)).digest()
+
+
+def test_check_refuses_a_spectrum_too_small_to_simulate(tmp_path):
+    """Its modes are the dimension: a one-mode spectrum was simulated at d = 1."""
+    rc, out, err = cli("check", "ridge", "--alpha", "1", "--spectrum", _write(tmp_path, "k,lambda,theta\n1,1,1\n"))
+    assert rc == 2 and out == "" and err.strip().startswith("replica check: error: spectrum:") \
+        and "1 mode(s)" in err and "\n" not in err.strip()
+
+
 def test_missing_spectrum_file_is_one_line_exit_2(tmp_path):
     rc, out, err = cli("solve", "ridge", "--alpha", "1", "--spectrum", tmp_path / "nope.csv")
     assert rc == 2 and "spectrum" in err and "\n" not in err.strip()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ from .generated_model import GeneratedModel, as_model
 
 #: the columns of a spectrum file
 COLUMNS = ("k", "lambda", "theta")
+#: the largest spectrum file read (a few million modes)
+MAX_FILE_BYTES = 256 << 20
 #: relative mismatch allowed between the spectrum's rho and the module's teacher variance
 RHO_TOLERANCE = 1e-10
 
@@ -105,9 +108,24 @@ class Spectrum:
         that is not a finite number or a negative ``lambda``."""
         source = str(path)
         try:
-            with open(path, newline="", encoding="utf-8") as fh:
+            # at most MAX_FILE_BYTES (``--spectrum /dev/zero`` read forever, then raised MemoryError); a
+            # byte-order mark is not part of the first column's name (it read as "missing column k")
+            with open(path, "rb") as fh:
+                data = fh.read(1 << 16)
+                if b"\0" not in data:
+                    data += fh.read(MAX_FILE_BYTES + 1 - len(data))
+            if b"\0" in data:  # /dev/zero, a binary file
+                raise UnicodeDecodeError("utf-8", data, data.index(b"\0"), data.index(b"\0") + 1, "NUL byte")
+            if len(data) > MAX_FILE_BYTES:
+                raise ParameterError("spectrum", f"{source} is larger than {MAX_FILE_BYTES >> 20} MiB: not a "
+                                                 "spectrum file (one short row per mode)")
+            with io.StringIO(data.decode("utf-8-sig"), newline="") as fh:
                 reader = csv.DictReader(fh, skipinitialspace=True)
                 header = [c.strip() for c in (reader.fieldnames or [])]
+                twice = sorted({c for c in header if header.count(c) > 1 and c in COLUMNS})
+                if twice:  # csv.DictReader keeps the last: a silent choice between two columns
+                    raise ParameterError("spectrum", f"{source}: column(s) {', '.join(twice)} given twice in the "
+                                                     "header")
                 missing = [c for c in COLUMNS if c not in header]
                 if missing:
                     raise ParameterError("spectrum", f"{source}: missing column(s) {', '.join(missing)} "
