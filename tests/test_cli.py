@@ -117,3 +117,34 @@ def test_applications_are_found_as_plugins():
     apps = {a.name: a for a in applications()}
     assert "attention" in apps and callable(apps["attention"].figure_function())
     assert parameter_help()["omega"].startswith("positionality")
+
+
+def test_verbose_prints_the_iterations_of_the_cold_solve(capsys):
+    """``--verbose`` printed no iterations: the cold starts run on a cheaper scout solver, which
+    was built quiet, and the working rule's re-solve from its answer takes one iteration."""
+    from replica.cli import main
+
+    assert main(["solve", "ridge", "--alpha", "1", "--verbose", "--no-replicon"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("  solve at alpha = 1 on gauss-hermite")
+    iterations = [ln for ln in err if ln.startswith("  iter ")]
+    assert len(iterations) >= 5 and iterations[0].startswith("  iter    1  residual")
+
+
+def test_an_interrupted_solve_does_not_promise_a_resume():
+    """``replica solve`` caches nothing: "rerun to resume" was a false promise."""
+    import signal
+
+    p = subprocess.Popen([sys.executable, "-m", "replica", "solve", "attention", "--alpha", "2", "--verbose"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in p.stderr:  # an iteration is running: the solve has started
+            if line.startswith("  iter "):
+                break
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    last = err.strip().splitlines()[-1]
+    assert p.returncode == 143 and last == "replica solve: interrupted (SIGTERM); nothing was cached: a rerun starts again"

@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             kept = PointCache(args.cache)
             cache = kept.root if kept.writable() else None
         message = interrupt_message(prog, exc, cache)
-        if cache is None and hasattr(args, "no_cache"):  # say so rather than "rerun to resume"
+        if cache is None:  # no cache (solve, check) or none kept: say so rather than "rerun to resume"
             message = message.replace("rerun to resume", "nothing was cached: a rerun starts again")
         print(message, file=sys.stderr)
         _RAN.append("interrupted")

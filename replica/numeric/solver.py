@@ -478,7 +478,7 @@ class Solver:
         nodes than the working rule). The starts only have to find the basins: every solution
         they find is re-solved on this rule. None where the companion is degenerate."""
         kw = dict(self._init)
-        kw.update(error_estimate=False, verbose=False)
+        kw.update(error_estimate=False)  # verbose stays: the scout's iterations are most of a cold solve's
         kw.update(overrides)
         try:
             integ = self.integrator
@@ -716,6 +716,8 @@ class Solver:
         x = self.initial_state() if x0 is None else validation.state_vector(x0, self.names)
         x[self.pinned] = 0.0
         self.check_state(x)
+        if self.verbose:
+            print(f"  solve at alpha = {alpha:g} on {self.integrator.describe()}", file=sys.stderr)
         free = self.free
         hist_x: list[np.ndarray] = []
         hist_g: list[np.ndarray] = []
