@@ -271,12 +271,12 @@ class Solver:
         :class:`~replica.numeric.integrators.EnergeticIntegrator`.
     test_rule:
         Rule for the test-point observables (no proximal step, so a finer rule is cheap). By default
-        a model with a kink-aware rule (``KINK_RULE``: a channel GLM) averages them on the kink-aware
-        test rule (boundaries at their discontinuities, e.g. ``omega = 0`` of a classification
-        error) whatever the energetic rule and prox convention: the observables are functions of the
-        order parameters only (a quadrature rule given here is then not used). A
-        :class:`~replica.numeric.kinks.KinkIntegrator` given here is that rule (its ``test_rule`` at
-        every state).
+        a kink-aware energetic integrator's own test rule, and for a model with a kink-aware rule
+        (``KINK_RULE``: a channel GLM) the kink-aware test rule (boundaries at the observables'
+        discontinuities, e.g. ``omega = 0`` of a classification error) whatever the energetic rule
+        and prox convention: the observables are functions of the order parameters only (a
+        quadrature rule given here is then not used). A :class:`~replica.numeric.kinks.KinkIntegrator`
+        given here is that rule (its ``test_rule`` at every state).
     tol:
         Relative residual ``|map(x) - x| / |x|`` at which to stop.
     damping:
@@ -355,9 +355,10 @@ class Solver:
         self.test_kinks: KinkIntegrator | None = None
         if isinstance(test_rule, KinkIntegrator):
             self.test_kinks, test_rule = test_rule, None
+        elif isinstance(self.integrator, KinkIntegrator):  # (a line rule too: its test rule has the kinks)
+            self.test_kinks = self.integrator
         elif module.KINK_RULE:
-            self.test_kinks = (self.integrator if isinstance(self.integrator, KinkIntegrator)
-                               else KinkIntegrator(module, backend=backend))
+            self.test_kinks = KinkIntegrator(module, backend=backend)
         self.test_rule = labelled(test_rule or _cached_rule("test", dim), module, self.p)
         dim += len(module.DISCRETE) + (1 if module.LABEL_VALUES else 0)
         self.error_estimate = bool(error_estimate)
