@@ -547,3 +547,32 @@ def test_lasso_finite_n_erm_against_theory(lasso):
         v = np.array([r[k] for r in runs])
         se = v.std(ddof=1) / math.sqrt(len(v))
         assert abs(v.mean() - theory[k]) < 3 * se, (k, v.mean(), se, theory[k])
+
+
+def test_ridge_without_penalty_on_the_identity_spectrum_is_the_isotropic_model(ridge):
+    """``lam = 0`` on fifty unit eigenvalues was refused as "not finite" (the start's alpha -> 0 probe,
+    1/lambda, is infinite), although the isotropic model solves it (q = 1.25 at alpha = 2)."""
+    flat = Spectrum.well_specified(np.ones(50), np.ones(50))
+    on_spectrum = Solver(gcm_module(ridge, flat), {"lam": 0.0}, error_estimate=False).solve(2.0)
+    isotropic = Solver(ridge, {"lam": 0.0}, error_estimate=False).solve(2.0)
+    assert on_spectrum.converged and isotropic.converged
+    for k in ("q_1", "V_1", "theta_1"):
+        assert on_spectrum.order[k] == pytest.approx(isotropic.order[k], rel=1e-8), k
+
+
+def test_a_zero_eigenvalue_is_the_limit_of_small_ones(lasso):
+    """LASSO refused every spectrum with a zero eigenvalue (its soft-thresholding prox divides by the
+    mode's curvature gamma_k Vhat). Such a mode carries neither variance nor signal: its term is
+    min_w r(w) = 0, the limit of an eigenvalue 1e-12 (a change of O(gamma) in the fixed point)."""
+    base = np.linspace(0.2, 1.8, 49)
+
+    def solve(g0: float):
+        g = np.concatenate([[g0], base])
+        theta = np.ones(50) / np.sqrt(np.mean(g))  # rho = 1
+        return Solver(gcm_module(lasso, Spectrum.well_specified(g, theta)), LASSO, error_estimate=False).solve(2.0)
+
+    zero, small = solve(0.0), solve(1e-12)
+    assert zero.converged and small.converged
+    for k in ("q_1", "V_1", "theta_1"):
+        assert zero.order[k] == pytest.approx(small.order[k], rel=1e-9), k
+    assert zero.train_loss == pytest.approx(small.train_loss, rel=1e-9)

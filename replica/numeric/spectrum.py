@@ -313,15 +313,15 @@ def _checked_glm(module: GeneratedModel, spectrum: Spectrum) -> GeneratedModel:
     return module
 
 
-def _on_spectrum(module: GeneratedModel, spectrum: Spectrum, entropic, envelope: bool = False,
-                 **changes) -> GeneratedModel:
+def _on_spectrum(module: GeneratedModel, spectrum: Spectrum, entropic, **changes) -> GeneratedModel:
     """``module`` with the entropic side of ``entropic`` (``update``, ``potential``): a closed
     entropic side, the spectrum's digest in the stamp, the spectrum's eigenvalues as the atoms."""
     def entropic_update(xhat, p):
         """Order parameters from conjugates: ``x = -K^{-T} ∇ Ψ_w``, spectral sums."""
         x = entropic.update(xhat, p)
-        # at xhat = 0 (the solver's alpha -> 0 probe for its start) an envelope's NaN says "no value"
-        if not np.all(np.isfinite(x)) and (np.any(xhat) or not envelope):
+        # at xhat = 0 (the solver's alpha -> 0 probe for its start) a non-finite value says "no value":
+        # an envelope's NaN, l2's 1/lambda at lambda = 0 (the isotropic module answers the probe alike)
+        if not np.all(np.isfinite(x)) and np.any(xhat):
             raise InvalidStateError("entropic_update", "the spectral sums are not finite (is lambda + gamma_k "
                                     "Vhat > 0 for every mode?)", dict(zip(module.CONJUGATES, np.asarray(xhat).tolist())))
         return x
@@ -395,6 +395,7 @@ class SpectralEnvelope:
         self._scaled = [fam["q"][0], fam["V"][0]]  # q̂, V̂ carry the mode's eigenvalue
         self._gamma = spectrum.eigenvalues
         self._t = spectrum.projections
+        self._minima: dict[tuple, float] = {}
 
     def _kinks(self, xh: tuple, p: np.ndarray, n_modes: int) -> np.ndarray:
         """The prox's kinks ``Z_j`` per mode, ``(n_kinks, n_modes)``."""
@@ -444,7 +445,24 @@ class SpectralEnvelope:
         psi = -np.sum(value * wt, axis=-1)
         grad = -np.sum(G * wt, axis=-1)
         grad[self._scaled] *= g
+        silent = (g == 0) & (tk == 0)
+        if silent.any():  # a mode without variance or signal: min_w r(w), whatever the conjugates
+            psi[silent] = -self._penalty_minimum(p)
+            grad[:, silent] = 0.0
         return psi, grad
+
+    def _penalty_minimum(self, p: np.ndarray) -> float:
+        """``min_w r(w)`` of the one-weight penalty (its closed-form prox divides by the mode's zero
+        curvature ``gamma_k Vhat``: ``--spectrum`` with a zero eigenvalue was refused as not finite)."""
+        from scipy.optimize import minimize_scalar
+
+        key = tuple(np.asarray(p, dtype=float).tolist())
+        if key not in self._minima:
+            def r(w: float) -> float:
+                return float(np.asarray(self.module.regularizer(np.array([[w]]), np.asarray(p, dtype=float))).ravel()[0])
+
+            self._minima[key] = min(float(minimize_scalar(r).fun), r(0.0))  # a convex penalty (checked)
+        return self._minima[key]
 
     def gradient(self, xhat: np.ndarray, p: np.ndarray) -> np.ndarray:
         """``∇_x̂ Ψ_w = (1/N) Σ_k ∇_x̂ ψ_k``."""
@@ -496,7 +514,7 @@ def spectral_envelope_module(module: GeneratedModel, spectrum: Spectrum, plan=No
         raise ParameterError("model", f"{module.MODEL}: the replicon of a non-quadratic penalty on a spectrum "
                                       "is not implemented")
 
-    return _on_spectrum(module, spectrum, entropic, envelope=True, ENTROPIC_OBSERVABLES=(), OBSERVABLES=kept,
+    return _on_spectrum(module, spectrum, entropic, ENTROPIC_OBSERVABLES=(), OBSERVABLES=kept,
                         ISOTROPIC_TOKENS=False, atom_eigenvalues=atom_eigenvalues)
 
 
