@@ -148,3 +148,20 @@ def test_an_interrupted_solve_does_not_promise_a_resume():
             p.kill()
     last = err.strip().splitlines()[-1]
     assert p.returncode == 143 and last == "replica solve: interrupted (SIGTERM); nothing was cached: a rerun starts again"
+
+
+@pytest.mark.parametrize("args, why", [
+    (["solve", "ridge", "--alpha", "2", "--alpha", "3"], "argument --alpha: given twice (2.0 and 3.0)"),
+    (["solve", "ridge", "--alpha", "2", "--lam", "0.1", "--lam", "0.2"], "argument --lam: given twice"),
+    (["phase", "ridge", "--no-cache", "--cache", "cache-dir"], "argument --cache: not allowed with argument --no-cache"),
+    (["derive", "ridge", "--latex", "same.tex", "--markdown", "same.tex"], "is also given as --latex"),
+], ids=["alpha-twice", "model-flag-twice", "cache-and-no-cache", "latex-is-markdown"])
+def test_contradictory_flags_are_one_line_errors(tmp_path, monkeypatch, args, why):
+    """They were accepted silently: the last --alpha won, --no-cache beat --cache, and the Markdown
+    export overwrote the LaTeX one."""
+    from tests.test_hardening import cli
+
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = cli(*args)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and why in err, err
+    assert not list(tmp_path.iterdir())

@@ -13,7 +13,7 @@ import warnings
 from typing import Sequence
 
 from ..errors import ReplicaError
-from ..validation import given_strings
+from ..validation import given_strings, refuse_repeated_flags
 from ..runtime.workers import exit_status, interrupt_message, terminate_raises
 
 #: subcommand modules, in the order ``--help`` lists them
@@ -29,6 +29,10 @@ _RAN: list[str] = []
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (``replica solve: error: argument --alpha: ...``),
     exit status 2, like every other bad input; ``--help`` still shows the usage."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        refuse_repeated_flags(self)  # --alpha 2 --alpha 3 is an error, not alpha = 3 (subcommands too)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")
