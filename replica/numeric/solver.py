@@ -79,6 +79,11 @@ def default_entropic_rule(module: GeneratedModel) -> "EntropicKinkRule | Aligned
     return gauss_hermite(dim, TENSOR_ENTROPIC_ORDERS.get(dim, 12))
 
 
+#: how the note on the local convention's saddles starts: it counts its own rule's nodes (the
+#: ``prox_saddle`` of its fixed point), so it is not carried to another rule's fixed point
+SADDLE_NOTE = "the descent from the local convention's start stopped"
+
+
 @dataclass
 class FixedPoint:
     """A solution of the saddle-point equations and its observables.
@@ -1187,9 +1192,12 @@ class Solver:
             prox_saddle=res.n_saddle, observables=values, observable_errors=errors,
             admissible=self._admissible(x) and bool(np.all(np.isfinite(xhat))))
         if res.n_saddle:
-            fp.notes.append(f"the descent from the local convention's start stopped on a saddle at {res.n_saddle} "
-                            "nodes (the start lies on a boundary between basins there): each counts half for the "
-                            "minimum on either side, never the saddle itself")
+            where = f"{res.n_saddle} nodes of {self.integrator.describe()}"
+            fp.notes.append(f"{SADDLE_NOTE} on a stationary point that is no minimum at {where}: kept there, as the "
+                            "convention's saddles = 'stay' asks (the default counts each half for the minimum on "
+                            "either side)" if self.convention.saddles == "stay" else
+                            f"{SADDLE_NOTE} on a saddle at {where} (the start lies on a boundary between basins "
+                            "there): each counts half for the minimum on either side, never the saddle itself")
         return fp
 
     def _fix_signs(self, x: np.ndarray, xhat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

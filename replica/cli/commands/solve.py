@@ -99,8 +99,10 @@ def run(args: argparse.Namespace) -> int:
 
         stages.stage("error bars: re-solves on refined rules and with more prox starts, jump check")
         try:
+            # a rule asked for by name (the paper code's d7) is the one reported, the refined value its error
             fp = solve_to_accuracy(solver, fp, args.alpha, accuracy, max_levels=1 if args.accuracy is None else 8,
-                                   progress=progress if args.accuracy is not None else None, beside=beside)
+                                   progress=progress if args.accuracy is not None else None, beside=beside,
+                                   keep_rule=args.quadrature is not None)
         finally:
             tally.__exit__(None, None, None)
             if not args.replicon:
