@@ -48,7 +48,7 @@ def test_a_bracket_without_minimum_is_refused_in_one_line(tmp_path, flags):
 
 
 def test_at_its_defaults_the_same_declaration_solves(tmp_path):
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.numeric.quadrature import gauss_hermite
     from replica.numeric.solver import Solver
 

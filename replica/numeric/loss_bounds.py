@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ParameterError
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 
 #: the grid along every line: dense near the origin, logarithmic out to 1e8
 _LINEAR = np.linspace(-20.0, 20.0, 801)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ...artifacts.outputs import check_output_files
-from ...artifacts.registry import declaration_path, load_model
+from ...registry import declaration_path, load_model
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

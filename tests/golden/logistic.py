@@ -2,14 +2,14 @@
 
 Model: logistic: logistic regression on a sign teacher y = sign(h*), l2 penalty (a GLM with L = 1)
 Fields: L=1, r=1, r_t=1. The model's mathematics only, each function once in kernel form
-(replica.codegen.backends.KernelBackend): replica.numeric.generated_model builds the vectorised functions
+(replica.codegen.backends.KernelBackend): replica.interface.generated_model builds the vectorised functions
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
-(and the array helpers of replica.numeric.generated_model).
+(and the array helpers of replica.interface.generated_model).
 """
-# replica-artifact: version=0.1.0 declaration=8f746b751e38f339 generator=66e641a0472c85e2
+# replica-artifact: version=0.1.0 declaration=8f746b751e38f339 generator=5130a4c7a87faf00
 import numpy as np
 
-from replica.numeric.generated_model import _exp, _ndtr, _where
+from replica.interface.generated_model import _exp, _ndtr, _where
 
 MODEL = 'logistic'
 L, R, R_T = 1, 1, 1
@@ -60,7 +60,7 @@ STATE_OBSERVABLES = ('angle',)
 ENTROPIC = "closed"
 
 
-# how replica.numeric.generated_model calls the kernels below on node arrays: function -> (kernel,
+# how replica.interface.generated_model calls the kernels below on node arrays: function -> (kernel,
 # leading arguments with node axes, output blocks (entries; 0: one value per node), kernel of
 # its h-free constants or None), or (function, entry) for an entry of another's output
 FUNCTIONS = {
