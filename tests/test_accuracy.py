@@ -472,7 +472,7 @@ def test_a_rule_asked_for_is_the_one_reported_with_the_refined_value_as_its_erro
     """``--quadrature RULE`` reported the refined rules' fixed point (the paper recipe's ``d7`` gave
     the converged theta, not d7's); the values are now RULE's own, and each bar reaches the refined
     rule's value beside it."""
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     out = _cli("solve", "logistic", "--alpha", "2", "--quadrature", "gh:6", "--json", "--no-replicon")
     assert out.returncode == 0, out.stderr

@@ -141,12 +141,16 @@ def test_rho_must_match_the_model(ridge):
 
 
 def test_nonfinite_sums_are_an_invalid_state(ridge):
-    """lam + gamma Vhat <= 0 for some mode: an InvalidStateError, never a NaN state."""
+    """lam + gamma Vhat <= 0 for some mode: an InvalidStateError, never a NaN state. (At xhat = 0,
+    the solver's alpha -> 0 probe for its start, a non-finite value says "no value", as the
+    isotropic module's 1/lambda does: ridge at lambda = 0 solves from another start.)"""
     mod = gcm_module(ridge, power_law(20, 1.0))
     p = np.asarray(mod.DEFAULTS, dtype=float)
     p[list(mod.PARAMETERS).index("lam")] = 0.0
     with pytest.raises(InvalidStateError, match="entropic_update"):
-        mod.entropic_update(np.zeros(3), p)
+        mod.entropic_update(np.array([1.0, 0.0, 0.0]), p)   # qhat = 1, Vhat = 0: lam + gamma Vhat = 0
+    assert not np.all(np.isfinite(mod.entropic_update(np.zeros(3), p)))
+    assert not np.all(np.isfinite(ridge.entropic_update(np.zeros(3), p)))
 
 
 # ------------------------------------------------------------------ the command line

@@ -512,6 +512,10 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
     held: list[str] = []
     concurrent = getattr(solver, "_last_x", None) is not None and solver.last_jacobian is not None \
         and np.array_equal(solver._last_x, np.asarray(fp.x, dtype=float))
+    # the rule asked for keeps its values: what its iteration left is measured now, by the Newton
+    # correction of its own solve (the bar's fallback, 10x the state's relative residual on every
+    # derived number, is 1e-7 where the correction gives 1e-9)
+    requested_corrected = solver.newton_corrected(alpha) if keep_rule and concurrent else None
     if concurrent:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="replica-jump-check") as pool:
             future = pool.submit(jump_check, solver, fp, alpha)
@@ -595,20 +599,22 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
                           + " (a refinement did not halve the previous difference): their bars are the larger "
                             "of the last two differences")
     if keep_rule and best is not requested:  # (also where the jump check moved the solve to another rule)
-        return kept_rule(requested, best, errors, accuracy, why, doubt)
+        return kept_rule(requested, best, errors, accuracy, why, doubt, corrected=requested_corrected)
     return _finish(best, errors, accuracy, why, doubt)
 
 
 def kept_rule(fp: FixedPoint, finest: FixedPoint, errors: dict[str, float], accuracy: float,
-              why: str | None = None, doubt: str | None = None) -> FixedPoint:
+              why: str | None = None, doubt: str | None = None,
+              corrected: FixedPoint | None = None) -> FixedPoint:
     """``fp`` (the rule asked for) with bars ``|fp - finest| + errors`` (``errors``: the finest
-    fixed point's bars), the finest fixed point's notes and one saying where its values are."""
+    fixed point's bars) plus what ``fp``'s iteration left (``corrected``: its solve's Newton-corrected
+    numbers, see :func:`bars`), the finest fixed point's notes and one saying where its values are."""
     fp.notes = [n for n in fp.notes if n not in finest.notes] + [n for n in _carried(finest.notes) if n not in fp.notes]
     shown = ", ".join(f"{k} = {finest.order[k]:.6g}" for k in list(finest.order)[:4])
     fp.notes.append(f"the values are those of the rule asked for ({fp.quadrature}); the refined rules' fixed point "
                     f"({finest.quadrature}: {shown}) is beside them as their error: each bar is the distance to it "
                     "plus its own bar")
-    return _finish(fp, _add(errors, bars(fp, finest)), accuracy, why, doubt)
+    return _finish(fp, _add(errors, bars(fp, finest, corrected=corrected)), accuracy, why, doubt)
 
 
 def _needs_jump_aware(check: JumpCheck | None, fp: FixedPoint, accuracy: float) -> bool:
