@@ -34,7 +34,7 @@ timeout 100 python3 -m numerics.gamp attention --omega 0.3 --alpha 2 --d 8000 --
     --device cuda --json > "$OUT/gamp_cli.json" 2>>"$E"; echo "rc $? in $((SECONDS-t)) s (1: not converged in 60 iterations)"
 echo "== histogram task on CUDA"; t=$SECONDS
 for init in positional semantic; do
-  timeout 120 python3 -m numerics.histogram --init $init --device cuda --json --quiet > "$OUT/histogram_$init.json" 2>>"$E"
+  timeout 120 python3 -m numerics.simulate histogram --init $init --device cuda --json --quiet > "$OUT/histogram_$init.json" 2>>"$E"
   echo "$init: rc $? in $((SECONDS-t)) s"
 done
 python3 -c "

@@ -47,8 +47,8 @@ that run. Sections (``--only`` selects some):
     Full-batch GD steps per second of :mod:`numerics` at d = 1000, 2000, 4000, 8000 (n = 2d) on
     CPU (1 thread) and on CUDA when available (with the speed-up per d).
 ``histogram``
-    The histogram task of :mod:`numerics.histogram` as users run it: ``python -m
-    numerics.histogram --init positional`` and ``--init semantic`` (default configuration,
+    The histogram task of :mod:`numerics.applications.attention.histogram` as users run it: ``python -m numerics.simulate
+    histogram --init positional`` and ``--init semantic`` (default configuration,
     stability check included, one torch thread each), both started at once in fresh processes
     on the 2 cores; wall time of the pair, each run's CPU time and test accuracy (issue 17:
     both >= 95 % within 5 minutes).
@@ -506,9 +506,9 @@ def bench_simulator(quick: bool) -> tuple[list[dict], dict]:
 
     import torch
 
-    from numerics.simulate import _problem
-    from numerics.models import TiedAttention, init_columns
-    from numerics.train import L2, TrainConfig, train
+    from numerics.applications.attention.simulate import _problem
+    from numerics.applications.attention.students import TiedAttention, init_columns
+    from numerics.applications.attention.train import L2, TrainConfig, train
 
     rows, data = [], {}
     dims = SIM_DIMS[:2] if quick else SIM_DIMS
@@ -562,7 +562,7 @@ def bench_histogram(quick: bool) -> tuple[list[dict], dict]:
     rows, data = [], {}
     extra = list(HIST_QUICK_ARGS) if quick else []
     t = time.perf_counter()
-    procs = {init: subprocess.Popen([sys.executable, "-m", "numerics.histogram", "--init", init, "--json", "--quiet",
+    procs = {init: subprocess.Popen([sys.executable, "-m", "numerics.simulate", "histogram", "--init", init, "--json", "--quiet",
                                      *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for init in ("positional", "semantic")}
     outs = {init: p.communicate(timeout=3600) for init, p in procs.items()}

@@ -1,7 +1,7 @@
 """Tied dot-product attention on sentences of ``L = 3`` tokens (docs/explanation/theory.md §8: general ``L``).
 
 ``S(h) = softmax_row(h h^T)``, ``T(h*) = (1 - omega) softmax_row(h* h*^T) + omega A`` with a
-``3 x 3`` row-stochastic ``A``. Encodings as in ``numerics.data.default_positional_encodings(3, d)``:
+``3 x 3`` row-stochastic ``A``. Encodings as in ``numerics.tokens.default_positional_encodings(3, d)``:
 ``p_l`` = Hadamard row ``l - 1`` over ``sqrt(d)``, so a coordinate ``i`` has projections
 ``(pi_1, pi_2, pi_3) = (1, (-1)^{i_0}, (-1)^{i_1})`` (bits of ``i``): four equally likely sign
 patterns, ``E[pi pi^T] = I_3`` (exact for ``d`` a multiple of 4). All tokens have ``Sigma = sigma^2 I``,

@@ -7,9 +7,7 @@ piece by piece, and the quadrature puts the prox's kinks on panel boundaries), p
 """
 from __future__ import annotations
 
-import sympy as sp
-
-from replica import L2, Domain, Model, Sign, TokenStatistics, classification_error, fields, parameter, \
+from replica import L2, Domain, HingeLoss, Model, Sign, TokenStatistics, classification_error, fields, parameter, \
     student_teacher_angle, teacher_fields
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
@@ -21,7 +19,7 @@ model = Model(
     name="hinge",
     description="support vector machine: hinge loss on a sign teacher y = sign(h*), l2 penalty (a GLM with L = 1)",
     h=h, hstar=hs,
-    loss=sp.Max(0, 1 - y * h[0]),
+    loss=HingeLoss(y, h[0]),
     channel=channel,
     data=TokenStatistics.isotropic(1, 1),
     regularizer=L2(lam),

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from replica import L1, Domain, EntropicObservable, Model, TokenStatistics, fields, parameter, symbol, \
-    teacher_fields
+from replica import L1, Domain, EntropicObservable, Model, SquareLoss, TokenStatistics, fields, parameter, \
+    symbol, teacher_fields
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
 noise = symbol("noise", "z")
@@ -25,7 +25,7 @@ model = Model(
     name="lasso",
     description="LASSO: square loss on y = h* + sqrt(Delta) z, l1 penalty lam1 (a GLM with L = 1)",
     h=h, hstar=hs,
-    loss=sp.Rational(1, 2) * (hs[0] + sp.sqrt(delta) * noise - h[0]) ** 2,
+    loss=SquareLoss(hs[0] + sp.sqrt(delta) * noise, h[0]),
     noise=[noise],
     data=TokenStatistics.isotropic(1, 1),
     regularizer=penalty,

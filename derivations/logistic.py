@@ -8,9 +8,7 @@ between student and teacher. Oracle: tests/oracles/classification.py.
 """
 from __future__ import annotations
 
-import sympy as sp
-
-from replica import L2, Domain, Model, Sign, TokenStatistics, classification_error, fields, parameter, \
+from replica import L2, Domain, LogisticLoss, Model, Sign, TokenStatistics, classification_error, fields, parameter, \
     student_teacher_angle, teacher_fields
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
@@ -22,7 +20,7 @@ model = Model(
     name="logistic",
     description="logistic regression on a sign teacher y = sign(h*), l2 penalty (a GLM with L = 1)",
     h=h, hstar=hs,
-    loss=sp.log(1 + sp.exp(-y * h[0])),
+    loss=LogisticLoss(y, h[0]),
     channel=channel,
     data=TokenStatistics.isotropic(1, 1),
     regularizer=L2(lam),

@@ -8,9 +8,7 @@ the angle. Oracle: tests/oracles/classification.py.
 """
 from __future__ import annotations
 
-import sympy as sp
-
-from replica import L2, Domain, Model, Probit, TokenStatistics, classification_error, fields, \
+from replica import L2, Domain, LogisticLoss, Model, Probit, TokenStatistics, classification_error, fields, \
     parameter, student_teacher_angle, teacher_fields
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
@@ -23,7 +21,7 @@ model = Model(
     name="perceptron_probit",
     description="logistic regression on a probit teacher y = sign(h* + sqrt(Delta) z), l2 penalty (a GLM)",
     h=h, hstar=hs,
-    loss=sp.log(1 + sp.exp(-y * h[0])),
+    loss=LogisticLoss(y, h[0]),
     channel=channel,
     data=TokenStatistics.isotropic(1, 1),
     regularizer=L2(lam),

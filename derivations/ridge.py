@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from replica import L2, Domain, Model, TokenStatistics, fields, parameter, symbol, teacher_fields
+from replica import L2, Domain, Model, SquareLoss, TokenStatistics, fields, parameter, symbol, teacher_fields
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
 noise = symbol("noise", "z")
@@ -20,7 +20,7 @@ model = Model(
     name="ridge",
     description="ridge regression y = h* + sqrt(Delta) z, square loss, l2 penalty (a GLM with L = 1)",
     h=h, hstar=hs,
-    loss=sp.Rational(1, 2) * (hs[0] + sp.sqrt(delta) * noise - h[0]) ** 2,
+    loss=SquareLoss(hs[0] + sp.sqrt(delta) * noise, h[0]),
     noise=[noise],
     data=TokenStatistics.isotropic(1, 1),
     regularizer=L2(lam),

@@ -194,7 +194,7 @@ for w, r in sorted(data.main.items()):
 # %% [markdown]
 # ## 4. Gradient descent at finite d
 #
-# `numerics.simulate.sweep` trains the same student by full-batch gradient descent on the
+# `numerics.applications.attention.simulate.sweep` trains the same student by full-batch gradient descent on the
 # paper's risk from a semantic (`Q = Q*`) and a positional (`Q ∝ p_1`) initialisation, and fits
 # the linear baseline, on fresh data for each seed. Step size 1.5 instead of the paper's 0.15
 # reaches the same minimum ten times sooner, and teacher columns of norm `√d` make `ρ = σ²`
@@ -203,7 +203,7 @@ for w, r in sorted(data.main.items()):
 # 10 % at `d = 100` and 1 % at `d = 1000` (`docs/reference/finite_size.md`, "Fitted exponents").
 
 # %%
-from numerics.simulate import sweep
+from numerics.applications.attention.simulate import sweep
 
 if QUICK:
     sim_alphas, sim_d, sim_seeds = (0.5, 2.0), 100, 2

@@ -293,7 +293,7 @@ show(OUT / "untied_vs_tied_transition.png")
 # ## 4. One point against gradient descent
 #
 # The untied semantic fixed point at `α = 2` against full-batch gradient descent from
-# `Q = K = Q*` (`numerics.simulate.run_attention(untied=True)`). Signs are fixed per seed by
+# `Q = K = Q*` (`numerics.applications.attention.simulate.run_attention(untied=True)`). Signs are fixed per seed by
 # `θ_1 > 0` (`S` is invariant under flipping `Q` and `K` together). The positional encodings'
 # `O(1/d)` contribution to `ε_g` is negligible here (`p_2 = −p_1`,
 # `tests/test_attention_variants.py::_output_encoding_term`). Measured at `d = 200` over 5 seeds: biases
@@ -302,7 +302,7 @@ show(OUT / "untied_vs_tied_transition.png")
 
 # %%
 from numerics.metrics import mean_se
-from numerics.simulate import run_attention
+from numerics.applications.attention.simulate import run_attention
 
 sim_d, sim_seeds = (200, [10, 11]) if QUICK else (400, [10, 11, 12, 13])
 t0 = time.perf_counter()

@@ -188,10 +188,10 @@ for alpha in alphas:
 # %%
 import torch
 
-from numerics.data import DataModel, iter_batches, make_teacher, sample_dataset, seed_streams
+from numerics.tokens import DataModel, iter_batches, make_teacher, sample_dataset, seed_streams
 from numerics.metrics import mean_se, order_parameters
-from numerics.models import TiedAttention
-from numerics.train import L2, TrainConfig, test_error, train
+from numerics.applications.attention.students import TiedAttention
+from numerics.applications.attention.train import L2, TrainConfig, test_error, train
 
 
 class LinearAttention(TiedAttention):

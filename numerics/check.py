@@ -319,14 +319,18 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
 
 
 def _simulate(problem, alpha, ds, seeds, seed0, branch, runs, say, **options) -> None:
+    from .simulate import replicates
+
     total = len(ds) * seeds
-    for d in ds:
-        for k in range(seeds):
-            res = problem.run(alpha, d, seed0 + k, branch, **options)
-            runs.append(res)
-            say(f"d={d} seed {seed0 + k} ({len(runs)}/{total}): {res['solver'].split(':')[0]}, "
+
+    def report(res: dict) -> str:
+        return (f"d={res['d']} seed {res['seed']} ({len(runs)}/{total}): {res['solver'].split(':')[0]}, "
                 f"{'converged' if res['converged'] else 'NOT converged'} (residual {res['grad_norm']:.1e}), "
                 f"{res['seconds']:.1f} s")
+
+    for d in ds:
+        replicates([seed0 + k for k in range(seeds)], lambda s, d=d: problem.run(alpha, d, s, branch, **options),
+                   log=say, report=report, out=runs)
 
 
 @contextmanager

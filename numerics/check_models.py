@@ -3,7 +3,7 @@
     python -m numerics.check_models [--models ridge,logistic] [--out docs/how-to/check.md] [--json FILE]
     python -m numerics.check_models --from-json FILE [--out docs/how-to/check.md]   # re-render only
 
-Each model of ``derivations/`` is checked at the points of :data:`POINTS` (a sample complexity, a branch)
+Each model of ``derivations/`` is checked at its points (:func:`check_points`: a sample complexity, a branch)
 with the same simulation settings (``d = 200, 400, 800``, 4 seeds, 100 000 test samples per run).
 The Markdown table (one row per model: theory against the 1/d-extrapolated simulation for eps_g,
 q, the teacher overlap and the training loss, the number of quantities that agree, the largest
@@ -20,31 +20,25 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["POINTS", "check_all", "markdown_table", "main"]
+__all__ = ["check_points", "check_all", "markdown_table", "main"]
 
-#: where each declared model is checked (sample complexity, branch; the model's defaults otherwise),
-#: cheap checks first; a model may have more than one row (the attention model also where its RS
-#: fixed point is unstable: docs/explanation/replicon.md)
-POINTS: list[dict[str, Any]] = [
-    {"model": "ridge", "alpha": 2.0},
-    {"model": "lasso", "alpha": 2.0},
-    {"model": "logistic", "alpha": 2.0},
-    {"model": "hinge", "alpha": 2.0},
-    {"model": "perceptron_probit", "alpha": 2.0},
-    {"model": "softmax_argmax3", "alpha": 2.0},
-    {"model": "linear_attention", "alpha": 2.0, "branch": "semantic"},
-    {"model": "attention_tied", "alpha": 2.0, "branch": "semantic"},
-    {"model": "attention_elastic_net", "alpha": 2.0, "branch": "semantic"},
-    {"model": "attention_clusters", "alpha": 2.0, "branch": "semantic"},
-    {"model": "attention_tied", "alpha": 1.0, "branch": "semantic"},
-    {"model": "attention_tied", "alpha": 0.5, "branch": "positional"},
-    # six-dimensional averages: the theory's error bars (refinement, jump check) did not finish in
-    # 47 min (attention_L3, default rule) on the shared 2-core machine, the fixed point itself takes
-    # seconds; the default rule's own accuracy is ~1e-3 relative (docs/how-to/extensions.md)
-    {"model": "attention_L3", "alpha": 2.0, "branch": "semantic", "theory_bars": False},
-    {"model": "attention_rank2", "alpha": 2.0, "branch": "semantic", "theory_bars": False},
-    {"model": "attention_untied", "alpha": 2.0, "branch": "semantic", "theory_bars": False},
-]
+
+
+def check_points() -> list[dict[str, Any]]:
+    """Where each declared model is checked: ``CHECK_POINTS`` of ``derivations/__init__.py`` (the
+    declarations' own list, read as a literal like their aliases: a model's name is the folder's
+    business, not the simulator's)."""
+    import ast
+
+    from replica.artifacts.paths import DERIVATIONS_DIR
+
+    tree = ast.parse((DERIVATIONS_DIR / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["CHECK_POINTS"]:
+            return [dict(p) for p in ast.literal_eval(node.value)]
+    return []
+
+
 BEGIN, END = "<!-- check-models:begin -->", "<!-- check-models:end -->"
 
 
@@ -143,9 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         from .check import REASONS
 
-        declared = declared_models()   # POINTS (cheap checks first), then any model it lacks at alpha = 2
-        points = [p for p in POINTS if p["model"] in declared] + \
-            [{"model": m, "alpha": 2.0} for m in declared if m not in {p["model"] for p in POINTS}]
+        declared = declared_models()   # the check points (cheap checks first), then any model they lack at alpha = 2
+        listed = check_points()
+        points = [p for p in listed if p["model"] in declared] + \
+            [{"model": m, "alpha": 2.0} for m in declared if m not in {p["model"] for p in listed}]
         if a.models:
             chosen = a.models.split(",")
             points = [p for p in points if p["model"] in chosen] + \

@@ -122,10 +122,10 @@ class GampSpec:
 
     def encodings(self, d: int) -> np.ndarray:
         """Positional encodings ``P`` (L, d) whose projections ``√d p_ℓ(i)`` have the declared law:
-        the simulator's :func:`numerics.data.default_positional_encodings` when its columns
+        the simulator's :func:`numerics.tokens.default_positional_encodings` when its columns
         follow that law (so that GAMP and GD see the same data), else blocks of coordinates
         per atom."""
-        from .data import default_positional_encodings
+        from .tokens import default_positional_encodings
 
         w = self.pi_weights if self.pi_weights is not None else np.ones(len(self.pis)) / len(self.pis)
         try:
@@ -395,8 +395,8 @@ class GampProblem:
 def make_problem(spec: GampSpec, alpha: float, d: int, seed: int, normalize_teacher: bool = True,
                  chunk: int = 1024) -> GampProblem:
     """The data of seed ``seed`` -- the same teacher and training sentences as
-    :func:`numerics.simulate.run_attention_seed` with that seed (same streams and draws)."""
-    from .data import DataModel, make_teacher, seed_streams
+    :func:`numerics.applications.attention.simulate.run_attention_seed` with that seed (same streams and draws)."""
+    from .tokens import DataModel, make_teacher, seed_streams
 
     streams = seed_streams(seed)
     L = spec.L
@@ -665,7 +665,7 @@ class GAMP:
         sp_, pr = self.spec, self.problem
         L, R, n, d = sp_.L, sp_.R, pr.n, pr.d
         if isinstance(init, str):
-            from .data import seed_streams
+            from .tokens import seed_streams
 
             # a fresh copy of the seed's init stream: every run of this problem starts alike
             W = initial_weights(init, sp_, pr, seed_streams(pr.seed).init)
@@ -896,25 +896,24 @@ def _check_run(**kw: Any) -> None:
         raise ValueError(f"seeds must be a positive integer (got {s!r})")
 
 
-def run_gamp(model: str | GeneratedModel = "attention", alpha: float = 2.0, d: int = 1000, init: str = "semantic",
+def run_gamp(model: str | GeneratedModel, alpha: float = 2.0, d: int = 1000, init: str = "semantic",
              seeds: int = 1, *, seed_start: int = 0, parameters: Mapping[str, float] | None = None,
              verbose: bool = False, **kwargs: Any) -> dict[str, Any]:
-    """GAMP on ``seeds`` seeds: means and standard errors over seeds and the per-seed runs
-    (keys as :func:`numerics.simulate.run_attention`, plus ``iterations`` and ``V``)."""
+    """GAMP on ``seeds`` seeds of the declared ``model`` (a name, a declaration file or a generated module):
+    means and standard errors over seeds and the per-seed runs (keys as the attention study's
+    :func:`numerics.applications.attention.simulate.run_attention`, plus ``iterations`` and ``V``)."""
     from .metrics import aggregate
 
     _check_run(alpha=alpha, d=d, init=init, seeds=seeds)
     spec = model_spec(model, parameters)
-    log = (lambda s: print(s, file=sys.stderr, flush=True)) if verbose else None
-    runs = []
-    for k, s in enumerate(range(seed_start, seed_start + int(seeds))):
-        if log:
-            log(f"[gamp {spec.name} alpha={alpha} d={d} init={init}] seed {s} ({k + 1}/{seeds}) ...")
-        run = run_gamp_seed(spec, s, alpha=alpha, d=d, init=init, progress=log, **kwargs)
-        if log:
-            log(f"    done in {run['seconds']:.1f}s: {run['message']}; grad_norm={run['grad_norm']:.2e} "
-                f"eps_g={run['eps_g']:.4e}")
-        runs.append(run)
+    from .simulate import replicates, stderr_log
+
+    log = stderr_log(True) if verbose else None
+    runs = replicates(list(range(seed_start, seed_start + int(seeds))),
+                      lambda s: run_gamp_seed(spec, s, alpha=alpha, d=d, init=init, progress=log, **kwargs),
+                      label=f"gamp {spec.name} alpha={alpha} d={d} init={init}", log=log or stderr_log(False),
+                      report=lambda run: (f"    done in {run['seconds']:.1f}s: {run['message']}; "
+                                          f"grad_norm={run['grad_norm']:.2e} eps_g={run['eps_g']:.4e}"))
     out: dict[str, Any] = {"model": spec.name, "params": dict(alpha=alpha, d=d, n=runs[0]["n"], init=init,
                                                               seeds=list(range(seed_start, seed_start + int(seeds))),
                                                               parameters=spec.parameters,

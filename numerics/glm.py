@@ -58,26 +58,43 @@ import sympy as sp
 
 from .glm_solvers import _solve_hinge, _solve_lasso, _solve_logistic, _solve_ridge  # noqa: F401
 
-__all__ = ["MODELS", "PARAMETERS", "THEORY_KEYS", "problem", "run_glm", "run_seed", "summarize", "theory", "compare",
-           "main"]
+__all__ = ["THEORY_KEYS", "check_inputs", "declaration", "parameters", "problem", "run_glm", "run_seed", "summarize",
+           "theory", "compare", "main"]
 
-#: Parameters of each model (the toolkit's names) with their defaults.
-PARAMETERS: dict[str, dict[str, float]] = {
-    "ridge": {"lam": 0.1, "Delta": 0.25},
-    "logistic": {"lam": 0.1},
-    "hinge": {"lam": 0.1},
-    "lasso": {"lam1": 0.1, "Delta": 0.25},
-    "perceptron_probit": {"lam": 0.1, "Delta": 0.25},
-}
-MODELS = tuple(PARAMETERS)
 KKT_TOL = 1e-8
+
+
+def declaration(model: str):
+    """The declared model ``MODEL`` (a name of ``derivations/`` or a path to a declaration file);
+    raises ``ValueError`` naming ``MODEL`` when there is none."""
+    from replica.errors import ReplicaError
+
+    try:
+        return _declaration(model)
+    except ReplicaError as exc:
+        raise ValueError(f"MODEL: {str(exc).splitlines()[0]}") from None
+
+
+@lru_cache(maxsize=32)
+def _declaration(model: str):
+    from replica.registry import load_model
+
+    return load_model(model)
+
+
+def parameters(model: str) -> dict[str, float]:
+    """The declared parameters of ``model`` and their defaults, by name."""
+    return {s.name: float(v) for s, v in declaration(model).defaults.items()}
 
 
 def check_inputs(model: str, alpha: float, d: int, params: dict[str, float], seeds: int = 1,
                  n_test: int = 1) -> dict[str, float]:
-    """Validate and complete the inputs; raise ``ValueError('<name>: <why>')`` naming the parameter."""
-    if model not in PARAMETERS:
-        raise ValueError(f"MODEL: unknown model {model!r}; choose from {', '.join(MODELS)}")
+    """Validate and complete the inputs; raise ``ValueError('<name>: <why>')`` naming the parameter.
+
+    The model must be one the exact solvers fit (:attr:`numerics.problem.Problem.glm`: one token, rank
+    one, no encodings; a square loss with an l2 or l1 penalty, or a logistic or hinge loss of a +-1
+    label with an l2 penalty, as its declaration says), its parameters within their declared domains,
+    and the penalty's strength positive (the minimiser is unique and finite only then)."""
     if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
         raise ValueError(f"--alpha: must be a finite number > 0, got {alpha}")
     if int(d) != d or d < 2:
@@ -88,25 +105,34 @@ def check_inputs(model: str, alpha: float, d: int, params: dict[str, float], see
         raise ValueError(f"--seeds: must be an integer >= 1, got {seeds}")
     if int(n_test) != n_test or n_test < 1:
         raise ValueError(f"--n-test: must be an integer >= 1, got {n_test}")
-    unknown = sorted(set(params) - set(PARAMETERS[model]))
+    decl = declaration(model)
+    defaults = parameters(model)
+    unknown = sorted(set(params) - set(defaults))
     if unknown:
         raise ValueError(f"--param {unknown[0]}: {model} has no parameter {unknown[0]!r}; "
-                         f"it takes {', '.join(PARAMETERS[model])}")
+                         f"it takes {', '.join(defaults)}")
     from .simulate import check_memory
 
     try:  # before anything is drawn: --d 1000000 raised MemoryError
         check_memory(d=int(d), alpha=float(alpha), L=1)
     except ValueError as exc:
         raise ValueError(f"--d: {exc}") from None
-    p = {**PARAMETERS[model], **params}
+    p = {**defaults, **{k: float(v) for k, v in params.items()}}
     for name, v in p.items():
         if not math.isfinite(v):
             raise ValueError(f"--param {name}: must be finite, got {v}")
-        if name in ("lam", "lam1") and v <= 0:
-            raise ValueError(f"--param {name}: must be > 0 (the minimiser is not unique or not finite "
-                             f"without a penalty), got {v:g}")
-        if name == "Delta" and v < 0:
-            raise ValueError(f"--param Delta: noise variance must be >= 0, got {v:g}")
+    for sym, dom in decl.domains.items():
+        if not dom.contains(p[sym.name]):
+            raise ValueError(f"--param {sym.name}: must be {dom.describe()}, got {p[sym.name]:g}")
+    glm = problem(model, p).glm
+    if glm is None:
+        raise ValueError(f"MODEL: {model} is not a convex GLM the exact solvers fit (one token, rank one, a square "
+                         "loss with an l2 or l1 penalty, or a logistic or hinge loss of a +-1 label with an l2 "
+                         f"penalty); simulate it with 'replica check {model}'")
+    if not glm["penalty"][1] > 0:
+        names = sorted(s.name for s in decl.regularizer.parameters()) or ["the penalty"]
+        raise ValueError(f"--param {names[0]}: must be > 0 (the minimiser is not unique or not finite without a "
+                         f"penalty), got {glm['penalty'][1]:g}")
     return p
 
 
@@ -122,11 +148,9 @@ def problem(model: str, params: Mapping[str, float]):
 
 @lru_cache(maxsize=32)
 def _problem(model: str, items: tuple):
-    from replica.registry import load_model
-
     from .problem import Problem
 
-    return Problem(load_model(model), None, dict(items))
+    return Problem(_declaration(model), None, dict(items))
 
 
 # --- one seed ----------------------------------------------------------------------------------------------
@@ -160,7 +184,8 @@ def run_seed(model: str, alpha: float, d: int, params: dict[str, float], seed: i
     else:                           # a continuous label y = h* + sqrt(Delta) z: the test MSE
         yt = np.broadcast_to(pb.glm["target"](*teach, *noise), (n_test,))
         out["test_mse"] = float(np.mean(0.5 * (yt - ht) ** 2))
-        out["test_mse_population"] = 0.5 * (q - 2 * theta + 1.0 + p.get("Delta", 0.0))
+        a, rho, b2 = pb.glm["target_moments"]   # y = a h* + (noise of variance b2), h* of variance rho
+        out["test_mse_population"] = 0.5 * (q - 2 * a * theta + a * a * rho + b2)
     if pb.glm["penalty"][0] == "l1":
         out["zero_fraction"] = float(np.mean(w == 0))
     out["seconds"] = time.perf_counter() - t0
@@ -187,13 +212,13 @@ def run_glm(model: str, alpha: float, d: int, params: dict[str, float] | None = 
             seed0: int = 0, n_test: int = 20000, progress: bool = False) -> dict[str, Any]:
     """``seeds`` independent instances (seeds ``seed0, seed0 + 1, …``) with their mean and standard error."""
     p = check_inputs(model, alpha, d, dict(params or {}), seeds, n_test)
-    runs = []
-    for k in range(seeds):
-        runs.append(run_seed(model, alpha, d, p, seed0 + k, n_test))
-        if progress:
-            r = runs[-1]
-            print(f"[glm] {model} alpha={alpha:g} d={d} seed {seed0 + k} ({k + 1}/{seeds}): q={r['q']:.5g} "
-                  f"theta={r['theta']:.5g} kkt={r['kkt_norm']:.1e} {r['seconds']:.1f}s", file=sys.stderr, flush=True)
+    from .simulate import replicates, stderr_log
+
+    runs = replicates([seed0 + k for k in range(seeds)], lambda s: run_seed(model, alpha, d, p, s, n_test),
+                      log=stderr_log(progress),
+                      report=lambda r: (f"[glm] {model} alpha={alpha:g} d={d} seed {r['seed']} ({r['seed'] - seed0 + 1}/"
+                                        f"{seeds}): q={r['q']:.5g} theta={r['theta']:.5g} kkt={r['kkt_norm']:.1e} "
+                                        f"{r['seconds']:.1f}s"))
     mean, se = summarize(runs)
     return {"model": model, "alpha": alpha, "d": d, "n": runs[0]["n"], "parameters": p, "n_test": n_test,
             "seeds": runs, "mean": mean, "se": se, "converged": all(r["converged"] for r in runs)}
@@ -254,12 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
                 description="Empirical risk minimisation for the GLM canon (teacher h* ~ N(0,1), x ~ N(0, I_d), "
                             "loss summed over samples + penalty): q = |w|^2/d, theta = w.w*/d, training loss per d, "
                             "test errors, KKT residual, over several seeds with standard errors.")
-    p.add_argument("model", help=f"one of {', '.join(MODELS)}")
+    p.add_argument("model", help="a declared convex GLM (e.g. ridge, lasso, logistic, hinge, perceptron_probit) or a "
+                                 "path to a declaration file")
     p.add_argument("--alpha", type=float, required=True, help="sample complexity n/d (> 0)")
     p.add_argument("--d", type=int, default=400, help="dimension (default 400)")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="NAME=VALUE",
-                   help="model parameter (repeatable): lam (ridge/logistic/hinge/perceptron_probit, > 0), "
-                        "lam1 (lasso, > 0), Delta (ridge/lasso/perceptron_probit, >= 0)")
+                   help="model parameter (repeatable), by its declared name: the penalty's strength (lam, lam1: "
+                        "> 0), label noise (Delta: >= 0), ...; default: the declaration's")
     p.add_argument("--seeds", type=int, default=3, help="number of independent instances (default 3)")
     p.add_argument("--seed0", type=int, default=0, help="first seed (default 0)")
     p.add_argument("--n-test", type=int, default=20000, help="fresh test samples per seed (default 20000)")
@@ -282,11 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = parser.parse_args(argv)
     params = dict(a.param)
     try:
-        check_inputs(a.model, a.alpha, a.d, params, a.seeds, a.n_test)
-        if a.model != "ridge":   # the other solvers are scikit-learn's (ridge: scipy's Cholesky)
-            from .deps import require
+        p = check_inputs(a.model, a.alpha, a.d, params, a.seeds, a.n_test)
+        from .deps import require
 
-            require("sklearn", f"the {a.model} solver of python -m numerics.glm")
+        for module, what in problem(a.model, p).requirements():   # scikit-learn but for square loss + l2
+            require(module, f"{what} (python -m numerics.glm)")
     except ValueError as e:
         parser.exit(2, f"{parser.prog}: error: {e}\n")
     except ReplicaError as e:   # a missing optional dependency: one line saying what to install

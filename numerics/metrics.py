@@ -7,7 +7,8 @@ untied) and ``Σ_ℓ = diag(v_ℓ)``:
     ρ_ℓ = Q*ᵀ Σ_ℓ Q* / d  (r_t×r_t)                             ρ̄_ℓ = tr Σ_ℓ / d
 
 Sign convention. ``S`` and ``T`` are even in ``h`` and ``h*`` (docs/explanation/theory.md §6), so the sign of
-each student column group (see ``sign_groups`` in :mod:`numerics.models`) and of each
+each student column group (``sign_groups`` of the attention study's students,
+:mod:`numerics.applications.attention.students`) and of each
 teacher column is arbitrary. We fix them as follows:
 
 1. student group: flip it so that, among its ``m_1`` entries, the one of largest ``|.|`` is

@@ -21,9 +21,12 @@ At dimension ``d`` and sample complexity ``alpha`` one *instance* (:meth:`Proble
 over samples, the penalty over the rows of ``W``; docs/explanation/theory.md §1):
 
 * convex GLMs (one token, rank one, no encodings; a square loss with an l2 or l1 penalty, or the
-  logistic or hinge loss of a +-1 label with an l2 penalty, recognised from the declared
-  expressions, not from the model's name) go to an exact solver (:mod:`numerics.glm`: Cholesky,
-  scikit-learn with an exact polish; optimality checked by the KKT residual);
+  logistic or hinge loss of a +-1 label with an l2 penalty, as the declaration's factors say:
+  :class:`~replica.symbolic.losses.SquareLoss`, :class:`~replica.symbolic.losses.LogisticLoss`,
+  :class:`~replica.symbolic.losses.HingeLoss`, :class:`~replica.symbolic.regularizers.L2`,
+  :class:`~replica.symbolic.regularizers.L1`; never the model's name) go to an exact solver
+  (:mod:`numerics.glm_solvers`: Cholesky, scikit-learn with an exact polish; optimality checked by the
+  KKT residual);
 * everything else to torch (float64): L-BFGS with a strong-Wolfe line search on the lambdified
   risk, or, for a penalty with a non-smooth part (``Abs``), FISTA proximal gradient with the
   theory's closed-form prox. Converged when ``|grad R|_2 / sqrt(d)`` (the gradient mapping for a
@@ -196,22 +199,14 @@ class Problem:
             values[k] = float(v)
         self.values = values
         self.subs = {s: values[s.name] for s in model.defaults}
-        data = model.data
+        data = self.data = model.data
         self.L, self.r, self.r_t = model.L, model.r, model.r_t
-        num = lambda e: float(sp.sympify(e).subs(self.subs))  # noqa: E731
-        self.atom_weights = np.array([num(a.weight) for a in data.atoms])
-        self.atom_gamma = np.array([[num(g) for g in a.gamma] for a in data.atoms])   # (atoms, slots)
-        self.atom_pi = np.array([[num(p) for p in a.pi] for a in data.atoms])         # (atoms, slots)
+        self.atom_weights, self.atom_gamma, self.atom_pi = data.numeric_atoms(values)   # (atoms,), (atoms, slots)
         # slots: (token, cluster) pairs (the tokens themselves without clusters); the label law
         self.slots = list(data.slots)
         self.slot_labels = tuple(data.slot_labels)
-        confs = data.configurations()
-        self.configs = np.array([[data.slots.index((l, c)) for l, c in enumerate(cfg)] for cfg, _, _ in confs])
-        self.config_probs = np.array([num(pr) for _, pr, _ in confs])
-        self.config_probs /= self.config_probs.sum()
+        self.configs, self.config_probs = data.configuration_table(values)
         self.label_syms = list(data.label_symbols)
-        # the slots whose indicator e_{lc} is a symbol (tokens with more than one cluster), in label_symbols' order
-        self._label_slot = [s for s, (l, _) in enumerate(self.slots) if data.clusters[l] > 1]
         self.h_syms = list(model.h)            # row-major: h[l, j] at l * r + j
         self.hs_syms = list(model.hstar)
         self.channel = model.channel
@@ -245,43 +240,59 @@ class Problem:
         return bool(np.any(self.atom_pi != 0))
 
     def _penalty_kind(self) -> tuple[str, float] | None:
-        """``("l2", lam)`` or ``("l1", lam1)`` where the penalty of a scalar row is exactly that."""
+        """``("l2", lam)`` or ``("l1", lam1)`` where the declared penalty of a scalar row is that factor
+        (:class:`~replica.symbolic.regularizers.L2` with one weight, :class:`~replica.symbolic.regularizers.L1`)."""
+        from replica.symbolic.regularizers import L1, L2
+
+        reg = self.model.regularizer
         if self.r != 1:
             return None
-        f = sp.lambdify(self.w_syms, self.penalty_expr, "numpy")
-        w = np.array([-2.0, -1.0, -0.5, 0.0, 0.3, 1.0, 2.5])
-        v = _broadcast(f(w), w.size)
-        c2, c1 = 2.0 * float(v[w == 1.0][0]), float(v[w == 1.0][0])
-        if c2 >= 0 and np.allclose(v, 0.5 * c2 * w ** 2, rtol=1e-12, atol=1e-14):
-            return ("l2", c2)
-        if c1 >= 0 and np.allclose(v, c1 * np.abs(w), rtol=1e-12, atol=1e-14):
-            return ("l1", c1)
+        if isinstance(reg, L2) and not isinstance(reg.lam, (list, tuple)):
+            return ("l2", float(reg.weights(self.values)))
+        if isinstance(reg, L1):
+            return ("l1", float(sp.sympify(reg.lam1).subs(self.subs)))
         return None
 
     def _glm_kind(self) -> dict[str, Any] | None:
-        """The exact solver that fits this declaration, if any (module docstring)."""
+        """The exact solver that fits this declaration, if any (module docstring), from its factors:
+        the loss's kind and field, the penalty's, the channel's label values."""
+        from replica.symbolic.losses import HingeLoss, LogisticLoss, SquareLoss
+
         if self.L != 1 or self.r != 1 or self.has_encodings or self.label_syms:
             return None
         pen = self._penalty_kind()
-        if pen is None:
+        loss = self.model.loss_factor
+        if pen is None or loss.field != self.h_syms[0]:
             return None
-        h = self.h_syms[0]
-        d2 = sp.simplify(sp.diff(self.loss_expr, h, 2))
-        if d2.is_number and float(d2) > 0 and sp.simplify(sp.diff(self.loss_expr, h, 3)) == 0:
-            target = sp.simplify(-sp.diff(self.loss_expr, h).subs(h, 0) / d2)
+        if isinstance(loss, SquareLoss):
+            curvature = float(sp.sympify(loss.curvature).subs(self.subs))
+            if not curvature > 0:
+                return None
+            target = sp.sympify(loss.target).subs(self.subs)
             fn = sp.lambdify(self.teacher_syms + self.noise_syms, target, "numpy")
-            return {"loss": "square", "curvature": float(d2), "target": fn, "penalty": pen}
-        if self.channel is None or tuple(self.channel.values) != (-1, 1) or pen[0] != "l2" or not pen[1] > 0:
+            return {"loss": "square", "factor": loss, "curvature": curvature, "target": fn, "penalty": pen,
+                    "target_moments": self._target_moments(loss.target)}
+        if not isinstance(loss, (LogisticLoss, HingeLoss)) or self.channel is None or loss.label != self.channel.label:
             return None
-        hh = np.linspace(-4.0, 4.0, 17)
-        rng = np.random.default_rng(0)
-        noise = [rng.standard_normal(hh.size) for _ in self.noise_syms]
-        for kind, ref in (("logistic", lambda y: np.logaddexp(0.0, -y * hh)),
-                          ("hinge", lambda y: np.maximum(0.0, 1.0 - y * hh))):
-            if all(np.allclose(_broadcast(self._loss_np(hh, np.full_like(hh, y), *noise), hh.size), ref(y),
-                               rtol=1e-12, atol=1e-13) for y in (-1.0, 1.0)):
-                return {"loss": kind, "penalty": pen}
-        return None
+        if tuple(self.channel.values) != (-1, 1) or pen[0] != "l2" or not pen[1] > 0:
+            return None
+        # the loss's kind in words (the factor's class: LogisticLoss -> "logistic")
+        return {"loss": type(loss).__name__.removesuffix("Loss").lower(), "factor": loss, "penalty": pen}
+
+    def _target_moments(self, target: sp.Expr) -> tuple[float, float, float] | None:
+        """``(a, rho, b2)`` of a target ``y = a h* + sum_k b_k z_k`` linear in one teacher field ``h*``
+        (variance ``rho``) and the noise symbols ``z_k`` (``b2 = sum_k b_k^2``): the population test
+        error of a square loss given the weights; None for another target."""
+        if len(self.teacher_syms) != 1 or self.channel is not None:
+            return None
+        hs = self.teacher_syms[0]
+        coeffs = [sp.diff(target, v) for v in [hs, *self.noise_syms]]
+        rest = sp.simplify(target - sum(c * v for c, v in zip(coeffs, [hs, *self.noise_syms])))
+        if rest != 0 or any(c.free_symbols & {hs, *self.noise_syms} for c in coeffs):
+            return None
+        num = lambda e: float(sp.sympify(e).subs(self.subs))  # noqa: E731
+        rho = num(self.data.rho(0, 1)[0, 0])
+        return num(coeffs[0]), rho, num(sum(c ** 2 for c in coeffs[1:]))
 
     def _sign_freedom(self) -> tuple[list[list[int]], list[int]]:
         """Student column groups and teacher columns whose sign flip leaves the loss unchanged."""
@@ -347,19 +358,13 @@ class Problem:
     # ------------------------------------------------------------------ data
     def label_columns(self, slot: np.ndarray) -> list[np.ndarray]:
         """The one-hot label indicators ``e_{lc}`` (the model's ``label_symbols``) of samples whose tokens
-        sit in the slots ``slot`` (n, L)."""
-        return [(slot[:, self.slots[s][0]] == s).astype(float) for s in self._label_slot]
+        sit in the slots ``slot`` (n, L) (:meth:`replica.symbolic.data.TokenStatistics.label_columns`)."""
+        return self.data.label_columns(slot)
 
     def coordinates(self, d: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(gamma, P)``, each ``(slots, d)``: the atoms' eigenvalues and encodings (plus cluster means)
-        spread over the ``d`` coordinates in proportion to the atoms' weights (largest remainders)."""
-        w = self.atom_weights / self.atom_weights.sum()
-        raw = w * d
-        counts = np.floor(raw).astype(int)
-        for k in np.argsort(-(raw - counts))[: d - counts.sum()]:
-            counts[k] += 1
-        idx = np.repeat(np.arange(len(w)), counts)
-        return self.atom_gamma[idx].T.copy(), self.atom_pi[idx].T / math.sqrt(d)
+        """``(gamma, P)``, each ``(slots, d)``: the data law at ``d`` coordinates
+        (:meth:`replica.symbolic.data.TokenStatistics.coordinates`)."""
+        return self.data.coordinates(d, self.values)
 
     def instance(self, alpha: float, d: int, seed: int) -> Instance:
         """Draw the training set of seed ``seed`` at dimension ``d`` (``n = round(alpha d)`` samples)."""
@@ -369,9 +374,8 @@ class Problem:
         G = rng["teacher"].standard_normal((d, self.r_t))
         Qs, _ = np.linalg.qr(G)
         Qstar = Qs * math.sqrt(d)
-        slot = self.configs[rng["train"].choice(len(self.configs), n, p=self.config_probs)] if self.label_syms \
-            else np.broadcast_to(np.arange(self.L), (n, self.L))
-        X = rng["train"].standard_normal((n, self.L, d)) * np.sqrt(gamma)[slot]
+        slot = self.data.sample_slots(n, rng["train"], self.values)     # the data law's sampler
+        X = self.data.sample_tokens(gamma, slot, rng["train"])
         HS = np.einsum("nld,dt->nlt", X, Qstar) / math.sqrt(d)
         teacher = self._teacher_args(HS, rng["train"])
         noise = [rng["train"].standard_normal(n) for _ in self.noise_syms] + self.label_columns(slot)
@@ -467,6 +471,8 @@ class Problem:
         return fit
 
     def _fit_glm(self, inst: Instance) -> Fit:
+        from replica.symbolic.losses import HingeLoss, LogisticLoss
+
         from . import glm_solvers as glm  # the exact minimisers (numerics.glm imports this module)
 
         t0 = time.perf_counter()
@@ -484,14 +490,15 @@ class Problem:
         else:
             require("sklearn", f"the exact {g['loss']} solver of the simulator")
             y = inst.teacher[0]
-            W, kkt, solver = (glm._solve_logistic if g["loss"] == "logistic" else glm._solve_hinge)(Xs, y, lam)
+            solve = {LogisticLoss: glm._solve_logistic, HingeLoss: glm._solve_hinge}[type(g["factor"])]
+            W, kkt, solver = solve(Xs, y, lam)
         return Fit(W=np.asarray(W, dtype=float).reshape(-1, 1), solver=f"exact {g['loss']} + {kind}: {solver}",
                    grad_norm=float(kkt), converged=bool(kkt <= KKT_TOL), iterations=0,
                    seconds=time.perf_counter() - t0)
 
     def _penalty_of_rows(self, r: int):
         """The declared penalty as a :class:`replica.symbolic.regularizers.SeparableRegularizer` of rows of length
-        ``r`` for :class:`numerics.train.TheoryRegularizer`: the model's own for ``r = self.r``, its
+        ``r`` for :class:`numerics.penalties.TheoryRegularizer`: the model's own for ``r = self.r``, its
         restriction to the first component otherwise (which the simulator uses for the proximal map of
         a penalty that is a sum of one function per component, and which a per-component l2 such as
         ``L2([lam_Q, lam_K])`` cannot give itself)."""
@@ -511,7 +518,7 @@ class Problem:
     def _fit_torch(self, inst: Instance, W0: np.ndarray, basis: np.ndarray | None, *, tol: float, max_iter: int,
                    device: str) -> Fit:
         torch = require("torch", "the generic simulator (gradient-based minimisation of the declared risk)")
-        from .train import TheoryRegularizer
+        from .penalties import TheoryRegularizer
 
         t0 = time.perf_counter()
         dev, dt = torch.device(device), torch.float64
@@ -755,8 +762,7 @@ class Problem:
         label law, then per token jointly Gaussian with means ``(m_s, 0)`` and covariance
         ``[[q_s, theta_s], [theta_s^T, rho_s]]`` of its slot ``s``; tokens independent given the labels."""
         r, rt = self.r, self.r_t
-        slot = self.configs[rng.choice(len(self.configs), n_test, p=self.config_probs)] if self.label_syms \
-            else np.broadcast_to(np.arange(self.L), (n_test, self.L))
+        slot = self.data.sample_slots(n_test, rng, self.values)
         H = np.empty((n_test, self.L, r))
         HS = np.empty((n_test, self.L, rt))
         for l in range(self.L):

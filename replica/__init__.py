@@ -33,6 +33,8 @@ _EXPORTS = {
     "matrix_parameter": "symbolic.symbols", "parameter": "symbolic.symbols", "softmax_rows": "symbolic.symbols",
     "symbol": "symbolic.symbols", "teacher_fields": "symbolic.symbols", "Solver": "numeric.solver",
     "FixedPoint": "numeric.solver", "linear_baseline": "numeric.solver",
+    "Loss": "symbolic.losses", "SquareLoss": "symbolic.losses", "LogisticLoss": "symbolic.losses",
+    "HingeLoss": "symbolic.losses", "Factor": "symbolic.factors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -263,7 +263,10 @@ def test_editing_a_declaration_regenerates_its_module(tmp_path):
     assert "generating" not in err and again["eps_g"] == first["eps_g"]       # fresh: reused
     # double the loss: the fixed point moves (the data term weighs twice the penalty), and the new
     # numbers are those of the regenerated module
-    decl.write_text(RIDGE.replace("loss=sp.Rational(1, 2) * ", "loss="))
+    doubled = RIDGE.replace("loss=SquareLoss(hs[0] + sp.sqrt(delta) * noise, h[0])",
+                            "loss=SquareLoss(hs[0] + sp.sqrt(delta) * noise, h[0], curvature=2)")
+    assert doubled != RIDGE
+    decl.write_text(doubled)
     edited, err = _solve_json(decl, env=env)
     assert "declaration changed" in err
     assert edited["q"] != pytest.approx(first["q"], rel=1e-6)
@@ -476,7 +479,7 @@ def test_simulator_maps_match_the_declaration():
     torch = pytest.importorskip("torch")
     import sympy as sp
 
-    from numerics.data import MixedTarget, softmax_row_gram
+    from numerics.applications.attention.targets import MixedTarget, softmax_row_gram
     from replica.applications.attention.paper import PAPER_A
     from replica.registry import load_model
 
@@ -495,7 +498,7 @@ def test_simulator_maps_match_the_declaration():
 
 def test_simulator_regularizers_are_the_theorys():
     torch = pytest.importorskip("torch")
-    from numerics.train import L2, ElasticNet
+    from numerics.applications.attention.train import L2, ElasticNet
 
     W = torch.tensor(np.random.default_rng(1).normal(size=(7, 2)))
     assert float(L2(0.3)(W)) == pytest.approx(0.15 * float((W * W).sum()), rel=1e-14)

@@ -1,6 +1,6 @@
 """Simulation (numerics/) vs replica theory (replica/) at ω = 0.3 (issue 7, item 4).
 
-Every tolerance comes from the finite-size study ``python -m numerics.finite_size``
+Every tolerance comes from the finite-size study ``python -m numerics.simulate finite-size``
 (docs/reference/finite_size.md; its fits are read from docs/figures/finite_size_fits.csv). For a mean
 over K seeds at dimension d the test asserts, observable by observable,
 
@@ -15,10 +15,10 @@ over K seeds at dimension d the test asserts, observable by observable,
 * ``u_theory``: the theory's own quadrature uncertainty, ``fp.quadrature_residual · |X|``
   computed live (≈1e-2 relative on the positional branch, 1e-4…1e-3 on the semantic one).
 
-See :func:`numerics.finite_size.tolerance`. Nothing here was tuned to pass: the constants
+See :func:`numerics.applications.attention.finite_size.tolerance`. Nothing here was tuned to pass: the constants
 are the study's. The seeds (1000…) are not the study's (0…), so each test is a prediction.
 
-Theory: :func:`numerics.finite_size.theory_point`, i.e. ``Solver(...).solve(alpha)``
+Theory: :func:`numerics.applications.attention.finite_size.theory_point`, i.e. ``Solver(...).solve(alpha)``
 continued in α from the branch's home point (positional 0.5, semantic 2), because at
 α = 2 a cold start lands on a second positional solution that GD does not reach
 (``test_cold_start_positional_solution_at_alpha_2``, a strict xfail). Semantic init at
@@ -46,8 +46,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from numerics import simulate  # noqa: E402
-from numerics.finite_size import (  # noqa: E402
+from numerics.applications.attention import simulate  # noqa: E402
+from numerics.applications.attention.finite_size import (  # noqa: E402
     OBSERVABLES,
     fit_power_law,
     load_fits,
@@ -157,7 +157,7 @@ def test_cold_start_positional_solution_at_alpha_2():
     positional init reaches the one continued from α = 0.5 (q ≈ 0.052, m ≈ 0.256, the lower
     e_t); a cold ``Solver(...).solve(2.0)`` returns q ≈ 0.099, m ≈ 0.084. This documents it
     (tolerance: the theory's own ``u`` of the continued solution); the agreement tests use the
-    continued solution (:func:`numerics.finite_size.theory_point`)."""
+    continued solution (:func:`numerics.applications.attention.finite_size.theory_point`)."""
     cont = theory_point(OMEGA, 2.0, "positional")
     cold = theory_point(OMEGA, 2.0, "positional", continuation=False)
     for o in ("q", "m"):
@@ -229,7 +229,7 @@ def test_finite_size_resume_cli_and_bad_input(tmp_path):
     assert run_study(out, pts, [20, 40], [2], **kw) == 0  # resumed: every row is cached
     assert run_study(out, pts, [20, 40], [3], **kw) == 2  # one more seed per d
     assert len(load_runs(os.path.join(out, "runs.csv"))) == 6
-    p = subprocess.run([sys.executable, "-m", "numerics.finite_size", "--out", out, "--analyse-only"],
+    p = subprocess.run([sys.executable, "-m", "numerics.simulate", "finite-size", "--out", out, "--analyse-only"],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "3 non-converged" in p.stderr  # 50 steps: every run is reported as not converged
@@ -237,7 +237,7 @@ def test_finite_size_resume_cli_and_bad_input(tmp_path):
         assert os.path.exists(os.path.join(out, f)), f
     bad = {"point": ["--points", "magic:1"], "alpha": ["--points", "semantic:-1"],
            "d": ["--ds", "0,100"], "seeds": ["--ds", "100,200", "--seeds", "1,2,3"]}
-    procs = {name: subprocess.Popen([sys.executable, "-m", "numerics.finite_size", "--out", out, *extra],
+    procs = {name: subprocess.Popen([sys.executable, "-m", "numerics.simulate", "finite-size", "--out", out, *extra],
                                     cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name, extra in bad.items()}
     for name, proc in procs.items():

@@ -192,11 +192,11 @@ def test_rank2_map_preserves_the_faces_fixed_by_its_reflections(face, state):
 # ------------------------------------------------------------------ L = 3
 def test_L3_encodings_have_the_law_of_the_simulator_encodings():
     """derivations/attention_L3 declares ``(pi_1, pi_2, pi_3)`` uniform on ``{(1, +-1, +-1)}``: the
-    empirical law of ``sqrt(d) P[:, i]`` for numerics.data.default_positional_encodings(3, d)
+    empirical law of ``sqrt(d) P[:, i]`` for numerics.tokens.default_positional_encodings(3, d)
     (Hadamard rows), exactly, for ``d`` a multiple of 4."""
     pytest.importorskip("torch")
     from derivations.attention_L3 import model
-    from numerics.data import default_positional_encodings
+    from numerics.tokens import default_positional_encodings
     from replica.symbolic.data import TokenStatistics
 
     d = 200
@@ -274,7 +274,7 @@ THEORY = {
                    eps_g=0.00950324, train_loss=0.007424664),
 }
 #: Simulator settings: full-batch GD on the paper's risk, lr 1.5 (stable, ~10x faster than 0.15 to the
-#: same minimum, numerics/finite_size.py) until grad_norm <= 1e-6; teacher columns of norm sqrt(d).
+#: same minimum, numerics/applications/attention/finite_size.py) until grad_norm <= 1e-6; teacher columns of norm sqrt(d).
 SIM = dict(omega=0.3, n_test=20_000, normalize_teacher=True, lr=1.5, steps=20_000, stop_grad=1e-6)
 
 
@@ -287,7 +287,7 @@ def _output_encoding_term(name: str, order: dict, d: int, n: int = 8) -> float:
     orthonormal encodings of ``L = 3`` it is ``sum_lk S_lk^2 / 2d >= 1/2d``: 0.0052 at ``d = 100``
     against ``eps_g = 0.0041``. It enters ``eps_g`` once and ``e_t = R/d`` ``alpha`` times.
     """
-    from numerics.data import default_positional_encodings
+    from numerics.tokens import default_positional_encodings
     from replica.symbolic.order_parameters import OrderParameters
     from replica.registry import load_model
 
@@ -357,7 +357,7 @@ def _simulate(point: str, d: int, seeds) -> list[dict[str, float]]:
     pytest.importorskip("torch")
     import torch
 
-    from numerics.simulate import run_attention_seed
+    from numerics.applications.attention.simulate import run_attention_seed
 
     _, _, alpha, kw, init = POINTS[point]
     out = []

@@ -364,13 +364,13 @@ def test_check_without_torch_says_what_to_install(monkeypatch, capsys):
 def test_simulator_command_lines_without_torch_say_what_to_install(monkeypatch, capsys):
     """The attention simulator (numerics.checks.run_cli, shared by simulate, histogram, experiments,
     gamp) and the clusters simulator stop with one line, status 2, instead of a traceback."""
-    import numerics.clusters as clusters
-    import numerics.simulate as simulate
+    import numerics.applications.attention.clusters as clusters
+    import numerics.applications.attention.simulate as simulate
     from numerics.deps import missing_line
 
     monkeypatch.setitem(sys.modules, "torch", None)       # as if not installed
     assert simulate.main(["attention", "--d", "20", "--alpha", "1"]) == 2
-    assert missing_line("python -m numerics.clusters", clusters.main, ["--d", "20", "--seeds", "1"]) == 2
+    assert missing_line("python -m numerics.simulate clusters", clusters.main, ["--d", "20", "--seeds", "1"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 2 and all("needs torch, which is not installed: pip install torch" in ln for ln in lines)
     assert lines[0].startswith("python -m numerics.simulate: error:")

@@ -3,7 +3,7 @@
 Gaussian-mixture tokens with correlated labels go through the same path as every model:
 declaration (``derivations/attention_clusters.py``) -> Derivation (slot order parameters,
 one-hot label indicators) -> generated module (``DISCRETE`` coordinates) -> Solver (Gaussian
-rules x label configurations, :mod:`replica.numeric.labels`) -> simulator (:mod:`numerics.clusters`).
+rules x label configurations, :mod:`replica.numeric.labels`) -> simulator (:mod:`numerics.applications.attention.clusters`).
 
 Fast tests: declarations, the bracket against a hand-typed oracle for every label
 configuration, the envelope gradient by finite differences, product rules, the reduction to
@@ -303,7 +303,7 @@ def test_solve_cli_json(clusters):
 
 # ---------------------------------------------------------------- simulator
 def test_mixture_sampler_statistics():
-    from numerics.clusters import ClusterDataModel, DEFAULT_LABELS, mean_direction
+    from numerics.applications.attention.clusters import ClusterDataModel, DEFAULT_LABELS, mean_direction
 
     d = 64
     data = ClusterDataModel.create(d, labels=DEFAULT_LABELS(0.8))
@@ -324,7 +324,7 @@ def test_mixture_sampler_statistics():
 
 
 def test_slot_order_parameters_of_a_known_student():
-    from numerics.clusters import ClusterDataModel, mean_direction, slot_order_parameters
+    from numerics.applications.attention.clusters import ClusterDataModel, mean_direction, slot_order_parameters
 
     d = 128
     data = ClusterDataModel.create(d)
@@ -341,7 +341,7 @@ def test_slot_order_parameters_of_a_known_student():
 
 def test_tiny_simulation_runs():
     pytest.importorskip("torch")
-    from numerics.clusters import run_clusters
+    from numerics.applications.attention.clusters import run_clusters
 
     res = run_clusters(alpha=1.0, d=40, seeds=1, steps=300, n_test=500, lr=1.5)
     assert res["slots"] == ["1a", "1b", "2a", "2b"] and len(res["q"]) == 4
@@ -370,11 +370,11 @@ D_CHECK, K_CHECK, SEED0 = 800, 4, 1000
 def test_theory_vs_simulation(init, alpha):
     """Fresh seeds (1000...) at d = 800 agree with the replica fixed point of the branch the run
     starts on, within tol = 4 std/sqrt(K) + |bias| + 2 SE + u_theory, std, bias and SE as
-    measured by the finite-size study at d = 800 (numerics.clusters.tolerance,
+    measured by the finite-size study at d = 800 (numerics.applications.attention.clusters.tolerance,
     docs/how-to/extensions.md); every run must converge. Each point is on the branch that is the
     global minimum there (alpha_c ~ 2.6 for the declaration's defaults)."""
     pytest.importorskip("torch")
-    from numerics.clusters import run_clusters, theory, tolerance
+    from numerics.applications.attention.clusters import run_clusters, theory, tolerance
 
     with open(STUDY, newline="") as fh:
         rows = {r["observable"]: r for r in csv.DictReader(fh)

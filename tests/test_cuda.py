@@ -36,7 +36,7 @@ def _close(a: dict, b: dict, keys=KEYS, rtol=1e-8, atol=1e-12) -> None:
 
 @pytest.mark.parametrize("init, alpha", [("semantic", 1.5), ("positional", 0.8)])
 def test_tied_gradient_descent_is_the_same_on_cpu_and_cuda(init, alpha):
-    from numerics.simulate import run_attention_seed
+    from numerics.applications.attention.simulate import run_attention_seed
 
     kw = dict(omega=0.3, alpha=alpha, d=300, init=init, steps=400, lr=1.5, stop_grad=0.0, n_test=2000)
     cpu = run_attention_seed(0, device="cpu", **kw)
@@ -45,7 +45,7 @@ def test_tied_gradient_descent_is_the_same_on_cpu_and_cuda(init, alpha):
 
 
 def test_value_matrix_student_is_the_same_on_cpu_and_cuda():
-    from numerics.value_matrix import run_value_seed
+    from numerics.applications.attention.value_matrix import run_value_seed
 
     kw = dict(omega=0.3, alpha=1.2, d=200, init="semantic", steps=300, stop_grad=0.0, n_test=2000)
     cpu = run_value_seed(0, device="cpu", **kw)
@@ -54,7 +54,7 @@ def test_value_matrix_student_is_the_same_on_cpu_and_cuda():
 
 
 def test_histogram_transformer_forward_is_the_same_on_cpu_and_cuda():
-    from numerics.histogram import build_model, quick_config, sample_sequences
+    from numerics.applications.attention.histogram import build_model, quick_config, sample_sequences
 
     cfg = quick_config()
     x, _ = sample_sequences(64, cfg.T, cfg.alphabet, np.random.default_rng(0))

@@ -300,7 +300,7 @@ def test_simulate_after_sigint_does_not_train_a_finished_seed_again(tmp_path):
 
 
 def test_a_truncated_last_csv_row_is_not_kept_as_done(tmp_path):
-    from numerics.simulate import CSV_COLUMNS, _append_row, _csv_key, complete_rows
+    from numerics.applications.attention.simulate import CSV_COLUMNS, _append_row, _csv_key, complete_rows
 
     out = tmp_path / "s.csv"
     row = ["attention", "0.3", "1.0", "30", "semantic", "1", *["0.5"] * 10, "True"]
@@ -362,14 +362,14 @@ def test_interrupted_figures_leave_the_old_directory_whole(tmp_path, monkeypatch
     (("--iid-teacher", "--normalize-teacher"), "--iid-teacher"),
 ])
 def test_simulate_refuses_what_it_used_to_accept(flags, name, capsys):
-    from numerics import simulate
+    from numerics.applications.attention import simulate
 
     rc = simulate.main(["attention", "--d", "20", "--n-test", "10", "--quiet", *flags])
     one_line(rc, capsys.readouterr().err, 2, name)
 
 
 def test_the_api_refuses_them_too():
-    from numerics.simulate import validate
+    from numerics.applications.attention.simulate import validate
 
     with pytest.raises(ValueError, match="untied"):
         validate(lam_K=0.1, untied=False)
@@ -380,7 +380,7 @@ def test_the_api_refuses_them_too():
 
 def test_none_is_written_with_a_reason():
     """``None`` (not only NaN) became a bare null: numerics.glm's ``se`` with one seed,
-    numerics.histogram's ``*_se``, numerics.gamp's ``switching.period``."""
+    numerics.applications.attention.histogram's ``*_se``, numerics.gamp's ``switching.period``."""
     from replica.artifacts import jsonio
 
     d = strict_json(jsonio.dumps({"se": {"q": None}, "period": None, "xs": [1.0, None], "ok": 1}))
@@ -480,7 +480,7 @@ def test_the_simulators_teacher_is_normalised_by_default_and_rho_reported(capsys
     """At d = 1000 one seed's iid teacher drew rho = 0.223 instead of sigma^2 = 0.25 (GAMP's theta
     12 % below the theory, no word of it). The default teacher now has columns of norm sqrt(d), rho
     exact; --iid-teacher is the paper's draw; --normalize-teacher is kept as the default's alias."""
-    from numerics import simulate
+    from numerics.applications.attention import simulate
 
     base = ["linear", "--d", "40", "--n-test", "50", "--quiet", "--no-cache", "--json"]
     runs = {}

@@ -2,7 +2,7 @@
 
 Penalty map. The declaration's ``r(w) = lam1 |w|_1 + lam2/2 |w|^2`` acts on the rows ``w = Q_i`` of
 ``Q`` (entries O(1), ``h = Q^T x / sqrt(d)``) and is added to the sum risk of docs/explanation/theory.md §1; the
-simulator's ``ElasticNet(l1, l2)`` (numerics/train.py) adds ``l1 sum|Q_ij| + l2/2 sum Q_ij^2`` to the
+simulator's ``ElasticNet(l1, l2)`` (numerics/applications/attention/train.py) adds ``l1 sum|Q_ij| + l2/2 sum Q_ij^2`` to the
 same sum risk, so ``lam1 = l1`` and ``lam2 = lam`` of ``run_attention_seed`` (no factor of d).
 
 Order parameters. With l1 the entropic channel is not Gaussian: coordinate ``i`` of ``Q`` is the
@@ -89,7 +89,7 @@ def _simulate(point: str, d: int, seeds, l1: float = LAM1) -> list[dict[str, flo
     pytest.importorskip("torch")
     import torch
 
-    from numerics.simulate import run_attention_seed
+    from numerics.applications.attention.simulate import run_attention_seed
 
     _, alpha, init, m0 = POINTS[point]
     scale = 1.0 if m0 is None else m0 * math.sqrt(d)
@@ -178,7 +178,7 @@ def test_proximal_path_with_vanishing_l1_is_the_l2_run():
     """``l1 > 0`` switches the simulator to proximal GD with ``ElasticNet(l1, lam)``; with a vanishing
     ``l1`` (1e-300) it must reproduce the plain l2 run (the tied model, lam2 = lam)."""
     pytest.importorskip("torch")
-    from numerics.simulate import run_attention_seed
+    from numerics.applications.attention.simulate import run_attention_seed
 
     kw = dict(alpha=2.0, d=100, init="semantic", lam=LAM2, **dict(SIM, n_test=2000))
     a = run_attention_seed(3, l1=0.0, **kw)
@@ -192,7 +192,7 @@ def test_default_positional_init_falls_into_the_zero_minimum():
     """With l1 the paper's positional init (``m = d^-1/2``) is in the basin of ``W = 0`` at large d
     (measured, seeds 1000-1009: 4/10 runs end at W = 0 at d = 200, 10/10 at d = 800)."""
     pytest.importorskip("torch")
-    from numerics.simulate import run_attention_seed
+    from numerics.applications.attention.simulate import run_attention_seed
 
     for seed in (1000, 1001, 1002):
         r = run_attention_seed(seed, alpha=0.5, d=800, init="positional", l1=LAM1, lam=LAM2,

@@ -1,4 +1,4 @@
-"""``python -m numerics.experiments``: the command that regenerates the histogram and value-matrix
+"""``python -m numerics.simulate experiments``: the command that regenerates the histogram and value-matrix
 figures (issue 17). The quick run is in the slow suite (about a CPU-minute); input errors are fast."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is not installed (extra 'sim')")
 
-CMD = [sys.executable, "-m", "numerics.experiments"]
+CMD = [sys.executable, "-m", "numerics.simulate", "experiments"]
 
 
 @pytest.mark.parametrize("args, name", [

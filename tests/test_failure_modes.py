@@ -341,7 +341,7 @@ def test_simulate_sweep_out_checked_before_training(tmp_path):
 
 
 def test_simulate_sweep_rows_written_whole(tmp_path):
-    from numerics.simulate import CSV_COLUMNS, _append_row
+    from numerics.applications.attention.simulate import CSV_COLUMNS, _append_row
 
     out = tmp_path / "s.csv"
     _append_row(out, [str(i) for i in range(len(CSV_COLUMNS))])

@@ -215,7 +215,7 @@ def test_gamp_tracks_state_evolution_d2000(point):
     """Plain GAMP vs the undamped state evolution from its initial overlaps, at every iteration:
     |GAMP − SE| ≤ 4 × the RMS deviation measured at d = 2000 in the committed study (seeds
     0..9; this is seed 100)."""
-    from numerics.gamp_study import TRAJECTORY_POINTS, deviations, trajectory
+    from numerics.applications.attention.gamp_study import TRAJECTORY_POINTS, deviations, trajectory
 
     dev = deviations(str(FIGURES / "gamp_state_evolution.csv"))
     rows = trajectory(point, 2000, 100)
@@ -236,7 +236,7 @@ def test_gamp_fixed_point_vs_gd_and_theory_d2000(point):
     Only where the RS fixed point is stable (test_replicon): on the positional branch the prox
     switches between minima and GAMP does not reliably converge at d = 2000 -- measured in the
     committed study (docs/explanation/gamp.md), not asserted here."""
-    from numerics.gamp_study import fixed_point_row
+    from numerics.applications.attention.gamp_study import fixed_point_row
 
     rows = [r for r in _rows("gamp_fixed_points.csv") if r["point"] == point and int(r["d"]) == 2000]
     assert len(rows) >= 3

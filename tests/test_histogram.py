@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (extra 'sim')")
 
-from numerics.histogram import (HistogramConfig, attention_index, build_model, histogram_targets,  # noqa: E402
+from numerics.applications.attention.histogram import (HistogramConfig, attention_index, build_model, histogram_targets,  # noqa: E402
                                 quick_config, run_seed, sample_sequences)
 
 
@@ -125,7 +125,7 @@ def test_both_minima_of_the_default_configuration_reach_95_percent():
 
 
 def test_cli_json_and_errors():
-    base = [sys.executable, "-m", "numerics.histogram"]
+    base = [sys.executable, "-m", "numerics.simulate", "histogram"]
     out = subprocess.run(base + ["--init", "semantic", "--T", "5", "--alphabet", "4", "--dim", "4", "--hidden", "16",
                                  "--n-train", "300", "--n-test", "100", "--epochs", "2", "--sgd-epochs", "1",
                                  "--json", "--quiet"], capture_output=True, text=True, timeout=300)

@@ -13,23 +13,20 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.support import spawn  # noqa: E402
-from numerics import simulate  # noqa: E402
-from numerics.data import (  # noqa: E402
-    DataModel,
+from numerics.applications.attention import simulate  # noqa: E402
+from numerics.applications.attention.students import (  # noqa: E402
+    LinearBaseline,
+    TiedAttention,
+    UntiedAttention,
+    init_columns,
+)
+from numerics.applications.attention.targets import (  # noqa: E402
     MixedTarget,
     PositionalTarget,
     SemanticTarget,
     check_row_stochastic,
-    default_positional_encodings,
-    make_teacher,
-    sample_dataset,
-    seed_streams,
 )
-from numerics.metrics import linear_formula_mc, mean_se, order_parameters  # noqa: E402
-from numerics.models import LinearBaseline, TiedAttention, UntiedAttention, init_columns  # noqa: E402
-from numerics.train import (  # noqa: E402
-    L2,
-    ElasticNet,
+from numerics.applications.attention.train import (  # noqa: E402
     GramStats,
     NonConvergenceWarning,
     TrainConfig,
@@ -39,6 +36,15 @@ from numerics.train import (  # noqa: E402
     risk,
     sample_losses,
     train,
+)
+from numerics.metrics import linear_formula_mc, mean_se, order_parameters  # noqa: E402
+from numerics.penalties import L2, ElasticNet  # noqa: E402
+from numerics.tokens import (  # noqa: E402
+    DataModel,
+    default_positional_encodings,
+    make_teacher,
+    sample_dataset,
+    seed_streams,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -96,7 +102,7 @@ def test_positional_encodings_and_A_checks():
         check_row_stochastic([1.0, 0.0, 0.0])
 
 
-@pytest.mark.filterwarnings("ignore::numerics.train.NonConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::numerics.applications.attention.train.NonConvergenceWarning")
 def test_seed_reproducibility():
     kw = dict(omega=0.3, alpha=1.0, d=40, steps=30, n_test=300, init="random")
     a = simulate.run_attention_seed(3, **kw)
@@ -222,7 +228,7 @@ def test_mean_se():
 
 
 # ----------------------------------------------------------------------------- training
-@pytest.mark.filterwarnings("ignore::numerics.train.NonConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::numerics.applications.attention.train.NonConvergenceWarning")
 def test_semantic_stays_semantic():
     res = simulate.run_attention(0.3, 2.0, 150, "semantic", seeds=1, steps=600, n_test=2000)
     assert res["theta"] > 0.05
@@ -230,7 +236,7 @@ def test_semantic_stays_semantic():
     assert res["eps_g"] < 3e-3
 
 
-@pytest.mark.filterwarnings("ignore::numerics.train.NonConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::numerics.applications.attention.train.NonConvergenceWarning")
 def test_positional_stays_positional():
     res = simulate.run_attention(0.3, 0.5, 150, "positional", seeds=1, steps=1500, n_test=2000)
     assert res["m"] > 0.1
@@ -258,7 +264,7 @@ def test_proximal_l1():
     assert (student.Q.detach() == 0).sum() > 0  # ℓ1 produces exact zeros
 
 
-@pytest.mark.filterwarnings("ignore::numerics.train.NonConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::numerics.applications.attention.train.NonConvergenceWarning")
 def test_general_L_rank_untied_plumbing():
     A3 = [[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]]
     res = simulate.run_attention(0.5, 1.0, 32, "positional", seeds=2, A=A3, r=2, r_t=2,
@@ -309,7 +315,7 @@ def test_cli_bad_inputs():
         assert len(lines) == 1 and name in lines[0], (name, err)
 
 
-@pytest.mark.filterwarnings("ignore::numerics.train.NonConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::numerics.applications.attention.train.NonConvergenceWarning")
 def test_cli_runs_and_sweep_resume(tmp_path, capsys):
     assert simulate.main(["attention", "--d", "30", "--alpha", "1", "--steps", "20",
                           "--n-test", "50", "--seeds", "2", "--json", "--quiet"]) == 0

@@ -203,6 +203,14 @@ def test_state_evolution_rejects_unknown_parameters():
         state_evolution("svm", 1.0)
 
 
+def test_the_oracles_defaults_are_the_declarations():
+    """The oracles answer to the declared models' names and defaults (derivations/<model>.py)."""
+    from numerics.glm import parameters
+
+    for model, defaults in PARAMETERS.items():
+        assert parameters(model) == defaults, model
+
+
 def test_classification_error_formula():
     assert classification_error(1.0, 1.0) == 0.0
     assert classification_error(2.0, 0.0) == pytest.approx(0.5)

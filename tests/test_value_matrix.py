@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (extra 'sim')")
 
-from numerics.models import TiedAttention  # noqa: E402
-from numerics.train import _has_gram_form, sample_losses  # noqa: E402
-from numerics.value_matrix import crossing, gd_transition, make_value_student, run_value_seed  # noqa: E402
+from numerics.applications.attention.students import TiedAttention  # noqa: E402
+from numerics.applications.attention.train import _has_gram_form, sample_losses  # noqa: E402
+from numerics.applications.attention.value_matrix import crossing, gd_transition, make_value_student, run_value_seed  # noqa: E402
 
 
 def _student(d=12, r_v=2, scale=1.0, seed=0):
@@ -42,7 +42,7 @@ def test_without_correction_it_is_the_tied_student_and_its_risk_takes_the_direct
     y = torch.as_tensor(np.random.default_rng(3).normal(size=(7, 2, 12)))
     with torch.no_grad():
         assert torch.equal(st(x), tied(x))
-    # the Gram shortcut of numerics.train assumes f = S(x+P)(x+P): it must not be used here
+    # the Gram shortcut of numerics.applications.attention.train assumes f = S(x+P)(x+P): it must not be used here
     assert not _has_gram_form(st)
     st2 = _student(scale=1.0)[0]
     with torch.no_grad():
@@ -89,7 +89,7 @@ def test_value_matrix_leaves_the_gd_transition_where_the_tied_one_is_d400():
     value - tied. Tolerance: the shift must be smaller than the seed-to-seed spread (std) of
     the tied GD transition itself at this d, the resolution with which GD locates alpha_c here.
     """
-    from numerics.experiments import ALPHA_FACTORS, theory_alpha_c
+    from numerics.applications.attention.experiments import ALPHA_FACTORS, theory_alpha_c
 
     ac = theory_alpha_c([0.3])[0.3]
     alphas = [round(f * ac, 4) for f in ALPHA_FACTORS]

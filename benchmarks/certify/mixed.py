@@ -2,7 +2,8 @@
 semantic branch's merger) gradient descent from the semantic initialisation ends at ``theta ~ 0.05``.
 Is that a converged stationary point, and is there a replica-symmetric fixed point there?
 
-* ``gd D SEED STEPS[,STEPS...]`` -- full-batch GD (``numerics.simulate.run_attention_seed``) with every
+* ``gd D SEED STEPS[,STEPS...]`` -- full-batch GD
+  (``numerics.applications.attention.simulate.run_attention_seed``) with every
   stopping test off (``tol_grad = tol_loss = stop_grad = 0``): the state after exactly ``STEPS``
   steps (the same trajectory for each count: same seed, data and initialisation), one JSON line
   per count appended to ``results/mixed/gd_long.jsonl``.
@@ -38,7 +39,7 @@ def _append(name: str, row: dict) -> None:
 def gd(d: int, seed: int, steps: list[int]) -> None:
     import torch
 
-    from numerics.simulate import run_attention_seed
+    from numerics.applications.attention.simulate import run_attention_seed
 
     torch.set_num_threads(1)
     for n in steps:

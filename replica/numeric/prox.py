@@ -130,19 +130,10 @@ def newton_minimize(module: GeneratedModel, h0: np.ndarray, z: np.ndarray, x: np
             h[:, active[fi[better]]] = trial[:, better]
             F[active[fi[better]]] = np.asarray(Ft)[better]
             flat_stop[fi[~better]] = True
-        t = np.ones(active.size)
-        pending = np.flatnonzero(~tiny & ~flat)
-        for _ in range(30):
-            if pending.size == 0:
-                break
-            trial = ha[:, pending] + t[pending] * d[:, pending]
-            Ft = module.bracket(trial, za[:, pending], x, p)
-            ok = np.isfinite(Ft) & (Ft <= Fa[pending] + 1e-4 * t[pending] * slope[pending])
-            idx = pending[ok]
-            h[:, active[idx]] = trial[:, ok]
-            F[active[idx]] = Ft[ok]
-            pending = pending[~ok]
-            t[pending] *= 0.5
+        idx, h_new, F_new, pending = line_search(module, ha, za, d, Fa, slope, x, p,
+                                                 np.flatnonzero(~tiny & ~flat), halvings=30)
+        h[:, active[idx]] = h_new
+        F[active[idx]] = F_new
         # No decrease even at step 2^-30, or a decrease at round-off level: the node sits
         # at a minimum up to round-off.
         moving = np.ones(active.size, dtype=bool)
@@ -155,6 +146,38 @@ def newton_minimize(module: GeneratedModel, h0: np.ndarray, z: np.ndarray, x: np
         if active.size == 0:
             break
     return h, F, converged, it
+
+
+def line_search(module: GeneratedModel, h: np.ndarray, z: np.ndarray, d: np.ndarray, F: np.ndarray,
+                slope: np.ndarray, x: np.ndarray, p: np.ndarray, pending: np.ndarray, halvings: int,
+                stop_ahead: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The line search of every descent here (one implementation, batched; the compiled kernels'
+    is :func:`replica.numeric.kernels.node_armijo`): from the points ``h`` ``(D, M)`` at nodes ``z``
+    along ``d``, for the columns ``pending``, steps ``t = 1, 1/2, ...`` (at most ``halvings`` tries)
+    until ``F(h + t d) <= F + 1e-4 t slope`` (Armijo) and, where ``stop_ahead`` (a boolean per column)
+    is true, the directional derivative at the trial point is ``<= 0`` (a capped step stops short of
+    the first minimum along its ray). Returns ``(accepted columns, their new points (D, k), their
+    values (k,), the columns without an accepted step)``."""
+    t = np.ones(h.shape[1])
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for _ in range(halvings):
+        if pending.size == 0:
+            break
+        trial = h[:, pending] + t[pending] * d[:, pending]
+        if stop_ahead is None:
+            Ft = module.bracket(trial, z[:, pending], x, p)
+            ok = np.isfinite(Ft) & (Ft <= F[pending] + 1e-4 * t[pending] * slope[pending])
+        else:
+            Ft, gt, _ = module.bracket_newton(trial, z[:, pending], x, p)
+            ok = np.isfinite(Ft) & (Ft <= F[pending] + 1e-4 * t[pending] * slope[pending])
+            ok &= ~stop_ahead[pending] | (np.sum(gt * d[:, pending], axis=0) <= 0)
+        found.append((pending[ok], trial[:, ok], np.asarray(Ft)[ok]))
+        pending = pending[~ok]
+        t[pending] *= 0.5
+    if not found:
+        return pending[:0], h[:, :0], F[:0], pending
+    return (np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found], axis=1),
+            np.concatenate([f[2] for f in found]), pending)
 
 
 def prox(module: GeneratedModel, z: np.ndarray, x: np.ndarray, p: np.ndarray,
@@ -449,21 +472,11 @@ def local_minimize(module: GeneratedModel, h0: np.ndarray, z: np.ndarray, x: np.
         h[:, active[tiny]] = ha[:, tiny] + d[:, tiny]
         converged[active[tiny]] = True
         slope = np.sum(g * d, axis=0)
-        t = np.ones(active.size)
-        pending = np.flatnonzero(~tiny)
-        for _ls in range(40):
-            if pending.size == 0:
-                break
-            trial = ha[:, pending] + t[pending] * d[:, pending]
-            Ft, gt, _ = module.bracket_newton(trial, za[:, pending], x, p)
-            ok = np.isfinite(Ft) & (Ft <= Fa[pending] + 1e-4 * t[pending] * slope[pending])
-            # a capped step stops short of the first minimum along its ray (the basin's)
-            ok &= ~capped[pending] | (np.sum(gt * d[:, pending], axis=0) <= 0)
-            idx = pending[ok]
-            h[:, active[idx]] = trial[:, ok]
-            F[active[idx]] = Ft[ok]
-            pending = pending[~ok]
-            t[pending] *= 0.5
+        # a capped step stops short of the first minimum along its ray (the basin's)
+        idx, h_new, F_new, pending = line_search(module, ha, za, d, Fa, slope, x, p, np.flatnonzero(~tiny),
+                                                 halvings=40, stop_ahead=capped)
+        h[:, active[idx]] = h_new
+        F[active[idx]] = F_new
         moving = np.ones(active.size, dtype=bool)
         moving[pending] = False
         moving[tiny] = False

@@ -33,12 +33,13 @@ written into the loss directly and averaged in the integrand, as before.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 import sympy as sp
 
 from ..errors import DeclarationError
+from .factors import Factor
 from .symbols import symbol
 from ..interface.labels import draw_labels
 
@@ -154,12 +155,15 @@ def _np_normal_cdf(x: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class Channel:
+class Channel(Factor):
     """Base class: a finite-valued label ``y`` with law ``P(y | u)``, ``u`` linear forms of ``h*``.
 
     ``forms`` are sympy expressions linear in the model's teacher fields; ``label`` the symbol
-    the loss and the observables are written in (default ``y``).
+    the loss and the observables are written in (default ``y``). A factor (role ``channel``,
+    :mod:`replica.symbolic.factors`): its potential is :meth:`likelihood`, its sampler :meth:`sample`.
     """
+
+    role: ClassVar[str] = "channel"
 
     forms: tuple
     label: sp.Symbol = field(default=LABEL, kw_only=True)
@@ -211,6 +215,10 @@ class Channel:
     def describe(self, tex) -> str:
         """LaTeX of the channel, e.g. ``y = \\operatorname{sign}(h^*_1)`` (``tex`` prints expressions)."""
         raise NotImplementedError
+
+    def latex(self) -> str:
+        """LaTeX of the channel with sympy's printer (:meth:`describe`)."""
+        return self.describe(sp.latex)
 
     def validate(self, hstar: Sequence[sp.Symbol], defaults: dict) -> None:
         """Raise :class:`DeclarationError` unless every form is linear in the teacher fields and

@@ -19,6 +19,7 @@ which the energetic average sets to each configuration in turn.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Mapping, Sequence
@@ -28,6 +29,7 @@ import sympy as sp
 
 from .constraints import Constraint
 from ..errors import DeclarationError
+from .factors import Factor, numeric
 from .symbols import symbol
 
 #: cluster letters of the slot labels ("1a", "1b", ...)
@@ -55,7 +57,7 @@ class SecondMomentGroup:
     pi_moment: sp.Matrix
 
 
-class TokenStatistics:
+class TokenStatistics(Factor):
     """The joint law of token eigenvalues and positional projections (plus an iid teacher).
 
     ``clusters`` (optional) gives the number of mixture components ``K_l`` of every token;
@@ -63,7 +65,13 @@ class TokenStatistics:
     token-major (``1a, 1b, 2a, ...``), and ``labels`` is the joint law of the cluster
     labels: ``{(c_1, ..., c_L): probability}`` (0-based cluster indices; sympy expressions
     of the model parameters allowed; configurations not listed have probability 0).
+
+    A factor (role ``data law``, :mod:`replica.symbolic.factors`): the potentials read its moments
+    (:meth:`rho_bar`, :meth:`rho`, :meth:`second_moment_groups`); the simulator draws from it at
+    dimension ``d`` (:meth:`coordinates`, :meth:`sample_slots`, :meth:`sample_tokens`).
     """
+
+    role = "data law"
 
     def __init__(self, atoms: Sequence[SpectralAtom], clusters: Sequence[int] | None = None,
                  labels: Mapping[tuple, sp.Expr] | None = None):
@@ -242,7 +250,7 @@ class TokenStatistics:
         :meth:`isotropic` (``p_l`` with entries ``pi_l / sqrt(d)``); ``means[l][c]``: the
         amplitude ``a_{lc}`` of the cluster mean ``mu_{lc} = a_{lc} u`` along one unit direction
         ``u`` orthogonal to the encodings with entries ``+-1/sqrt(d)``, half of each sign (e.g.
-        an alternating sign pattern; ``numerics.clusters`` uses the same). In the standard
+        an alternating sign pattern; ``numerics.applications.attention.clusters`` uses the same). In the standard
         basis the law has two atoms of weight 1/2 with ``pi_{lc} = pi_l + a_{lc}`` and
         ``pi_l - a_{lc}``; one atom if every amplitude is 0.
         """
@@ -308,6 +316,64 @@ class TokenStatistics:
                     raise DeclarationError(f"data: mean of token {l + 1}, cluster {c + 1} must have length d={d}")
                 rows.append(mu + P[l])
         return cls(_empirical_atoms(flat, np.array(rows), decimals, "slot"), clusters=clusters, labels=labels)
+
+    # ---------------------------------------------------------------- at finite size
+    def latex(self) -> str:
+        """The law as LaTeX: its atoms ``(weight, gamma, pi)`` per slot."""
+        atoms = " + ".join(rf"{sp.latex(a.weight)}\,\delta_{{(\gamma, \pi) = ({sp.latex(sp.Matrix(a.gamma).T)}, "
+                           rf"{sp.latex(sp.Matrix(a.pi).T)})}}" for a in self.atoms)
+        return rf"\nu = {atoms}"
+
+    def numeric_atoms(self, values: Mapping[str, float] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The atoms at parameter ``values`` (by name): weights ``(atoms,)``, eigenvalues and projections
+        ``(atoms, slots)``."""
+        def num(e):
+            return numeric(e, values, "data")
+
+        return (np.array([num(a.weight) for a in self.atoms]),
+                np.array([[num(g) for g in a.gamma] for a in self.atoms]),
+                np.array([[num(p) for p in a.pi] for a in self.atoms]))
+
+    def coordinates(self, d: int, values: Mapping[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(gamma, P)``, each ``(slots, d)``: the atoms' eigenvalues and projections (encoding plus
+        cluster mean, entries ``pi / sqrt(d)``) spread over ``d`` coordinates in proportion to the
+        atoms' weights (largest remainders), the diagonal covariances and encodings of a draw at ``d``."""
+        weights, gamma, pi = self.numeric_atoms(values)
+        w = weights / weights.sum()
+        raw = w * d
+        counts = np.floor(raw).astype(int)
+        for k in np.argsort(-(raw - counts))[: d - counts.sum()]:
+            counts[k] += 1
+        idx = np.repeat(np.arange(len(w)), counts)
+        return gamma[idx].T.copy(), pi[idx].T / math.sqrt(d)
+
+    def configuration_table(self, values: Mapping[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Every label configuration as the slots of its tokens ``(configurations, L)`` and its
+        probability (normalised), at parameter ``values``."""
+        confs = self.configurations()
+        slots = np.array([[self.slots.index((l, c)) for l, c in enumerate(cfg)] for cfg, _, _ in confs])
+        probs = np.array([numeric(pr, values, "data: labels") for _, pr, _ in confs])
+        return slots, probs / probs.sum()
+
+    def sample_slots(self, n: int, rng: np.random.Generator, values: Mapping[str, float] | None = None
+                     ) -> np.ndarray:
+        """The slot of every token of ``n`` samples ``(n, L)``: the label configuration drawn from the
+        label law with token clusters (one draw of ``rng``), the tokens themselves without (no draw)."""
+        if not self.label_symbols:
+            return np.broadcast_to(np.arange(self.L), (n, self.L))
+        slots, probs = self.configuration_table(values)
+        return slots[rng.choice(len(slots), n, p=probs)]
+
+    def sample_tokens(self, gamma: np.ndarray, slot: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Tokens ``x_l ~ N(0, diag(gamma_s))`` of slot ``s = slot[mu, l]``, ``(n, L, d)`` (one draw of
+        ``rng``; the encodings and cluster means are added by whoever reads the tokens)."""
+        n, d = slot.shape[0], gamma.shape[1]
+        return rng.standard_normal((n, self.L, d)) * np.sqrt(gamma)[slot]
+
+    def label_columns(self, slot: np.ndarray) -> list[np.ndarray]:
+        """The one-hot label indicators ``e_{lc}`` (:attr:`label_symbols`) of samples whose tokens sit in
+        the slots ``slot`` ``(n, L)``."""
+        return [(slot[:, self.slots[s][0]] == s).astype(float) for s in self._indicators]
 
     # ---------------------------------------------------------------- moments
     def rho_bar(self, l: int) -> sp.Expr:

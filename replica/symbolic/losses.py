@@ -30,6 +30,11 @@ What is refused, with one line naming the problem (:class:`~replica.errors.Decla
   be declared as a channel (:mod:`replica.symbolic.channels`);
 * a piecewise loss of a prox of dimension above one (``L r > 1``);
 * a branch whose stationary points have no closed form and that is not convex on its interval.
+
+Losses are factors of a model (:mod:`replica.symbolic.factors`, role ``loss``): :class:`SquareLoss`,
+:class:`LogisticLoss` and :class:`HingeLoss` say what they are (their exact prox where one exists; the
+simulator's exact solvers read them), :class:`Loss` is any expression, and :func:`as_loss` recognises a
+bare expression that is exactly one of the named ones.
 """
 from __future__ import annotations
 
@@ -38,9 +43,11 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
+import numpy as np
 import sympy as sp
 
 from ..errors import DeclarationError
+from .factors import Factor, numeric
 
 #: functions that make an expression piecewise smooth
 NONSMOOTH = (sp.Max, sp.Min, sp.Abs, sp.Heaviside, sp.sign, sp.Piecewise)
@@ -246,3 +253,119 @@ def check_convex(expr: sp.Expr, variable: sp.Symbol, defaults: dict, what: str,
             at = ", ".join(f"{s}={v:g}" for s, v in zip(others, args))
             raise DeclarationError(f"{what}: {expr} is not convex in {variable}" + (f" (at {at})" if at else "")
                                    + "; the entropic Moreau envelope needs a convex penalty")
+
+
+# --------------------------------------------------------------------------- loss factors
+class Loss(Factor):
+    """A per-sample loss ``l(h, y)`` as a factor: any sympy expression of the student fields, the
+    label (or the teacher fields) and the noise symbols (``Model(loss=...)``; a bare expression is
+    wrapped in this class).
+
+    It carries its potential (:meth:`expression`, what the energetic potential is built from), its
+    LaTeX and, for the scalar losses below, which student field it reads (``field``) and its exact
+    proximal map ``prox(omega, V, y) = argmin_h l(h, y) + (h - omega)^2 / (2 V)`` where a closed form
+    exists (:attr:`has_prox`). A generic expression has none: the solver minimises its bracket
+    numerically (:mod:`replica.numeric.prox`), the simulator its risk.
+    """
+
+    role = "loss"
+    #: whether :meth:`prox` is a closed form
+    has_prox: bool = False
+
+    def __init__(self, expr: sp.Expr):
+        self.expr = sp.sympify(expr)
+        self.field: sp.Symbol | None = None
+
+    def expression(self) -> sp.Expr:
+        """The loss as a sympy expression."""
+        return self.expr
+
+    def latex(self) -> str:
+        """The loss as LaTeX."""
+        return sp.latex(self.expression())
+
+    def parameters(self) -> set[sp.Symbol]:
+        """Every symbol of the loss (fields, label, noise and parameters: the model sorts them)."""
+        return set(self.expression().free_symbols)
+
+    def prox(self, omega, V, y, values: dict[str, float] | None = None):
+        """``argmin_h l(h, y) + (h - omega)^2 / (2 V)`` (numpy, elementwise in ``omega``, ``V``, ``y``)."""
+        raise NotImplementedError(f"{type(self).__name__}: no closed-form proximal map")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.expression()})"
+
+
+class SquareLoss(Loss):
+    """``l = c/2 (y - h)^2`` of one student field ``h`` and a target ``y`` (an expression of the
+    teacher fields and the noise, e.g. ``h* + sqrt(Delta) z``; ``c > 0`` the curvature).
+
+    Its proximal map is linear, ``(omega + c V y) / (1 + c V)``; the simulator solves its risk with an
+    l2 or l1 penalty exactly (normal equations, LASSO)."""
+
+    has_prox = True
+
+    def __init__(self, target: sp.Expr, field: sp.Symbol, curvature: sp.Expr = 1):
+        self.target, self.curvature = sp.sympify(target), sp.sympify(curvature)
+        super().__init__(self.curvature * sp.Rational(1, 2) * (self.target - field) ** 2)
+        self.field = field
+
+    def prox(self, omega, V, y, values=None):
+        c = numeric(self.curvature, values, "curvature")
+        return (np.asarray(omega, dtype=float) + c * V * np.asarray(y, dtype=float)) / (1.0 + c * V)
+
+
+class LogisticLoss(Loss):
+    """``l = log(1 + exp(-y h))`` of one student field ``h`` and a label ``y`` (``+-1`` from a channel).
+    No closed-form proximal map (a Lambert-type equation): the solver's Newton prox minimises it."""
+
+    def __init__(self, label: sp.Symbol, field: sp.Symbol):
+        self.label = label
+        super().__init__(sp.log(1 + sp.exp(-label * field)))
+        self.field = field
+
+
+class HingeLoss(Loss):
+    """``l = max(0, 1 - y h)`` of one student field ``h`` and a label ``y`` (``+-1`` from a channel).
+
+    Its proximal map is exact: ``omega`` where the margin ``y omega >= 1`` holds, ``omega + V y``
+    where even that step leaves the margin unmet (``y omega + V y^2 <= 1``), else the kink ``h = 1/y``."""
+
+    has_prox = True
+
+    def __init__(self, label: sp.Symbol, field: sp.Symbol):
+        self.label = label
+        super().__init__(sp.Max(0, 1 - label * field))
+        self.field = field
+
+    def prox(self, omega, V, y, values=None):
+        omega, y = np.asarray(omega, dtype=float), np.asarray(y, dtype=float)
+        V = np.broadcast_to(np.asarray(V, dtype=float), np.broadcast(omega, y).shape)
+        step = omega + V * y
+        return np.where(y * omega >= 1.0, omega, np.where(y * step <= 1.0, step, 1.0 / y))
+
+
+def as_loss(loss: "Loss | sp.Expr", fields: Sequence[sp.Symbol] = (), label: sp.Symbol | None = None) -> Loss:
+    """``loss`` as a :class:`Loss` factor. A bare sympy expression of one student field that is, exactly
+    (sympy), a square loss ``c/2 (y - h)^2`` (``c`` a positive number), or, with a channel's ``label``,
+    the logistic or hinge loss of it, is that factor (keeping the expression as written); any other
+    expression is the generic :class:`Loss`."""
+    if isinstance(loss, Loss):
+        return loss
+    expr = sp.sympify(loss)
+    used = [f for f in fields if expr.has(f)]
+    found: Loss | None = None
+    if len(used) == 1:
+        h = used[0]
+        if label is not None:
+            found = next((c for c in (LogisticLoss(label, h), HingeLoss(label, h)) if c.expression() == expr), None)
+        elif expr.is_polynomial(h) and sp.degree(expr, h) == 2:
+            a2 = sp.expand(expr).coeff(h, 2)
+            if a2.is_number and a2 > 0:
+                target = sp.simplify(-sp.expand(expr).coeff(h, 1) / (2 * a2))
+                if sp.simplify(expr - a2 * (target - h) ** 2) == 0:
+                    found = SquareLoss(target, h, 2 * a2)
+    if found is None:
+        return Loss(expr)
+    found.expr = expr   # the declaration's own spelling (the same function)
+    return found

@@ -32,7 +32,7 @@ from .channels import Channel
 from .constraints import Constraint, holds, row_stochastic  # noqa: F401  (re-exported)
 from .data import TokenStatistics
 from ..errors import DeclarationError, ParameterError
-from .losses import analyse, check_continuous, check_convex
+from .losses import Loss, analyse, as_loss, check_continuous, check_convex
 from .observables import EntropicObservable, Observable, StateObservable, TestObservable, with_test_loss
 from .order_parameters import OrderParameters, TokenReduction, check_families
 from .regularizers import L2, Regularizer, SeparableRegularizer
@@ -89,7 +89,12 @@ class Model:
     student, target:
         ``S(h)`` and ``T(h*)``, ``L x L`` sympy matrices (attention-type models).
     loss:
-        Alternatively the per-sample loss ``l(h, h*)`` directly.
+        Alternatively the per-sample loss ``l(h, h*)`` directly: a loss factor
+        (:class:`~replica.symbolic.losses.SquareLoss`, :class:`~replica.symbolic.losses.LogisticLoss`,
+        :class:`~replica.symbolic.losses.HingeLoss`, which say what they are: their exact prox, the
+        simulator's exact solvers) or any sympy expression (:attr:`loss_factor` is then that factor where
+        the expression is exactly one of them, :func:`~replica.symbolic.losses.as_loss`, else the generic
+        :class:`~replica.symbolic.losses.Loss`). After construction ``loss`` is always the expression.
     noise:
         Extra standard-Gaussian symbols appearing in ``loss`` (label noise, ...).
     channel:
@@ -150,8 +155,12 @@ class Model:
     observables: Sequence[Observable] = ()
     channel: Channel | None = None
     families: Sequence[str] | None = None
+    #: the loss as a factor (:mod:`replica.symbolic.factors`): what was declared, or the generic one
+    loss_factor: Loss | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if isinstance(self.loss, Loss):
+            self.loss_factor, self.loss = self.loss, self.loss.expression()
         self.h = sp.Matrix(self.h)
         self.hstar = sp.Matrix(self.hstar)
         self.noise = tuple(self.noise)
@@ -164,6 +173,8 @@ class Model:
         self.validate()
         if self.loss is None:
             self.loss = self._square_loss()
+        if self.loss_factor is None:
+            self.loss_factor = as_loss(self.loss, list(self.h), self.channel.label if self.channel is not None else None)
         self.observables = with_test_loss(self.loss, tuple(self.observables))
         self._validate_observables()
         self._check_nonsmooth()

@@ -9,19 +9,39 @@ Each regularizer is a small factor with its own potential (docs/explanation/theo
 * :class:`SeparableRegularizer` (any separable convex ``r``; :class:`L1`,
   :class:`ElasticNet`): ``Psi_w`` stays a Moreau envelope; its proximal map is found in
   closed form by sympy when it can be (``r = 1``), and the Gaussian average is numeric.
+
+As factors (:mod:`replica.symbolic.factors`, role ``penalty``) they also carry their exact proximal
+map ``prox(z, t) = argmin_w r(w) + |w - z|^2 / (2 t)`` for the simulator and the tests, numpy,
+row by row (the last axis of ``z`` is the row ``w``): shrinkage for :class:`L2`, soft thresholding
+for :class:`L1`, both for :class:`ElasticNet`, sympy's closed form for another scalar
+:class:`SeparableRegularizer` (:attr:`Regularizer.has_prox` is false where there is none).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 import sympy as sp
 
 from ..errors import DeclarationError
+from .factors import Factor, numeric
 
 
-class Regularizer:
+class Regularizer(Factor):
     """Base class: a separable convex penalty on the rows ``w in R^r`` of the weights."""
+
+    role = "penalty"
+
+    @property
+    def has_prox(self) -> bool:
+        """Whether :meth:`prox` is a closed form."""
+        return False
+
+    def prox(self, z, t, values: dict[str, float] | None = None) -> np.ndarray:
+        """``argmin_w r(w) + |w - z|^2 / (2 t)`` for every row ``z[..., :]`` (numpy; ``t > 0`` a scalar
+        or broadcasting against the rows), parameters by name."""
+        raise NotImplementedError(f"{type(self).__name__}: no closed-form proximal map")
 
     #: the LaTeX of ``r(w)`` shown in exported documents
     def latex(self, w: sp.Matrix) -> str:
@@ -73,6 +93,20 @@ class L2(Regularizer):
         weights = self.lam if isinstance(self.lam, (list, tuple)) else [self.lam]
         return set().union(*[sp.sympify(x).free_symbols for x in weights])
 
+    @property
+    def has_prox(self) -> bool:
+        return True
+
+    def weights(self, values: dict[str, float] | None = None) -> np.ndarray | float:
+        """``λ`` as a number, or the diagonal ``(λ_1, ..., λ_r)`` as an array, at ``values``."""
+        if isinstance(self.lam, (list, tuple)):
+            return np.array([numeric(x, values, "regularizer: L2") for x in self.lam])
+        return numeric(self.lam, values, "regularizer: L2")
+
+    def prox(self, z, t, values=None) -> np.ndarray:
+        """Shrinkage ``z_k / (1 + t λ_k)``."""
+        return np.asarray(z, dtype=float) / (1.0 + np.asarray(t, dtype=float) * self.weights(values))
+
 
 @dataclass
 class SeparableRegularizer(Regularizer):
@@ -111,6 +145,29 @@ class SeparableRegularizer(Regularizer):
         if expr.has(sp.Abs) or expr.has(sp.Piecewise) or expr.has(sp.Max) or expr.has(sp.Min):
             return None
         return _unique_root(sp.diff(expr + (w - z) ** 2 / (2 * t), w), w)
+
+    @property
+    def has_prox(self) -> bool:
+        return self._closed_prox() is not None
+
+    def _closed_prox(self):
+        """The scalar closed-form prox as a numpy function of ``(z, t, *parameters)``, or None (memoised)."""
+        if not hasattr(self, "_prox_fn"):
+            z, t = sp.Symbol("z_prox", real=True), sp.Symbol("t_prox", positive=True)
+            sol = self.scalar_prox(z, t)
+            params = sorted(self.parameters(), key=str)
+            self._prox_fn = None if sol is None else (sp.lambdify([z, t, *params], sol, "numpy"), params)
+        return self._prox_fn
+
+    def prox(self, z, t, values=None) -> np.ndarray:
+        """sympy's closed form (:meth:`scalar_prox`) applied entrywise (a scalar penalty, ``r = 1``)."""
+        found = self._closed_prox()
+        if found is None:
+            raise NotImplementedError(f"regularizer: no closed-form proximal map for {self.expr}")
+        f, params = found
+        z = np.asarray(z, dtype=float)
+        out = f(z, np.asarray(t, dtype=float), *[numeric(p, values, "regularizer") for p in params])
+        return np.broadcast_to(np.asarray(out, dtype=float), z.shape).copy()
 
     def validate(self, r: int) -> None:
         """Raise :class:`DeclarationError` unless ``r`` is an expression of the ``r`` weight-row symbols."""
@@ -158,6 +215,15 @@ class L1(SeparableRegularizer):
         """``lam1 >= 0`` (a negative weight makes the penalty concave)."""
         return _nonnegative(self.lam1)
 
+    @property
+    def has_prox(self) -> bool:
+        return True
+
+    def prox(self, z, t, values=None) -> np.ndarray:
+        """Soft thresholding ``sign(z) max(|z| - t lam1, 0)``, entrywise."""
+        z = np.asarray(z, dtype=float)
+        return np.sign(z) * np.maximum(np.abs(z) - np.asarray(t, dtype=float) * numeric(self.lam1, values, "L1"), 0.0)
+
 
 class ElasticNet(SeparableRegularizer):
     """``r(w) = lam1 |w|_1 + lam2 / 2 |w|^2``; with ``lam1 = 0`` it is exactly :class:`L2`."""
@@ -171,3 +237,13 @@ class ElasticNet(SeparableRegularizer):
     def implied_domains(self) -> dict[sp.Symbol, tuple[float, None]]:
         """``lam1, lam2 >= 0`` (a negative weight makes the penalty non-convex)."""
         return _nonnegative(self.lam1, self.lam2)
+
+    @property
+    def has_prox(self) -> bool:
+        return True
+
+    def prox(self, z, t, values=None) -> np.ndarray:
+        """Soft thresholding then shrinkage, ``sign(z) max(|z| - t lam1, 0) / (1 + t lam2)``, entrywise."""
+        z, t = np.asarray(z, dtype=float), np.asarray(t, dtype=float)
+        l1, l2 = numeric(self.lam1, values, "ElasticNet"), numeric(self.lam2, values, "ElasticNet")
+        return np.sign(z) * np.maximum(np.abs(z) - t * l1, 0.0) / (1.0 + t * l2)

@@ -17,9 +17,17 @@ from __future__ import annotations
 
 from typing import Any
 
-# Model names (issue 13's contract) and parameters with defaults: plain data shared with the ERM
-# simulator, so that both references answer to the same names (no numerics is shared).
-from numerics.glm import MODELS, PARAMETERS
+# The models the oracles know and their parameters with defaults, by the toolkit's names: the
+# declarations' defaults (derivations/<model>.py; tests/test_oracles.py checks they agree), written
+# here as plain data so that the references share nothing with the code they check.
+PARAMETERS: dict[str, dict[str, float]] = {
+    "ridge": {"lam": 0.1, "Delta": 0.25},
+    "logistic": {"lam": 0.1},
+    "hinge": {"lam": 0.1},
+    "lasso": {"lam1": 0.1, "Delta": 0.25},
+    "perceptron_probit": {"lam": 0.1, "Delta": 0.25},
+}
+MODELS = tuple(PARAMETERS)
 
 from .classification import classification_state_evolution
 from .lasso import lasso_state_evolution

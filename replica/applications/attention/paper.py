@@ -1,7 +1,7 @@
 """Constants of the seed paper's attention model (Cui et al. 2024), defined once.
 
 Imported by the declarations in ``derivations/`` (defaults of their parameters), the
-simulator (:mod:`numerics.data`) and this application's figures. No sympy, no numerics.
+simulator (:mod:`numerics.applications.attention.targets`) and this application's figures. No sympy, no numerics.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Student models (docs/explanation/theory.md §1 and §8). Every student maps sentences ``x`` (n, L, d) to
-outputs ``f(x)`` (n, L, d), so one risk function (:func:`numerics.train.sample_losses`)
+outputs ``f(x)`` (n, L, d), so one risk function (:func:`numerics.applications.attention.train.sample_losses`)
 serves them all.
 
 * :class:`TiedAttention`: ``h_ℓ = Qᵀ(x_ℓ + p_ℓ)/√d ∈ R^r``, ``S(h) = softmax_row(h hᵀ)``,
@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .checks import INITS
-from .data import softmax_row_gram
+from numerics.checks import INITS
+from .targets import softmax_row_gram
 
 __all__ = [
     "INITS",

@@ -1,19 +1,20 @@
-"""Synthetic sentences, teachers and targets of the attention model (docs/explanation/theory.md §1).
+"""Synthetic tokens and teachers for student/target models (docs/explanation/theory.md §1), numpy first.
 
 Conventions (docs/explanation/theory.md §1):
 
 * a sentence is ``x ∈ R^{L×d}`` with independent rows ``x_ℓ ~ N(0, Σ_ℓ)``; here the
-  ``Σ_ℓ`` are diagonal (isotropic ``σ² I`` by default, σ = 0.5), which is the common
-  eigenbasis assumed by the theory (paper assumption 4.1);
+  ``Σ_ℓ`` are diagonal (isotropic ``σ² I`` by default), which is the common
+  eigenbasis assumed by the theory (its assumption 4.1);
 * positional encodings ``P ∈ R^{L×d}`` with rows ``p_ℓ`` of norm O(1);
 * a teacher ``Q* ∈ R^{d×r_t}`` with iid N(0, 1) entries, teacher fields
   ``h*_ℓ = Q*ᵀ x_ℓ / √d`` (the teacher sees ``x`` WITHOUT positional encodings) and labels
   ``y = T(h*) x``.
 
 A *target* is any callable mapping teacher fields ``h*`` of shape ``(n, L, r_t)`` to the
-row matrices ``T(h*)`` of shape ``(n, L, L)``; :class:`MixedTarget` is the paper's one
-(its eq. 16). Arrays are generated with numpy (so that a seed gives the same data on
-every device) and converted to torch tensors on the requested device.
+row matrices ``T(h*)`` of shape ``(n, L, L)`` (an application's, e.g. the attention study's
+mixed target in :mod:`numerics.applications.attention.targets`). Arrays are generated with numpy
+(so that a seed gives the same data on every device) and converted to torch tensors on the
+requested device.
 """
 
 from __future__ import annotations
@@ -29,19 +30,8 @@ try:  # the tensors of the simulator; the numpy samplers (DataModel, seed_stream
 except ImportError:
     torch = None  # type: ignore[assignment]
 
-from replica.applications.attention.paper import PAPER_A  # the paper's A, defined once
-
-from .checks import check_row_stochastic
-
 __all__ = [
-    "PAPER_A",
-    "Target",
     "TargetFn",
-    "SemanticTarget",
-    "PositionalTarget",
-    "MixedTarget",
-    "check_row_stochastic",
-    "softmax_row_gram",
     "default_positional_encodings",
     "token_variances",
     "DataModel",
@@ -57,77 +47,6 @@ __all__ = [
 ArrayLike = Union[float, Sequence[float], Sequence[Sequence[float]], np.ndarray]
 #: A target ``T``: teacher fields ``h*`` (n, L, r_t) -> attention matrices (n, L, L).
 TargetFn = Callable[["torch.Tensor"], "torch.Tensor"]
-
-
-# --------------------------------------------------------------------------- targets
-def softmax_row_gram(h: torch.Tensor) -> torch.Tensor:
-    """``softmax_row(h hᵀ)`` for a batch of fields ``h`` of shape (n, L, r) -> (n, L, L)."""
-    return torch.softmax(h @ h.transpose(-1, -2), dim=-1)
-
-
-class Target:
-    """Base class of targets ``T(h*)``; subclasses implement :meth:`__call__`.
-
-    Any plain callable with the same signature works wherever a target is expected;
-    this class only documents the interface.
-    """
-
-    def __call__(self, hstar: torch.Tensor) -> torch.Tensor:  # pragma: no cover - interface
-        raise NotImplementedError
-
-
-class SemanticTarget(Target):
-    """Pure semantic target ``T(h*) = softmax_row(h* h*ᵀ)`` (the ω = 0 case)."""
-
-    def __call__(self, hstar: torch.Tensor) -> torch.Tensor:
-        return softmax_row_gram(hstar)
-
-    def __repr__(self) -> str:
-        return "SemanticTarget()"
-
-
-class PositionalTarget(Target):
-    """Pure positional target ``T(h*) = A`` (the ω = 1 case), ``A`` row-stochastic."""
-
-    def __init__(self, A: ArrayLike = PAPER_A) -> None:
-        self.A = check_row_stochastic(A)
-
-    def __call__(self, hstar: torch.Tensor) -> torch.Tensor:
-        A = torch.as_tensor(self.A, dtype=hstar.dtype, device=hstar.device)
-        return A.expand(hstar.shape[0], *A.shape)
-
-    def __repr__(self) -> str:
-        return f"PositionalTarget(A={self.A.tolist()})"
-
-
-class MixedTarget(Target):
-    """The paper's target (its eq. 16): ``T(h*) = (1 − ω) softmax_row(h* h*ᵀ) + ω A``.
-
-    ``ω ∈ [0, 1]`` is the positionality; ``A`` an L×L row-stochastic matrix (default
-    :data:`PAPER_A`). ω = 0 and ω = 1 give :class:`SemanticTarget` and
-    :class:`PositionalTarget`.
-    """
-
-    def __init__(self, omega: float, A: ArrayLike = PAPER_A) -> None:
-        if not (0.0 <= float(omega) <= 1.0):
-            raise ValueError(f"omega must be in [0, 1] (got {omega})")
-        self.omega = float(omega)
-        self.A = check_row_stochastic(A)
-
-    @property
-    def L(self) -> int:
-        return self.A.shape[0]
-
-    def __call__(self, hstar: torch.Tensor) -> torch.Tensor:
-        A = torch.as_tensor(self.A, dtype=hstar.dtype, device=hstar.device)
-        if self.omega == 0.0:
-            return softmax_row_gram(hstar)
-        if self.omega == 1.0:
-            return A.expand(hstar.shape[0], *A.shape)
-        return (1.0 - self.omega) * softmax_row_gram(hstar) + self.omega * A
-
-    def __repr__(self) -> str:
-        return f"MixedTarget(omega={self.omega}, A={self.A.tolist()})"
 
 
 # --------------------------------------------------------------------------- data model

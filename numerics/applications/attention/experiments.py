@@ -1,12 +1,12 @@
-"""The paper's other experiments, as figures: ``python -m numerics.experiments --out docs/figures``.
+"""The paper's other experiments, as figures: ``python -m numerics.simulate experiments --out docs/figures``.
 
-* ``histogram`` (paper App. A, Figs. 1, 4–6; :mod:`numerics.histogram`): the positional and
+* ``histogram`` (paper App. A, Figs. 1, 4–6; :mod:`numerics.applications.attention.histogram`): the positional and
   the semantic minimum of the one-layer transformer on the histogram task, each trained with
   its frozen query/key blocks, then perturbed and trained further with nothing frozen.
   Writes ``histogram_attention_maps.png`` (+ ``.csv``: the plotted weights) — the attention of
   both minima, before and after the stability check, on three test sequences — and
   ``histogram_summary.csv`` (accuracies, attention index, parameter change, CPU seconds).
-* ``value`` (paper App. E.3, Fig. 13; :mod:`numerics.value_matrix`): the GD transition
+* ``value`` (paper App. E.3, Fig. 13; :mod:`numerics.applications.attention.value_matrix`): the GD transition
   ``α_c`` (where ``e_t,sem = e_t,pos``) of tied attention with a trainable low-rank value matrix
   and of the tied model on the same seeds, for several ``ω``, next to the tied model's theory
   line (the committed ``docs/figures/fig3_right_phase_diagram.csv``, i.e. ``replica.phase``).
@@ -33,7 +33,7 @@ import numpy as np
 
 __all__ = ["RunCache", "theory_alpha_c", "histogram_experiment", "value_experiment", "main"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]   # the repository (numerics/applications/attention/ below it)
 THEORY_CSV = ROOT / "docs" / "figures" / "fig3_right_phase_diagram.csv"
 #: α grid around the theory's α_c(ω): the gap e_t,sem − e_t,pos is fitted by a line there
 ALPHA_FACTORS = (0.85, 1.0, 1.15)
@@ -45,7 +45,8 @@ RUN_COLUMNS = ("model", "omega", "alpha", "d", "seed", "init", "lr", "value_init
 
 # --------------------------------------------------------------------------- cache
 class RunCache:
-    """GD runs stored as CSV rows (``RUN_COLUMNS``); the key is :func:`numerics.value_matrix.run_key`."""
+    """GD runs stored as CSV rows (``RUN_COLUMNS``); the key is
+    :func:`numerics.applications.attention.value_matrix.run_key`."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
@@ -133,7 +134,7 @@ def histogram_experiment(out: Path, *, quick: bool = False, seed: int = 0, devic
                          log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Both minima (one seed), stability check, attention maps; returns the summary rows."""
     from .histogram import HistogramConfig, letters, plot_attention_maps, quick_config, run_seed, sample_sequences
-    from .simulate import torch_threads
+    from numerics.simulate import torch_threads
 
     cfg = quick_config() if quick else HistogramConfig()
     models: dict[str, Any] = {}
@@ -265,12 +266,12 @@ def _floats(s: str) -> list[float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m numerics.experiments", description=__doc__.split("\n\n")[0],
+    p = _Parser(prog="python -m numerics.simulate experiments", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter,
                 epilog="Full run (about 18 CPU-minutes on one core):\n"
-                       "  python -m numerics.experiments --out docs/figures\n"
+                       "  python -m numerics.simulate experiments --out docs/figures\n"
                        "Only the histogram task, quickly:\n"
-                       "  python -m numerics.experiments --out quick-figures --only histogram --quick")
+                       "  python -m numerics.simulate experiments --out quick-figures --only histogram --quick")
     p.add_argument("--out", default="docs/figures", help="output directory (default docs/figures)")
     p.add_argument("--only", default="histogram,value", help="comma-separated: histogram, value")
     p.add_argument("--quick", action="store_true", help="tiny configurations (tests)")
@@ -285,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit status (2 for bad input, 130/143 when interrupted)."""
-    from .checks import run_cli
+    from numerics.checks import run_cli
 
     return run_cli(build_parser(), _run, argv)  # SIGTERM ends like Ctrl-C: one line, no traceback
 
@@ -306,7 +307,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
         for w in args.omegas:
             if not 0 <= w <= 1:
                 raise ValueError(f"omegas must lie in [0, 1] (got {w})")
-        from .simulate import resolve_device
+        from numerics.simulate import resolve_device
 
         from replica.artifacts.outputs import check_output_dir
 

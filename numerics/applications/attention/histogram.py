@@ -59,8 +59,8 @@ index is undefined and reported as ``null``.
 
 CLI::
 
-    python -m numerics.histogram --init positional --seeds 3 --json
-    python -m numerics.histogram --init semantic --plot maps.png
+    python -m numerics.simulate histogram --init positional --seeds 3 --json
+    python -m numerics.simulate histogram --init semantic --plot maps.png
 
 Progress goes to stderr; bad input stops with a one-line error and exit status 2. Times are
 reported as process CPU seconds (``time.process_time``, all threads) and wall seconds.
@@ -453,7 +453,7 @@ def run(init: str, seeds: int | Sequence[int] = 1, cfg: HistogramConfig | None =
 
     ``keep_models``: the first seed's entry of ``runs`` keeps its models (``model``,
     ``model_unfrozen``), as :func:`run_seed` with ``keep_model``."""
-    from .simulate import torch_threads
+    from numerics.simulate import torch_threads
 
     cfg = cfg or HistogramConfig()
     seed_list = list(range(seed_start, seed_start + int(seeds))) if isinstance(seeds, (int, np.integer)) \
@@ -572,8 +572,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m numerics.histogram", description=__doc__.split("\n\n")[0],
-                epilog="Example: python -m numerics.histogram --init semantic --seeds 3 --json")
+    p = _Parser(prog="python -m numerics.simulate histogram", description=__doc__.split("\n\n")[0],
+                epilog="Example: python -m numerics.simulate histogram --init semantic --seeds 3 --json")
     d = HistogramConfig()
     p.add_argument("--init", required=True, help="positional or semantic (which query/key rows are frozen at 0)")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds")
@@ -619,7 +619,7 @@ def _json(res: Mapping[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns the exit status (2 for bad input, 130/143 when interrupted)."""
-    from .checks import run_cli
+    from numerics.checks import run_cli
 
     return run_cli(build_parser(), _run, argv)  # SIGTERM ends like Ctrl-C: one line, no traceback
 
@@ -636,7 +636,7 @@ def _run(args: argparse.Namespace, prog: str) -> int:
                               n_train=args.n_train, n_test=args.n_test, epochs=args.epochs, lr=args.lr,
                               perturb=args.perturb, sgd_epochs=args.sgd_epochs, sgd_lr=args.sgd_lr,
                               stability=not args.no_stability, residual=not args.no_residual)
-        from .simulate import resolve_device
+        from numerics.simulate import resolve_device
 
         device = str(resolve_device(args.device))
         if args.plot:

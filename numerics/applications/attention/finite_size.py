@@ -2,7 +2,7 @@
 
 For every point ``(init, α)`` (default: semantic init at α = 2 and positional init at
 α = 0.5, ω = 0.3, the paper's parameters) and every ``d`` of a log-spaced list, the
-attention student is trained on several seeds (:func:`numerics.simulate.run_attention_seed`)
+attention student is trained on several seeds (:func:`numerics.applications.attention.simulate.run_attention_seed`)
 and compared with the replica fixed point of the branch it was started on
 (:class:`replica.numeric.solver.Solver`, continued in α from the branch's home point, see
 :func:`theory_point`). The linear baseline is run on the same seeds and compared
@@ -40,7 +40,7 @@ and ``finite_size.md`` (the fitted exponents as a Markdown table).
 Step size: the study minimises the same risk as the paper (full-batch GD from the
 informed / positional init) but with ``lr = 1.5`` instead of 0.15 and until
 ``grad_norm ≤ 1e-6``: the Hessian of ``R`` has O(1), d-independent eigenvalues ≲ 0.2 here
-(:mod:`numerics.train`), so GD is stable far beyond 0.15 and reaches the same minimum about
+(:mod:`numerics.applications.attention.train`), so GD is stable far beyond 0.15 and reaches the same minimum about
 ten times sooner (on 16 seeds at d = 100, semantic α = 2, lr 0.15 and 1.5 agree to ≤ 1.1e-5
 in q, m, θ and 1e-7 in ε_g). ``--lr 0.15`` reproduces the paper's step size.
 
@@ -50,8 +50,8 @@ Teacher: ``--teacher normalized`` (default) rescales ``Q*`` to column norm ``√
 
 Example::
 
-    python -m numerics.finite_size --out DIR                    # docs/reference/finite_size.md
-    python -m numerics.finite_size --out DIR --points semantic:0.5,semantic:1,positional:1,positional:2 \\
+    python -m numerics.simulate finite-size --out DIR                    # docs/reference/finite_size.md
+    python -m numerics.simulate finite-size --out DIR --points semantic:0.5,semantic:1,positional:1,positional:2 \\
         --ds 100,200,400,800 --seeds 12,10,8,6 --max-steps 8000 --no-linear
 """
 
@@ -300,7 +300,8 @@ def run_study(
     after ``max_steps``; ``converged`` is the simulator's criterion (``grad_norm ≤ tol_grad``
     and relative loss change ≤ 1e-6).
     """
-    from .simulate import run_attention_seed, run_linear_seed, torch_threads
+    from numerics.simulate import torch_threads
+    from .simulate import run_attention_seed, run_linear_seed
 
     if teacher not in ("normalized", "iid"):
         raise ValueError(f"teacher must be normalized or iid (got {teacher!r})")
@@ -702,7 +703,7 @@ def _ints(s: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m numerics.finite_size", description=__doc__.split("\n\n")[0])
+    p = _Parser(prog="python -m numerics.simulate finite-size", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="output directory (runs.csv there is the resumable cache)")
     p.add_argument("--omega", type=float, default=0.3)
     p.add_argument("--points", default=DEFAULT_POINTS, help="init:alpha,... (default %(default)s)")

@@ -9,8 +9,8 @@ encodings (a Sylvester–Hadamard row ``/√d``, entries ±1/√d, half of each 
 :meth:`replica.symbolic.data.TokenStatistics.mixture` assumes), or any given ``(L, K, d)`` means. The
 teacher, target, students, risk and training are those of :mod:`numerics.simulate`;
 :class:`ClusterDataModel` only replaces the sampler (it has the ``sample(n, rng)`` and ``P``
-of :class:`numerics.data.DataModel`, so :func:`numerics.data.iter_batches` and
-:func:`numerics.train.train` use it unchanged).
+of :class:`numerics.tokens.DataModel`, so :func:`numerics.tokens.iter_batches` and
+:func:`numerics.applications.attention.train.train` use it unchanged).
 
 Order parameters are reported per *slot* ``s = (ℓ, c)`` (labels ``1a, 1b, 2a, …`` as in the
 theory): ``q_s = WᵀΣ_sW/d``, ``m_s = Wᵀ(μ_s + p_ℓ)/√d``, ``θ_s = WᵀΣ_sQ*/d``, with the sign
@@ -23,7 +23,7 @@ directions and rescales the columns to norm ``√d``: the theory takes ``Q*ᵀμ
 API::
 
     run_clusters(omega=0.3, alpha=2.0, d=1000, init="semantic", seeds=4) -> dict
-    python -m numerics.clusters --alpha 2 --d 1000 --init semantic --seeds 4 [--json]
+    python -m numerics.simulate clusters --alpha 2 --d 1000 --init semantic --seeds 4 [--json]
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def mean_direction(L: int, d: int) -> np.ndarray:
     """Unit ``u ⊥ p_1, …, p_L`` with entries ±1/√d: Hadamard row ``2^⌈log2 L⌉`` (for L = 2 the
     pattern ``++−−++−−…``), orthogonal to the default encodings when ``d`` is a multiple of
     ``2^(⌈log2 L⌉+1)``."""
-    from .data import _hadamard_row
+    from numerics.tokens import _hadamard_row
 
     k = 1 << max(0, math.ceil(math.log2(max(L, 1))))
     return _hadamard_row(k, d) / math.sqrt(d)
@@ -85,8 +85,8 @@ class ClusterDataModel:
         """``sigmas[ℓ][c]``: std of slot (ℓ, c) (isotropic); ``amplitudes[ℓ][c]``: ``μ_{ℓc} = a u``
         (:func:`mean_direction`), or ``means`` (L, K, d) directly; ``labels``: joint law
         ``{(c_1, …, c_L): prob}`` (default :data:`DEFAULT_LABELS`); ``P`` the encodings
-        (default :func:`numerics.data.default_positional_encodings`). Defaults: the declaration."""
-        from .data import default_positional_encodings
+        (default :func:`numerics.tokens.default_positional_encodings`). Defaults: the declaration."""
+        from numerics.tokens import default_positional_encodings
 
         if int(d) != d or d <= 0:
             raise ValueError(f"d must be a positive integer (got {d})")
@@ -164,7 +164,7 @@ class ClusterDataModel:
         return self.means[slot] + z * np.sqrt(self.variances[slot]), c
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` sentences, an (n, L, d) array (the :class:`numerics.data.DataModel` interface)."""
+        """``n`` sentences, an (n, L, d) array (the :class:`numerics.tokens.DataModel` interface)."""
         return self.sample_with_labels(n, rng)[0]
 
 
@@ -176,7 +176,7 @@ def slot_order_parameters(W: np.ndarray, Qstar: np.ndarray, data: ClusterDataMod
     ``{"slots": labels, "q": (S,), "m": (S,), "theta": (S,), "rho": (S,), "rho_bar": (S,)}``
     (rank 1; ``per_token`` arrays of :func:`order_parameters` otherwise).
     """
-    from .metrics import order_parameters
+    from numerics.metrics import order_parameters
 
     ops = order_parameters(W, Qstar, data.variances, data.slot_shifts)
     pt = ops["per_token"]
@@ -188,7 +188,7 @@ def slot_order_parameters(W: np.ndarray, Qstar: np.ndarray, data: ClusterDataMod
 
 
 def _teacher(d: int, target: Any, rng: np.random.Generator, data: ClusterDataModel, center: bool):
-    from .data import make_teacher
+    from numerics.tokens import make_teacher
 
     t = make_teacher(d, 1, target, rng, normalize=center)
     if center:
@@ -209,20 +209,22 @@ def run_clusters_seed(seed: int, *, omega: float = 0.3, alpha: float = 2.0, d: i
                       dtype: str = "float64") -> dict[str, Any]:
     """One run: tied attention (r = r_t = 1) trained by full-batch GD on mixture tokens.
 
-    Defaults follow the finite-size study (:mod:`numerics.finite_size`): ``lr = 1.5`` until
+    Defaults follow the finite-size study (:mod:`numerics.applications.attention.finite_size`): ``lr = 1.5`` until
     ``grad_norm ≤ 1e-6`` (the same minimum as the paper's lr = 0.15, ten times sooner), a
     centred normalised teacher. Returns per-slot order parameters, ``eps_g`` (+ Monte-Carlo
     SE), ``train_loss = R/d``, ``grad_norm``, ``converged``, ``steps``, ``seconds``.
     """
     import torch
 
-    from .data import PAPER_A, MixedTarget, iter_batches, sample_dataset, seed_streams
-    from .models import TiedAttention, init_columns
-    from .simulate import _dtype, resolve_device, validate
+    from numerics.tokens import iter_batches, sample_dataset, seed_streams
+    from .targets import PAPER_A, MixedTarget
+    from .students import TiedAttention, init_columns
+    from numerics.simulate import resolve_device, torch_dtype
+    from .simulate import validate
     from .train import L2, TrainConfig, test_error, train
 
     validate(omega=omega, alpha=alpha, d=d, lam=lam, init=init, steps=steps, lr=lr, n_test=n_test)
-    dev, dt = resolve_device(device), _dtype(dtype)
+    dev, dt = resolve_device(device), torch_dtype(dtype)
     t0 = time.perf_counter()
     data = ClusterDataModel.create(d, **dict(data_kwargs or {}))
     streams = seed_streams(seed)
@@ -254,8 +256,8 @@ def run_clusters(omega: float = 0.3, alpha: float = 2.0, d: int = 1000, init: st
     Returns ``{"params", "slots", X, X_se, X_std (X in q, m, theta: per-slot lists; eps_g,
     train_loss: floats), "converged", "runs"}``.
     """
-    from .metrics import mean_se
-    from .simulate import torch_threads
+    from numerics.metrics import mean_se
+    from numerics.simulate import torch_threads
 
     seed_list = list(range(seed_start, seed_start + seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
     runs = []
@@ -327,7 +329,7 @@ def study(out_csv: str, points: Sequence[tuple[str, float]] = STUDY_POINTS,
     import csv
     import os
 
-    from .simulate import torch_threads
+    from numerics.simulate import torch_threads
 
     done: dict[tuple, dict] = {}
     if os.path.exists(out_csv):
@@ -388,7 +390,7 @@ def tolerance(summary_row: Mapping[str, Any], K: int, k_se: float = 4.0) -> floa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m numerics.clusters", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m numerics.simulate clusters", description=__doc__.split("\n\n")[0])
     p.add_argument("--omega", type=float, default=0.3)
     p.add_argument("--alpha", type=float, default=2.0)
     p.add_argument("--d", type=int, default=1000)
@@ -448,7 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         from replica.artifacts import jsonio
 
-        from .simulate import standard_error_reasons
+        from numerics.simulate import standard_error_reasons
 
         out = {k: v for k, v in res.items() if k != "runs"} | {"runs": res["runs"]}
         print(jsonio.dumps(out, standard_error_reasons(out), indent=1))
@@ -465,4 +467,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":
     from numerics.deps import missing_line
 
-    sys.exit(missing_line("python -m numerics.clusters", main))   # no torch: one line saying what to install
+    sys.exit(missing_line("python -m numerics.simulate clusters", main))   # no torch: one line saying what to install

@@ -18,10 +18,10 @@ CSV the slow tests read:
 
 ::
 
-    python -m numerics.gamp_study trajectories --out docs/figures/gamp_state_evolution.csv \\
+    python -m numerics.simulate gamp-study trajectories --out docs/figures/gamp_state_evolution.csv \\
         --plot docs/figures/gamp_state_evolution.png
-    python -m numerics.gamp_study fixed-points --out docs/figures/gamp_fixed_points.csv
-    python -m numerics.gamp_study replicon-check --ds 600,1200,2400
+    python -m numerics.simulate gamp-study fixed-points --out docs/figures/gamp_fixed_points.csv
+    python -m numerics.simulate gamp-study replicon-check --ds 600,1200,2400
 
 ``replicon-check`` measures GAMP's one-step fluctuation multiplier at its own fixed point
 and compares it with the replicon (docs/explanation/replicon.md).
@@ -90,7 +90,7 @@ def _append(path: str, columns: Sequence[str], rows: Sequence[dict]) -> None:
 # --------------------------------------------------------------------------- trajectories
 def trajectory(point: str, d: int, seed: int) -> list[dict]:
     """Plain GAMP and the undamped state evolution from GAMP's initial overlaps."""
-    from .gamp import GAMP, make_problem, model_spec, se_state, state_evolution, weights_with_overlaps
+    from numerics.gamp import GAMP, make_problem, model_spec, se_state, state_evolution, weights_with_overlaps
 
     omega, alpha, (q0, m0, th0, V0), T = TRAJECTORY_POINTS[point]
     spec = model_spec("attention", {"omega": omega})
@@ -225,7 +225,7 @@ def fixed_point_row(point: str, d: int, seed: int, gd: bool = True) -> dict:
     from replica.registry import load_module
     from replica.numeric.solver import Solver
 
-    from .gamp import run_gamp_seed
+    from numerics.gamp import run_gamp_seed
     from .simulate import run_attention_seed
 
     omega, alpha, init, branch, local = FIXED_POINTS[point]
@@ -288,7 +288,7 @@ def replicon_check(d: int, seed: int = 0, probes: int = 20, omega: float = 0.3, 
     """
     from replica.numeric.stability import replicon
 
-    from .gamp import GAMP, make_problem, model_spec, overlaps
+    from numerics.gamp import GAMP, make_problem, model_spec, overlaps
 
     spec = model_spec("attention", {"omega": omega})
     pr = make_problem(spec, alpha, d, seed, normalize_teacher=False)  # iid, as the committed study
@@ -326,7 +326,7 @@ def _ints(s: str) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m numerics.gamp_study", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m numerics.simulate gamp-study", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     pt = sub.add_parser("trajectories", help="plain GAMP vs the undamped state evolution")
     pt.add_argument("--out", required=True)

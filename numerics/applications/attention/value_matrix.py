@@ -1,12 +1,12 @@
 """Tied attention with a trainable low-rank value matrix (paper Appendix E.3, Fig. 13).
 
-Student (same data, teacher and targets as :mod:`numerics.data`)::
+Student (same data, teacher and targets as :mod:`numerics.tokens` and :mod:`.targets`)::
 
     f(x) = S(h) (x + P) V,   V = I_d + U Wᵀ/√d,   U, W ∈ R^{d×r_v},   S(h) = softmax_row(h hᵀ),
 
-with ``h = (x + P) Q/√d`` as in :class:`numerics.models.TiedAttention`, and the risk of
+with ``h = (x + P) Q/√d`` as in :class:`numerics.applications.attention.students.TiedAttention`, and the risk of
 docs/explanation/theory.md §1 with ``λ/2 (‖Q‖² + ‖U‖² + ‖W‖²)``. ``Q, U, W`` are trained together by full-batch
-gradient descent (:func:`numerics.train.train`).
+gradient descent (:func:`numerics.applications.attention.train.train`).
 
 Why ``I + U Wᵀ/√d``. The paper keeps the target ``y = T(h*) x ∈ R^{L×d}`` and says only that
 the value matrix is low rank (its text lost the formula). A value matrix of rank ``r_v = O(1)``
@@ -22,7 +22,7 @@ Protocol. ``Q`` starts at the informed (semantic, ``Q = Q*``) or positional (``Q
 initialisation of docs/explanation/theory.md §9, ``U, W`` at iid ``N(0, 1)`` entries (``value_init = 1``: the
 correction starts as large as the identity, ``‖V − I‖_F/‖I‖_F ≈ 1``, far from the tied
 model). Full-batch GD at ``lr = 1.5`` until ``grad_norm ≤ 1e-6`` as in
-:mod:`numerics.finite_size` (same minimum as lr 0.15, ten times sooner; at d = 200, α = 1.2
+:mod:`numerics.applications.attention.finite_size` (same minimum as lr 0.15, ten times sooner; at d = 200, α = 1.2
 both give the same ``q, m, θ`` to 1e-6); ``value_init = 2`` makes lr 1.5 diverge (reported as
 not converged).
 
@@ -52,13 +52,13 @@ def make_value_student(Q0: np.ndarray, U0: np.ndarray, W0: np.ndarray, P: np.nda
     import torch
     from torch import nn
 
-    from .data import softmax_row_gram
-    from .models import TiedAttention
+    from .targets import softmax_row_gram
+    from .students import TiedAttention
 
     class ValueAttention(nn.Module):
         """``f = S(h)(x+P)(I + U Wᵀ/√d)``. The attention is a :class:`TiedAttention` (parameter
         ``attn.Q``); the output is not of the form ``S(x+P)(x+P)``, so training takes the direct
-        path of :func:`numerics.train.sample_losses` (no ``attention_encoded`` here)."""
+        path of :func:`numerics.applications.attention.train.sample_losses` (no ``attention_encoded`` here)."""
 
         def __init__(self) -> None:
             super().__init__()
@@ -112,14 +112,15 @@ def run_value_seed(seed: int, *, omega: float = 0.3, alpha: float = 1.0, d: int 
     ``U, W`` start iid ``value_init·N(0, 1)`` (drawn after ``Q``'s init from the seed's init
     stream), i.e. ``‖V − I‖_F/‖I‖_F ≈ value_init²``. ``problem``: further arguments of the
     data model (``sigma``, ``A``, ``normalize_teacher``, …) as in
-    :func:`numerics.simulate.run_attention_seed`. Returns ``q, m, theta`` (of ``Q``, theory
+    :func:`numerics.applications.attention.simulate.run_attention_seed`. Returns ``q, m, theta`` (of ``Q``, theory
     conventions), ``eps_g``, ``train_loss`` (``e_t = R/d``), ``converged``, ``steps``,
     ``value_correction`` at the start and the end, ``seconds``, ``cpu_seconds``.
     """
-    from .data import iter_batches
-    from .metrics import order_parameters
-    from .models import TiedAttention, init_columns
-    from .simulate import _dtype, _problem, resolve_device, validate
+    from numerics.tokens import iter_batches
+    from numerics.metrics import order_parameters
+    from .students import TiedAttention, init_columns
+    from numerics.simulate import resolve_device, torch_dtype
+    from .simulate import _problem, validate
     from .train import L2, TrainConfig, test_error, train
 
     validate(omega=omega, alpha=alpha, d=d, lam=lam, init=init, steps=steps, lr=lr, n_test=n_test)
@@ -127,7 +128,7 @@ def run_value_seed(seed: int, *, omega: float = 0.3, alpha: float = 1.0, d: int 
         raise ValueError(f"value_rank must be a positive integer (got {value_rank!r})")
     if not (math.isfinite(value_init) and value_init >= 0):
         raise ValueError(f"value_init must be >= 0 (got {value_init!r})")
-    dev, dt = resolve_device(device), _dtype("float64")
+    dev, dt = resolve_device(device), torch_dtype("float64")
     t0, c0 = time.perf_counter(), time.process_time()
     defaults = dict(L=None, sigma=0.5, variances=None, P=None, A=None, r_t=1, target=None,
                     normalize_teacher=False)
@@ -235,7 +236,7 @@ def gd_transition(omega: float, alphas: Sequence[float], seeds: Sequence[int], *
     ``threads``: torch CPU threads during the runs (default 1, see
     :func:`numerics.simulate.torch_threads`; None leaves torch's setting).
     """
-    from .simulate import torch_threads
+    from numerics.simulate import torch_threads
 
     with torch_threads(threads):
         return _gd_transition(omega, alphas, seeds, d=d, value=value, log=log, cache=cache, **kw)
