@@ -62,13 +62,23 @@ def theory(module, parameters: Mapping[str, float], alpha: float, branch: str | 
 
 
 def check_theory_result(th: Mapping[str, Any], model: str, alpha: float, branch: str | None,
-                        params: Mapping[str, float]) -> None:
+                        params: Mapping[str, float], spectrum: str | None = None) -> None:
     """Refuse (:class:`replica.errors.ParameterError` naming ``theory``) a ``replica solve --json`` result
-    that is not of this point: another alpha, branch or parameter value, or not converged."""
+    that is not of this point: another model, alpha, branch, parameter set or value, spectrum
+    (``spectrum``: the check's spectrum digest, None for isotropic data), or not converged."""
     from replica.errors import ParameterError
 
     if not isinstance(th, Mapping) or "order_parameters" not in th or "alpha" not in th:
         raise ParameterError("theory", "not a replica solve --json result (no alpha / order_parameters)")
+    if th.get("model") != model:
+        raise ParameterError("theory", f"the given result is of model {th.get('model')}, the check of {model}"
+                             if "model" in th else "the given result names no model (written by an older "
+                             f"replica solve); solve {model} again")
+    if th.get("spectrum") != spectrum:
+        raise ParameterError("theory", "the given result is on isotropic data, the check on a spectrum"
+                             if "spectrum" not in th else "the given result is on another spectrum (its digest "
+                             "differs)" if spectrum is not None else "the given result is on a spectrum, the "
+                             "check on isotropic data")
     if not th.get("converged"):
         raise ParameterError("theory", "the given result is not converged")
     if not math.isclose(float(th["alpha"]), float(alpha), rel_tol=1e-12, abs_tol=1e-15):
@@ -77,6 +87,9 @@ def check_theory_result(th: Mapping[str, Any], model: str, alpha: float, branch:
         raise ParameterError("theory", f"the given result is on branch {th.get('branch')}, the check on "
                                        f"{branch or 'free'}")
     given = th.get("parameters") or {}
+    if set(given) != set(params):
+        raise ParameterError("theory", f"the given result has the parameters {sorted(given)}, the check "
+                                       f"{sorted(params)} (model {model})")
     for k, v in params.items():
         if k not in given or not math.isclose(float(given[k]), float(v), rel_tol=1e-12, abs_tol=1e-15):
             raise ParameterError("theory", f"the given result has {k} = {given.get(k)}, the check {v:g} "
@@ -242,7 +255,8 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
         require(package, what)
     params = {k: problem.values[k] for k in module.PARAMETERS}
     if theory_result is not None:
-        check_theory_result(theory_result, module.MODEL, alpha, branch, params)
+        check_theory_result(theory_result, module.MODEL, alpha, branch, params,
+                            None if spectrum is None else spectrum.digest())
         th = dict(theory_result)
         say("theory: from the given replica solve result")
     else:

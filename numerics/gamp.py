@@ -1045,6 +1045,12 @@ def _run(args: argparse.Namespace, prog: str) -> int:
                              "normalized teacher is the default)")
         module = load_module(args.model)
         parameters = parameters_from_args(module, args)
+        from .simulate import check_memory
+
+        try:  # before anything is drawn: --d 1000000 raised MemoryError
+            check_memory(d=int(args.d), alpha=float(args.alpha), L=int(module.L))
+        except ValueError as exc:
+            raise ValueError(f"d: {exc}") from None
         backend = "torch" if (args.backend == "torch" or args.device != "cpu") else "numpy"
         if backend == "torch":
             from .deps import require

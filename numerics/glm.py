@@ -111,6 +111,12 @@ def check_inputs(model: str, alpha: float, d: int, params: dict[str, float], see
     if unknown:
         raise ValueError(f"--param {unknown[0]}: {model} has no parameter {unknown[0]!r}; "
                          f"it takes {', '.join(defaults)}")
+    from .simulate import check_memory
+
+    try:  # before anything is drawn: --d 1000000 raised MemoryError
+        check_memory(d=int(d), alpha=float(alpha), L=1)
+    except ValueError as exc:
+        raise ValueError(f"--d: {exc}") from None
     p = {**defaults, **{k: float(v) for k, v in params.items()}}
     for name, v in p.items():
         if not math.isfinite(v):

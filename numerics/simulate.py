@@ -31,12 +31,79 @@ __all__ = ["check_memory", "check_output_csv", "resolve_device", "torch_dtype", 
 
 
 # --------------------------------------------------------------------------- checks before any work
-def _memory_bytes() -> int | None:
-    """Physical memory of this machine (None where the platform does not say)."""
+def _read_int(path: str) -> int | None:
+    """The integer in a one-line file (``max`` and absurd values: None, no limit)."""
     try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
+        with open(path, encoding="ascii") as fh:
+            text = fh.read().strip()
+    except (OSError, UnicodeDecodeError):
         return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if 0 < value < 2 ** 60 else None
+
+
+def _cgroup_room() -> list[int]:
+    """Memory this process's cgroups still allow (v2 ``memory.max - memory.current``, v1
+    ``memory.limit_in_bytes - memory.usage_in_bytes``), at the namespace root and at the process's
+    own cgroup path, where mounted."""
+    paths = {""}
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as fh:
+            for line in fh:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if controllers in ("", "memory") or "memory" in controllers.split(","):
+                    paths.add(path.rstrip("/"))
+    except (OSError, ValueError):
+        pass
+    out = []
+    for path in paths:
+        for limit, usage in ((f"/sys/fs/cgroup{path}/memory.max", f"/sys/fs/cgroup{path}/memory.current"),
+                             (f"/sys/fs/cgroup/unified{path}/memory.max", f"/sys/fs/cgroup/unified{path}/memory.current"),
+                             (f"/sys/fs/cgroup/memory{path}/memory.limit_in_bytes",
+                              f"/sys/fs/cgroup/memory{path}/memory.usage_in_bytes")):
+            cap = _read_int(limit)
+            if cap is not None:
+                out.append(max(0, cap - (_read_int(usage) or 0)))
+    return out
+
+
+def _address_space_room() -> int | None:
+    """What ``RLIMIT_AS`` (``ulimit -v``) leaves beyond this process's current address space."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return None
+    if soft in (resource.RLIM_INFINITY, -1) or soft <= 0:
+        return None
+    used = 0
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    used = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return max(0, soft - used)
+
+
+def _memory_bytes() -> int | None:
+    """The memory this process can still take: physical memory, capped by the process limits
+    (``RLIMIT_AS`` beyond the address space in use, the cgroups' limits beyond their usage);
+    None where the platform says nothing."""
+    room = _cgroup_room()
+    aspace = _address_space_room()
+    if aspace is not None:
+        room.append(aspace)
+    try:
+        room.append(int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES")))
+    except (AttributeError, ValueError, OSError):
+        pass
+    return min(room) if room else None
 
 
 def check_memory(*, d: int, alpha: float, L: int = 2, itemsize: int = 8, device: Any = "cpu",
@@ -48,7 +115,8 @@ def check_memory(*, d: int, alpha: float, L: int = 2, itemsize: int = 8, device:
     by numpy in host memory, then ``X`` and ``Y`` are held as tensors of ``itemsize`` bytes
     per entry on ``device``. The lower bounds ``n L d (8 + 2 itemsize)`` bytes of host memory
     (``8`` on a CUDA device) and ``2 n L d itemsize`` of GPU memory must fit in physical
-    memory (training adds activations of the same size). Raises ``ValueError`` naming ``d``
+    memory (training adds activations of the same size), within the process's limits
+    (:func:`_memory_bytes`: ``ulimit -v``, a container's cgroup). Raises ``ValueError`` naming ``d``
     otherwise; ``available`` overrides the host's memory. Returns the host bytes needed.
     """
     n = int(round(float(alpha) * int(d)))
@@ -61,8 +129,8 @@ def check_memory(*, d: int, alpha: float, L: int = 2, itemsize: int = 8, device:
     where = f"d={d} with alpha={alpha} needs at least"
     what = f"(n*L*d = {n}*{L}*{d} entries in X and Y)"
     if have is not None and need > have:
-        raise ValueError(f"{where} {format_bytes(need)} of memory for the training set {what} but this machine "
-                         f"has {format_bytes(have)}; use a smaller d")
+        raise ValueError(f"{where} {format_bytes(need)} of memory for the training set {what} but this process "
+                         f"can take {format_bytes(have)}; use a smaller d")
     if cuda and available is None:
         import torch
 

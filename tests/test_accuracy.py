@@ -523,3 +523,24 @@ def test_phase_accuracy_reports_spinodal_bars():
         ends = {e["alpha"]: e for e in res["branch_ends"][b]}
         for a, bar in zip(values, bars[b]):
             assert bar is None or bar >= abs(ends[a]["alpha_next"] - a)
+
+
+def test_a_rule_asked_for_is_the_one_reported_with_the_refined_value_as_its_error():
+    """``--quadrature RULE`` reported the refined rules' fixed point (the paper recipe's ``d7`` gave
+    the converged theta, not d7's); the values are now RULE's own, and each bar reaches the refined
+    rule's value beside it."""
+    from replica.registry import load_module
+
+    out = _cli("solve", "logistic", "--alpha", "2", "--quadrature", "gh:6", "--json", "--no-replicon")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    mod = load_module("logistic")
+    solver = Solver(mod, rule=gauss_hermite(len(mod.GAUSSIANS), 6), error_estimate=False)
+    own = solver.solve(2.0)
+    refined = solver.refined(starts=False).solve(2.0, x0=own.x)
+    assert res["quadrature"] == own.quadrature
+    assert any(n.startswith("the values are those of the rule asked for") for n in res["notes"])
+    for k in ("q", "V", "theta"):
+        assert res[k] == pytest.approx(own.order[f"{k}_1"], rel=1e-6), k
+        assert res["errors"][k] >= abs(res[k] - refined.order[f"{k}_1"]) * (1 - 1e-6), k
+    assert abs(own.order["theta_1"] - refined.order["theta_1"]) > 1e-4  # gh:6 is coarse: the test means something

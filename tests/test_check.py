@@ -417,6 +417,51 @@ def test_gamp_runs_a_model_file_without_torch(tmp_path):
     assert out["model"] == "logcosh" and out["converged"] is True and out["grad_norm"] < 1e-6
 
 
+def test_a_plot_format_matplotlib_cannot_write_is_refused_before_the_simulations(tmp_path, capsys):
+    """``--plot c.txt`` failed after every simulation had run, and the JSON was lost with it."""
+    from replica.cli import main
+
+    assert main(["check", "ridge", "--alpha", "2", "--plot", str(tmp_path / "c.txt"), "--json", "--quiet"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and len(out.err.splitlines()) == 1
+    assert out.err.startswith(f"replica check: error: plot: {tmp_path / 'c.txt'}: matplotlib writes no .txt figures")
+
+
+def test_a_theory_of_another_model_or_data_law_is_refused(tmp_path, capsys):
+    """``--theory`` trusted any file: a ridge solve was the theory of ``check logistic`` (its ``lam``
+    matched), an isotropic one of a ``--spectrum`` check; both are refused before a simulation, as is
+    a theory on another spectrum."""
+    from numerics.check import theory
+    from replica.artifacts import jsonio
+    from replica.registry import load_module
+    from replica.cli import main
+    from replica.numeric.spectrum import Spectrum
+    from replica.registry.spectral import gcm_module
+
+    ridge = tmp_path / "ridge.json"
+    jsonio.write(ridge, theory(load_module("ridge"), {"lam": 0.1, "Delta": 0.25}, 2.0, None, replicon=False,
+                               error_bars=False))
+    spectra = []
+    for k, spread in enumerate((0.5, 0.75)):  # eigenvalues of mean 1, theta = 1: rho = 1 on both
+        path = tmp_path / f"spectrum{k}.csv"
+        path.write_text("k,lambda,theta\n" + "".join(f"{i},{float(g)!r},1\n"
+                                                       for i, g in enumerate(np.linspace(1 - spread, 1 + spread, 40))))
+        spectra.append(path)
+    on_spectrum = tmp_path / "ridge_spectrum.json"
+    jsonio.write(on_spectrum, theory(gcm_module(load_module("ridge"), Spectrum.from_csv(spectra[0])),
+                                     {"lam": 0.1, "Delta": 0.25}, 2.0, None, replicon=False, error_bars=False))
+    base = ["--alpha", "2", "--seeds", "2", "--n-test", "200", "--json", "--quiet"]
+    cases = [(["logistic", "--theory", str(ridge)], "of model ridge, the check of logistic"),
+             (["ridge", "--spectrum", str(spectra[0]), "--theory", str(ridge)], "on isotropic data, the check on a "),
+             (["ridge", "--theory", str(on_spectrum), "--d", "50"], "on a spectrum, the check on isotropic data"),
+             (["ridge", "--spectrum", str(spectra[1]), "--theory", str(on_spectrum)], "on another spectrum")]
+    for args, why in cases:
+        assert main(["check", *args, *base]) == 2, args
+        out = capsys.readouterr()
+        assert out.out == "" and out.err.startswith("replica check: error: theory: the given result is") \
+            and why in out.err and len(out.err.splitlines()) == 1, out.err
+
+
 def test_a_given_theory_is_used_when_it_is_of_this_point(tmp_path, capsys):
     """``--theory SOLVE.json`` (a replica solve result) replaces the solve; one of another point is refused."""
     from numerics.check import theory

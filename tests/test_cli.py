@@ -7,11 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.support import run_cli as run, spawn
+from tests.support import cli, run_cli as run, spawn
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
 
 
 def test_help_lists_subcommands():
@@ -181,3 +179,46 @@ def test_parsing_never_generates_code_before_the_other_flags_are_checked(tmp_pat
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.strip().splitlines() == [res.stderr.strip()] and "alpha" in res.stderr
     assert "generating" not in res.stderr and not (tmp_path / "cache" / "generated").exists()
+
+
+def test_verbose_prints_the_iterations_of_the_cold_solve(capsys):
+    """``--verbose`` printed no iterations: the cold starts run on a cheaper scout solver, which
+    was built quiet, and the working rule's re-solve from its answer takes one iteration."""
+    from replica.cli import main
+
+    assert main(["solve", "ridge", "--alpha", "1", "--verbose", "--no-replicon"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("  solve at alpha = 1 on gauss-hermite")
+    iterations = [ln for ln in err if ln.startswith("  iter ")]
+    assert len(iterations) >= 5 and iterations[0].startswith("  iter    1  residual")
+
+
+def test_an_interrupted_solve_does_not_promise_a_resume():
+    """``replica solve`` caches nothing: "rerun to resume" was a false promise."""
+    p = spawn("solve", "attention", "--alpha", "2", "--verbose")
+    try:
+        for line in p.stderr:  # an iteration is running: the solve has started
+            if line.startswith("  iter "):
+                break
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    last = err.strip().splitlines()[-1]
+    assert p.returncode == 143 and last == "replica solve: interrupted (SIGTERM); nothing was cached: a rerun starts again"
+
+
+@pytest.mark.parametrize("args, why", [
+    (["solve", "ridge", "--alpha", "2", "--alpha", "3"], "argument --alpha: given twice (2.0 and 3.0)"),
+    (["solve", "ridge", "--alpha", "2", "--lam", "0.1", "--lam", "0.2"], "argument --lam: given twice"),
+    (["phase", "ridge", "--no-cache", "--cache", "cache-dir"], "argument --cache: not allowed with argument --no-cache"),
+    (["derive", "ridge", "--latex", "same.tex", "--markdown", "same.tex"], "is also given as --latex"),
+], ids=["alpha-twice", "model-flag-twice", "cache-and-no-cache", "latex-is-markdown"])
+def test_contradictory_flags_are_one_line_errors(tmp_path, monkeypatch, args, why):
+    """They were accepted silently: the last --alpha won, --no-cache beat --cache, and the Markdown
+    export overwrote the LaTeX one."""
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = cli(*args)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and why in err, err
+    assert not list(tmp_path.iterdir())

@@ -141,12 +141,16 @@ def test_rho_must_match_the_model(ridge):
 
 
 def test_nonfinite_sums_are_an_invalid_state(ridge):
-    """lam + gamma Vhat <= 0 for some mode: an InvalidStateError, never a NaN state."""
+    """lam + gamma Vhat <= 0 for some mode: an InvalidStateError, never a NaN state. (At xhat = 0,
+    the solver's alpha -> 0 probe for its start, a non-finite value says "no value", as the
+    isotropic module's 1/lambda does: ridge at lambda = 0 solves from another start.)"""
     mod = gcm_module(ridge, power_law(20, 1.0))
     p = np.asarray(mod.DEFAULTS, dtype=float)
     p[list(mod.PARAMETERS).index("lam")] = 0.0
     with pytest.raises(InvalidStateError, match="entropic_update"):
-        mod.entropic_update(np.zeros(3), p)
+        mod.entropic_update(np.array([1.0, 0.0, 0.0]), p)   # qhat = 1, Vhat = 0: lam + gamma Vhat = 0
+    assert not np.all(np.isfinite(mod.entropic_update(np.zeros(3), p)))
+    assert not np.all(np.isfinite(ridge.entropic_update(np.zeros(3), p)))
 
 
 # ------------------------------------------------------------------ the command line
@@ -171,6 +175,36 @@ def test_bad_spectrum_file_is_one_line_exit_2(tmp_path, text, why):
     assert "\n" not in line and "spectrum" in line and "Traceback" not in line
     import re
     assert re.search(why, line), line
+
+
+@pytest.mark.parametrize("text, why", [
+    ("k,lambda,theta,lambda\n1,1,1,2\n2,1,1,2\n", "column.s. lambda given twice"),
+    ("k,lambda,theta\n1,1,1\n\0\0\0\n", "not a text"),
+])
+def test_duplicate_columns_and_binary_files_are_refused(tmp_path, text, why):
+    """A duplicate column was taken silently (the last one); a NUL byte is no CSV."""
+    test_bad_spectrum_file_is_one_line_exit_2(tmp_path, text, why)
+
+
+def test_an_endless_spectrum_file_is_refused_without_reading_it_all():
+    """``--spectrum /dev/zero`` read until MemoryError (only read here)."""
+    rc, out, err = cli("solve", "ridge", "--alpha", "1", "--spectrum", "/dev/zero")
+    assert rc == 2 and out == "" and err.strip() == "replica solve: error: spectrum: /dev/zero is not a text (CSV) file"
+
+
+def test_a_byte_order_mark_is_not_part_of_the_header(tmp_path):
+    """Spreadsheets write a UTF-8 BOM before the header: it read as 'missing column k'."""
+    text = "k,lambda,theta\n1,0.5,1\n2,1.5,1\n"
+    with_bom = tmp_path / "bom.csv"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert Spectrum.from_csv(with_bom).digest() == Spectrum.from_csv(_write(tmp_path, text)).digest()
+
+
+def test_check_refuses_a_spectrum_too_small_to_simulate(tmp_path):
+    """Its modes are the dimension: a one-mode spectrum was simulated at d = 1."""
+    rc, out, err = cli("check", "ridge", "--alpha", "1", "--spectrum", _write(tmp_path, "k,lambda,theta\n1,1,1\n"))
+    assert rc == 2 and out == "" and err.strip().startswith("replica check: error: spectrum:") \
+        and "1 mode(s)" in err and "\n" not in err.strip()
 
 
 def test_missing_spectrum_file_is_one_line_exit_2(tmp_path):
@@ -675,3 +709,32 @@ def test_solve_on_random_features_from_the_command_line(tmp_path):
     # a model random features do not fit names the flag the user gave, not the library's spectrum
     rc, out, err = cli("solve", "lasso", "--alpha", "1", "--features", "relu", "--ratio", "2")
     assert rc == 2 and err.strip().count("\n") == 0 and "error: features: random features" in err, err
+
+
+def test_ridge_without_penalty_on_the_identity_spectrum_is_the_isotropic_model(ridge):
+    """``lam = 0`` on fifty unit eigenvalues was refused as "not finite" (the start's alpha -> 0 probe,
+    1/lambda, is infinite), although the isotropic model solves it (q = 1.25 at alpha = 2)."""
+    flat = Spectrum.well_specified(np.ones(50), np.ones(50))
+    on_spectrum = Solver(gcm_module(ridge, flat), {"lam": 0.0}, error_estimate=False).solve(2.0)
+    isotropic = Solver(ridge, {"lam": 0.0}, error_estimate=False).solve(2.0)
+    assert on_spectrum.converged and isotropic.converged
+    for k in ("q_1", "V_1", "theta_1"):
+        assert on_spectrum.order[k] == pytest.approx(isotropic.order[k], rel=1e-8), k
+
+
+def test_a_zero_eigenvalue_is_the_limit_of_small_ones(lasso):
+    """LASSO refused every spectrum with a zero eigenvalue (its soft-thresholding prox divides by the
+    mode's curvature gamma_k Vhat). Such a mode carries neither variance nor signal: its term is
+    min_w r(w) = 0, the limit of an eigenvalue 1e-12 (a change of O(gamma) in the fixed point)."""
+    base = np.linspace(0.2, 1.8, 49)
+
+    def solve(g0: float):
+        g = np.concatenate([[g0], base])
+        theta = np.ones(50) / np.sqrt(np.mean(g))  # rho = 1
+        return Solver(gcm_module(lasso, Spectrum.well_specified(g, theta)), LASSO, error_estimate=False).solve(2.0)
+
+    zero, small = solve(0.0), solve(1e-12)
+    assert zero.converged and small.converged
+    for k in ("q_1", "V_1", "theta_1"):
+        assert zero.order[k] == pytest.approx(small.order[k], rel=1e-9), k
+    assert zero.train_loss == pytest.approx(small.train_loss, rel=1e-9)

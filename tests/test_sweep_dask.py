@@ -119,12 +119,16 @@ def test_replica_phase_on_a_local_cluster_equals_local_processes():
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="process checks read /proc (Linux)")
-def test_interrupted_cluster_sweep_leaves_no_process(tmp_path):
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_interrupted_cluster_sweep_leaves_no_process(tmp_path, how):
+    """SIGTERM to the sweep, or Ctrl-C (SIGINT to the terminal's whole process group, the cluster's
+    worker processes too, each of which printed its own traceback: ~70 lines): one line, no
+    process left, and the rerun resumes from the cache."""
     spec = spec_file(tmp_path, RIDGE.replace("NUM", "60"))
     cache = tmp_path / "cache"
     p = subprocess.Popen([sys.executable, "-m", "replica", "sweep", spec, "--scheduler", "local:2", "--out",
                           tmp_path / "r.nc", "--cache", cache], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, start_new_session=how == "ctrl-c")
     try:
         procs: list[int] = []
         deadline = time.monotonic() + 240
@@ -135,14 +139,18 @@ def test_interrupted_cluster_sweep_leaves_no_process(tmp_path):
                 break
             time.sleep(0.05)
         assert p.poll() is None and len(procs) >= 2, "the sweep ended before it could be interrupted"
-        p.send_signal(signal.SIGTERM)
+        if how == "ctrl-c":
+            os.killpg(p.pid, signal.SIGINT)
+        else:
+            p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=120)
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode == 143, err
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert "Traceback" not in err and "interrupted (SIGTERM); rerun to resume" in lines[-1], err
+    name = "SIGINT" if how == "ctrl-c" else "SIGTERM"
+    assert p.returncode == (130 if how == "ctrl-c" else 143), err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip() and not ln.startswith("replica sweep  [")]
+    assert "Traceback" not in err and len(lines) == 1 and f"interrupted ({name}); rerun to resume" in lines[0], err
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and any(alive(q) for q in procs):
         time.sleep(0.1)

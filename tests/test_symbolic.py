@@ -162,6 +162,39 @@ def test_valid_simple_declaration():
     assert _simple().L == 2
 
 
+@pytest.mark.parametrize("name", ["../../../x", "ridge/v2", "", "2x", "my model", None])
+def test_a_model_name_that_is_no_identifier_is_refused(name):
+    """The name becomes file names and a command-line word: ``../../../x`` wrote the compiled unit
+    outside the cache, ``ridge/v2`` failed with an Errno, ``""`` was accepted."""
+    with pytest.raises(DeclarationError, match="^name: .* must be a Python identifier"):
+        _simple(name=name)
+
+
+@pytest.mark.parametrize("extra", ["sqrt(h**2 - 1)", "log(h)"])
+def test_symmetry_detection_survives_a_loss_with_a_restricted_domain(extra):
+    """``sqrt(h^2 - 1)`` or ``log(h)`` in a loss raised "math domain error" from the random points of the
+    symmetry detection; points outside the domain are skipped, and an even term keeps the symmetries of
+    the plain square loss (an odd or one-sided one loses them)."""
+    from replica import symbol
+    from replica.symbolic.symmetries import derive_symmetries
+
+    h, hs = fields(1, 1), teacher_fields(1, 1)
+    noise, lam = symbol("noise", "z"), parameter("lam_d")
+
+    def glm(loss):
+        return Model(name="domain", h=h, hstar=hs, loss=loss, noise=[noise], data=TokenStatistics.isotropic(1, 1),
+                     regularizer=L2(lam), parameters={lam: 0.1})
+
+    square = (hs[0] + noise / 2 - h[0]) ** 2 / 2
+    plain = derive_symmetries(Derivation(glm(square)))
+    term = sp.sympify(extra, locals={"h": h[0]})
+    restricted = derive_symmetries(Derivation(glm(square + term)))
+    if extra.startswith("sqrt"):
+        assert restricted == plain and plain.folds
+    else:
+        assert not restricted.folds
+
+
 def test_order_parameter_families_follow_the_declaration():
     """q, V always; m only with positional encodings (else m = W^T p / sqrt(d) = 0 by construction);
     theta with a teacher; ``families=`` overrides, checked."""

@@ -13,7 +13,7 @@ import warnings
 from typing import Sequence
 
 from ..errors import ReplicaError
-from ..validation import given_strings
+from ..validation import given_strings, refuse_repeated_flags
 from ..runtime.workers import exit_status, interrupt_message, terminate_raises
 
 #: subcommand modules, in the order ``--help`` lists them
@@ -30,7 +30,13 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (``replica solve: error: argument --alpha: ...``),
     exit status 2, like every other bad input; ``--help`` still shows the usage."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        refuse_repeated_flags(self)  # --alpha 2 --alpha 3 is an error, not alpha = 3 (subcommands too)
+
     def error(self, message: str):  # type: ignore[override]
+        if getattr(self, "_tentative", False):
+            raise _Tentative(message)
         self.exit(2, f"{self.prog}: error: {message}\n")
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
@@ -73,6 +79,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Tentative(Exception):
+    """A parse error of :func:`_early_parse`'s first try (not printed: the second try says it)."""
+
+
+def _early_parse(parser: argparse.ArgumentParser, p: argparse.ArgumentParser, argv: Sequence[str]):
+    """The line parsed without the model's parameter flags. First without abbreviations: the model's
+    own ``--a`` is no abbreviation of ``--alpha`` (it was refused as ambiguous); where that fails (an
+    abbreviated flag such as ``--alph``, or a real error), as argparse would, its error printed."""
+    abbrev, p.allow_abbrev = p.allow_abbrev, False
+    parser._tentative = p._tentative = True
+    try:
+        return parser.parse_known_args(argv)[0]
+    except _Tentative:
+        pass
+    finally:
+        p.allow_abbrev = abbrev
+        parser._tentative = p._tentative = False
+    return parser.parse_known_args(argv)[0]
+
+
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     """The arguments of ``argv``. A subcommand that takes a model's parameter flags
     (:func:`replica.cli.commands.common.add_parameter_flags`) is parsed in three steps: every flag
@@ -92,7 +118,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Name
     options = rest[:rest.index("--")] if "--" in rest else rest
     wants_help = any(a in ("-h", "--help") for a in options)
     if not wants_help:
-        early, _ = parser.parse_known_args(argv)
+        early = _early_parse(parser, p, argv)
         check = getattr(early, "check_args", None)
         if check is not None:
             check(early)
@@ -148,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             kept = PointCache(args.cache)
             cache = kept.root if kept.writable() else None
         message = interrupt_message(prog, exc, cache)
-        if cache is None and hasattr(args, "no_cache"):  # say so rather than "rerun to resume"
+        if cache is None:  # no cache (solve, check) or none kept: say so rather than "rerun to resume"
             message = message.replace("rerun to resume", "nothing was cached: a rerun starts again")
         print(message, file=sys.stderr)
         _RAN.append("interrupted")

@@ -44,7 +44,7 @@ from ..errors import ConvergenceError, InvalidStateError, ParameterError
 from . import rqmc, rule_plan
 from .energetic import EnergeticAverage
 from .integrators import QuadratureIntegrator, preintegration_refusal
-from .solver import BRANCH_NOT_FOUND, ITERATION_SAFETY, FixedPoint, Solver
+from .solver import BRANCH_NOT_FOUND, ITERATION_SAFETY, SADDLE_NOTE, FixedPoint, Solver
 from .stability import switching
 
 #: relative accuracy a result is checked against when none is requested
@@ -478,12 +478,17 @@ def with_error_bars(solver: Solver, fp: FixedPoint, alpha: float, accuracy: floa
 
 def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float = DEFAULT_ACCURACY,
                       max_levels: int = 8, progress: Callable[[str], None] | None = None,
-                      beside: Callable[[FixedPoint], None] | None = None) -> FixedPoint:
+                      beside: Callable[[FixedPoint], None] | None = None,
+                      keep_rule: bool = False) -> FixedPoint:
     """Refine the rules and prox starts from ``fp`` (a fixed point of ``solver``) until every
     error bar is below ``accuracy`` relative (at most ``max_levels`` refinements).
 
     Returns the finest fixed point with its bars; when the accuracy is not met, ``accuracy_met``
     is False and a note names the numbers left above it and what stopped the refinement.
+    ``keep_rule``: return ``fp`` itself, the fixed point of the rule asked for (``--quadrature``:
+    a discretisation chosen on purpose, such as the paper code's ``d7``), with the finest
+    fixed point beside it as its error: every bar is the distance to the finest value plus the
+    finest value's own bar (:func:`kept_rule`).
     ``beside``: called with the ladder's finest fixed point (bars not yet attached) when the
     ladder ends before the jump check running beside it, so that the caller can start work on
     that state meanwhile; the returned fixed point is that very object unless the check sent
@@ -497,10 +502,14 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
     # check touches the working solver only through map evaluations, and its Jacobian is the last
     # solve's: where it is not (a fixed point from elsewhere) the check runs first, alone.
     say = progress if progress is not None else (lambda line: None)
-    working = solver
+    working, requested = solver, fp
     held: list[str] = []
     concurrent = getattr(solver, "_last_x", None) is not None and solver.last_jacobian is not None \
         and np.array_equal(solver._last_x, np.asarray(fp.x, dtype=float))
+    # the rule asked for keeps its values: what its iteration left is measured now, by the Newton
+    # correction of its own solve (the bar's fallback, 10x the state's relative residual on every
+    # derived number, is 1e-7 where the correction gives 1e-9)
+    requested_corrected = solver.newton_corrected(alpha) if keep_rule and concurrent else None
     if concurrent:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="replica-jump-check") as pool:
             future = pool.submit(jump_check, solver, fp, alpha)
@@ -546,7 +555,7 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
                     f"the global minimiser of the bracket jumps on {check.switch_lines} of {check.lines} lines at "
                     f"this state and the tensor rule's fixed point is {check.shift:.1e} (relative) off the jump-aware "
                     f"one: re-solved with the jump-aware pre-integration, whose refinements give the bars")
-            moved.notes = [n for n in fp.notes if n not in moved.notes] + moved.notes
+            moved.notes = [n for n in _carried(fp.notes) if n not in moved.notes] + moved.notes
             solver, fp, check, ladder = aware, moved, None, None
             held.clear()
     if ladder is None:
@@ -583,7 +592,23 @@ def solve_to_accuracy(solver: Solver, fp: FixedPoint, alpha: float, accuracy: fl
         best.notes.append("the rules are not in their asymptotic regime on " + ", ".join(erratic[:6])
                           + " (a refinement did not halve the previous difference): their bars are the larger "
                             "of the last two differences")
+    if keep_rule and best is not requested:  # (also where the jump check moved the solve to another rule)
+        return kept_rule(requested, best, errors, accuracy, why, doubt, corrected=requested_corrected)
     return _finish(best, errors, accuracy, why, doubt)
+
+
+def kept_rule(fp: FixedPoint, finest: FixedPoint, errors: dict[str, float], accuracy: float,
+              why: str | None = None, doubt: str | None = None,
+              corrected: FixedPoint | None = None) -> FixedPoint:
+    """``fp`` (the rule asked for) with bars ``|fp - finest| + errors`` (``errors``: the finest
+    fixed point's bars) plus what ``fp``'s iteration left (``corrected``: its solve's Newton-corrected
+    numbers, see :func:`bars`), the finest fixed point's notes and one saying where its values are."""
+    fp.notes = [n for n in fp.notes if n not in finest.notes] + [n for n in _carried(finest.notes) if n not in fp.notes]
+    shown = ", ".join(f"{k} = {finest.order[k]:.6g}" for k in list(finest.order)[:4])
+    fp.notes.append(f"the values are those of the rule asked for ({fp.quadrature}); the refined rules' fixed point "
+                    f"({finest.quadrature}: {shown}) is beside them as their error: each bar is the distance to it "
+                    "plus its own bar")
+    return _finish(fp, _add(errors, bars(fp, finest, corrected=corrected)), accuracy, why, doubt)
 
 
 def _needs_jump_aware(check: JumpCheck | None, fp: FixedPoint, accuracy: float) -> bool:
@@ -642,7 +667,8 @@ def _ladder(solver: Solver, fp: FixedPoint, alpha: float, accuracy: float, max_l
         if prev is not None:
             errors, erratic = _convergence_guard(errors, finest, base, prev, accuracy)
         best, best_solver = finest, ref_solver
-        best.notes = [n for n in work.notes if not n.startswith(BRANCH_NOT_FOUND) and n not in best.notes] + best.notes
+        best.notes = [n for n in _carried(work.notes) if not n.startswith(BRANCH_NOT_FOUND) and n not in best.notes] \
+            + best.notes
         bad = unresolved(best, errors, accuracy)
         progress(f"level {level}: {best.rules.get('energetic', '')}; {len(bad)} bars above {accuracy:g}"
                  + (f" ({', '.join(bad[:4])})" if bad else ""))
@@ -693,6 +719,12 @@ def _convergence_guard(errors: dict[str, float], finest: FixedPoint, work: Fixed
         if max(d1, d2) > 0.1 * accuracy * size.get(k, abs(vf[k])):
             erratic.append(k)
     return out, erratic
+
+
+def _carried(notes: list[str]) -> list[str]:
+    """The notes of one fixed point that hold for another rule's too: not the count of its own nodes'
+    saddles (:data:`replica.numeric.solver.SADDLE_NOTE`), which its ``prox_saddle`` reports."""
+    return [n for n in notes if not n.startswith(SADDLE_NOTE)]
 
 
 def _add(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:

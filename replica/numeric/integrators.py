@@ -305,6 +305,12 @@ def extra_starts(base: np.ndarray, h: np.ndarray, level: int) -> list[np.ndarray
 TENSOR_ENTROPIC_ORDERS = {1: 400, 2: 120, 3: 30}
 
 
+#: most points per piece of an aligned rule: it converges exponentially (the default 40 reaches
+#: round-off on soft thresholding), and its Golub--Welsch step grows like the cube of the order
+#: (aligned:100000 ran for minutes inside LAPACK, deaf to SIGINT and SIGTERM)
+MAX_ALIGNED_ORDER = 200
+
+
 class AlignedEntropicRule:
     """The entropic average of a scalar (``r = 1``) separable regularizer, aligned with its kinks.
 
@@ -332,6 +338,10 @@ class AlignedEntropicRule:
         if dim < 1 or order < 2 or transverse < 1 or detect < 3:
             raise ParameterError("entropic_rule", f"need dim >= 1, order >= 2, transverse >= 1, detect >= 3; "
                                                   f"got {dim}, {order}, {transverse}, {detect}")
+        if order > MAX_ALIGNED_ORDER:
+            raise ParameterError("entropic_rule", f"aligned:{order}: at most {MAX_ALIGNED_ORDER} points per piece "
+                                                  "(the aligned rule converges exponentially in them; the default "
+                                                  "is 40)")
         self.dim, self.order, self.transverse, self.detect = int(dim), int(order), int(transverse), int(detect)
         self.fallback = fallback or gauss_hermite(dim, TENSOR_ENTROPIC_ORDERS.get(dim, 12))
         self.last_used_fallback = False
@@ -339,8 +349,8 @@ class AlignedEntropicRule:
     def refined(self, factor: float | None = None) -> "AlignedEntropicRule":
         """More points per piece (x ``factor``, default 1.5), a finer detection grid and fallback."""
         f = 1.5 if factor is None else factor
-        return AlignedEntropicRule(self.dim, max(self.order + 1, math.ceil(f * self.order)), self.transverse + 1,
-                                   2 * self.detect - 1, self.fallback.refined(f))
+        order = min(MAX_ALIGNED_ORDER, max(self.order + 1, math.ceil(f * self.order)))
+        return AlignedEntropicRule(self.dim, order, self.transverse + 1, 2 * self.detect - 1, self.fallback.refined(f))
 
     def describe(self) -> str:
         return (f"aligned(dim={self.dim}, order={self.order} per piece, transverse=gh{self.transverse}, "
@@ -387,7 +397,8 @@ class AlignedEntropicRule:
                     hi = mid
             breaks.append(0.5 * (lo + hi))
         edges = np.array([-CUT] + sorted(breaks) + [CUT])
-        un, uw = truncated_normal_rule(edges[:-1], edges[1:], self.order)
+        # the discretised weight needs well over order points for the rule to be exact to degree 2 order - 1
+        un, uw = truncated_normal_rule(edges[:-1], edges[1:], self.order, max(96, 2 * self.order))
         un, uw = un.ravel(), uw.ravel()
         keep = uw > 0
         un, uw = un[keep], uw[keep]

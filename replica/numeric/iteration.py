@@ -92,6 +92,8 @@ class FixedPointIteration:
         x = self.initial_state() if x0 is None else validation.state_vector(x0, self.names)
         x[self.pinned] = 0.0
         self.check_state(x)
+        if self.verbose:
+            print(f"  solve at alpha = {alpha:g} on {self.integrator.describe()}", file=sys.stderr)
         free = self.free
         hist_x: list[np.ndarray] = []
         hist_g: list[np.ndarray] = []

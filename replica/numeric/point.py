@@ -49,7 +49,9 @@ class PointOptions:
     :data:`~replica.numeric.accuracy.DEFAULT_ACCURACY`); ``error_bars=False``: no refinement, no
     bars; ``replicon`` and ``perturbed_replicon`` (the replicon's bar includes what the state's bars
     move it by); ``companion_residual``: the residual under the companion rule; ``scout``: cold
-    starts on a cheaper rule first (:meth:`Solver.scout`), else the working rule's cold starts."""
+    starts on a cheaper rule first (:meth:`Solver.scout`), else the working rule's cold starts;
+    ``keep_rule``: report the working rule's fixed point, the refined one beside it as its error
+    (``solve_to_accuracy``'s ``keep_rule``: a rule asked for by name), not the refined one."""
 
     branch: str | None = None
     quadrature: str | None = "auto"
@@ -66,6 +68,7 @@ class PointOptions:
     perturbed_replicon: bool = True
     companion_residual: bool = True
     scout: bool = True
+    keep_rule: bool = False
 
     def replace(self, **changes) -> "PointOptions":
         """A copy with some options changed."""
@@ -106,14 +109,18 @@ class PointOptions:
                     raise ParameterError("entropic-quadrature", f"aligned rules need a scalar prox (r = 1); "
                                                                 f"{module.MODEL} has r = {module.ENTROPIC_DIM}: use gh:N")
                 try:
-                    return AlignedEntropicRule(dim, int(n))
+                    order = int(n)
                 except ValueError:
                     raise ParameterError("entropic-quadrature", f"bad order in {spec!r} (expected an integer)") from None
+                return AlignedEntropicRule(dim, order)
             return parse_rule(spec, dim)
         except ParameterError as exc:
             if exc.name == "entropic-quadrature":
                 raise
-            raise ParameterError("entropic-quadrature", str(exc)) from None
+            message = str(exc)
+            if message.startswith(f"{exc.name}: "):  # one name in the line: the flag's
+                message = message[len(exc.name) + 2:]
+            raise ParameterError("entropic-quadrature", message) from None
 
     def solver(self, module: GeneratedModel, parameters: Mapping[str, float] | None) -> Solver:
         """The solver of these options (validates the parameters, the branch and the rules: one line each)."""
@@ -193,7 +200,8 @@ def solve_point(module: GeneratedModel, parameters: Mapping[str, float] | None, 
                 say("error bars: re-solves on refined rules and with more prox starts, jump check")
                 fp = solve_to_accuracy(solver, fp, alpha, accuracy,
                                        max_levels=1 if options.accuracy is None else 8,
-                                       progress=progress if options.accuracy is not None else None, beside=beside)
+                                       progress=progress if options.accuracy is not None else None, beside=beside,
+                                       keep_rule=options.keep_rule)
         finally:
             tally.__exit__(None, None, None)
         # the whole point's work, not the last rule's (its re-solve from the ladder took 1 iteration)

@@ -37,8 +37,13 @@ def result_dict(module, fp) -> dict:
     """The JSON contract: token-1 q, m, theta, V (+ conjugates), every declared observable with its
     ``<name>_error`` (``eps_g`` first), the solve's diagnostics, and ``errors`` (the
     absolute error bar of every number, same keys), ``accuracy`` and ``accuracy_met``,
-    ``branch_found`` and the ``rules`` of the reported values."""
-    out: dict = {}
+    ``branch_found`` and the ``rules`` of the reported values. ``model`` names the model, and a
+    solve on a spectrum (:mod:`replica.numeric.spectrum`) carries its ``spectrum`` digest: what
+    ``replica check --theory`` holds a result against."""
+    out: dict = {"model": module.MODEL}
+    spectrum = getattr(module, "SPECTRUM", None)
+    if spectrum is not None:
+        out["spectrum"] = spectrum.digest()
     out.update(token_one(module, fp.order))
     out.update(token_one(module, fp.conjugates))
     out.update(observable_dict(fp))

@@ -43,12 +43,13 @@ from .integrators import EnergeticIntegrator, QuadratureIntegrator
 from .iteration import ITERATION_SAFETY, FixedPointIteration, iteration_tally  # noqa: F401  (re-exported)
 from .kinks import KinkIntegrator
 from .labels import labelled
+from .loss_bounds import check_loss_bounded
 from .parameters import parameter_vector
 from .preintegration import PreintegrationIntegrator
 from .prox import ProxConvention, prox_convention
 from .quadrature import QuadratureRule, gauss_hermite
 from .saddle_map import ALIGNED_ORDER, SaddlePointMap, default_entropic_rule  # noqa: F401  (re-exported)
-from .solver_observables import ReportedNumbers, _cached_rule, default_test_rule  # noqa: F401  (re-exported)
+from .solver_observables import SADDLE_NOTE, ReportedNumbers, _cached_rule, default_test_rule  # noqa: F401  (re-exported)
 from .solver_rules import ENTROPIC_REFINEMENT, SolverRules  # noqa: F401  (re-exported)
 from .solver_state import BRANCH_NOT_FOUND, SolverState  # noqa: F401  (re-exported)
 
@@ -71,7 +72,13 @@ class Solver(SolverRules, FixedPointIteration, ReportedNumbers, SaddlePointMap, 
         Quadrature rule for the energetic average (default :func:`default_rule`), or any
         :class:`~replica.numeric.integrators.EnergeticIntegrator`.
     test_rule:
-        Rule for ``eps_g`` (no proximal step, so a finer rule is cheap).
+        Rule for the test-point observables (no proximal step, so a finer rule is cheap). By default
+        a kink-aware energetic integrator's own test rule, and for a model with a kink-aware rule
+        (``KINK_RULE``: a channel GLM) the kink-aware test rule (boundaries at the observables'
+        discontinuities, e.g. ``omega = 0`` of a classification error) whatever the energetic rule
+        and prox convention: the observables are functions of the order parameters only (a
+        quadrature rule given here is then not used). A :class:`~replica.numeric.kinks.KinkIntegrator`
+        given here is that rule (its ``test_rule`` at every state).
     tol:
         Relative residual ``|map(x) - x| / |x|`` at which to stop.
     damping:
@@ -107,7 +114,7 @@ class Solver(SolverRules, FixedPointIteration, ReportedNumbers, SaddlePointMap, 
 
     def __init__(self, module: GeneratedModel, parameters: Mapping[str, float] | None = None,
                  branch: str | None = None, rule: QuadratureRule | EnergeticIntegrator | None = None,
-                 test_rule: QuadratureRule | None = None, tol: float = 1e-8, max_iter: int = 500,
+                 test_rule: QuadratureRule | KinkIntegrator | None = None, tol: float = 1e-8, max_iter: int = 500,
                  damping: float = 0.8, anderson: int = 6, prox_tol: float = 1e-12,
                  verbose: bool = False, error_estimate: bool = True, backend: str = "auto",
                  newton: bool = True, entropic_rule: QuadratureRule | int | None = None,
@@ -144,6 +151,16 @@ class Solver(SolverRules, FixedPointIteration, ReportedNumbers, SaddlePointMap, 
         elif self.convention.local and isinstance(self.integrator, (PreintegrationIntegrator, KinkIntegrator)):
             raise ParameterError("prox", f"the local convention runs on quadrature rules, not on "
                                          f"{self.integrator.describe()}; give a rule such as gh:14")
+        # The test-point observables see no prox: their rule follows the model, never the energetic
+        # rule or the convention (a Gauss-Hermite rule on a classification error's step at omega = 0
+        # is ~1e-2 off, with a companion estimate ten times smaller).
+        self.test_kinks: KinkIntegrator | None = None
+        if isinstance(test_rule, KinkIntegrator):
+            self.test_kinks, test_rule = test_rule, None
+        elif isinstance(self.integrator, KinkIntegrator):  # (a line rule too: its test rule has the kinks)
+            self.test_kinks = self.integrator
+        elif module.KINK_RULE:
+            self.test_kinks = KinkIntegrator(module, backend=backend)
         self.test_rule = labelled(test_rule or _cached_rule("test", dim), module, self.p)
         dim += len(module.DISCRETE) + (1 if module.LABEL_VALUES else 0)
         self.error_estimate = bool(error_estimate)
@@ -186,6 +203,7 @@ class Solver(SolverRules, FixedPointIteration, ReportedNumbers, SaddlePointMap, 
         self.anderson, self.prox_tol, self.verbose = anderson, prox_tol, verbose
         self._warm: np.ndarray | None = None
         self.last_jacobian: np.ndarray | None = None
+        check_loss_bounded(module, self.p, self.initial_state())  # a bracket with no minimum: refused
 
 
 def solve(module: GeneratedModel, alpha: float, branch: str | None = None,

@@ -16,9 +16,12 @@ from ..errors import InvalidStateError
 from .compiled import compiled, resolve_backend
 from .fixed_point import FixedPoint
 from .integrators import fold_nodes
-from .kinks import KinkIntegrator
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
 from .saddle_map import MapResult
+
+#: how the note on the local convention's saddles starts: it counts its own rule's nodes (the
+#: ``prox_saddle`` of its fixed point), so it is not carried to another rule's fixed point
+SADDLE_NOTE = "the descent from the local convention's start stopped"
 
 
 class ReportedNumbers:
@@ -58,9 +61,12 @@ class ReportedNumbers:
             prox_saddle=res.n_saddle, observables=values, observable_errors=errors,
             admissible=self._admissible(x) and bool(np.all(np.isfinite(xhat))))
         if res.n_saddle:
-            fp.notes.append(f"the descent from the local convention's start stopped on a saddle at {res.n_saddle} "
-                            "nodes (the start lies on a boundary between basins there): each counts half for the "
-                            "minimum on either side, never the saddle itself")
+            where = f"{res.n_saddle} nodes of {self.integrator.describe()}"
+            fp.notes.append(f"{SADDLE_NOTE} on a stationary point that is no minimum at {where}: kept there, as the "
+                            "convention's saddles = 'stay' asks (the default counts each half for the minimum on "
+                            "either side)" if self.convention.saddles == "stay" else
+                            f"{SADDLE_NOTE} on a saddle at {where} (the start lies on a boundary between basins "
+                            "there): each counts half for the minimum on either side, never the saddle itself")
         return fp
 
     def test_error(self, x: np.ndarray, estimate: bool = True) -> tuple[float, float]:
@@ -75,11 +81,11 @@ class ReportedNumbers:
         is false)."""
         x = np.asarray(x, dtype=float)
         names = self.module.TEST_OBSERVABLES
-        if isinstance(self.integrator, KinkIntegrator):
+        if self.test_kinks is not None:
             # the test integrands have their own discontinuities (e.g. omega = 0 of a
             # classification error): a kink-aware rule at this state, and its companion
-            rule = self.integrator.test_rule(x, self.p)
-            comp = self.integrator.companion().test_rule(x, self.p) if estimate else None
+            rule = self.test_kinks.test_rule(x, self.p)
+            comp = self.test_kinks.companion().test_rule(x, self.p) if estimate else None
             sym: tuple = ()
         else:
             rule, sym = self.test_rule, self.symmetries

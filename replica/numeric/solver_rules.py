@@ -11,7 +11,9 @@ import numpy as np
 
 from ..errors import ParameterError
 from .integrators import EnergeticIntegrator, LocallyCorrectedIntegrator, QuadratureIntegrator, preintegration_refusal
+from .kinks import KinkIntegrator
 from .preintegration import make_integrator
+from .quadrature import QuadratureRule
 from .saddle_map import correctable
 
 #: the lowest Gauss-Hermite order per axis of :meth:`Solver.scout`'s second companion level
@@ -33,9 +35,31 @@ class SolverRules:
         return {"energetic": self.integrator.describe(),
                 "entropic": (self.module.ENTROPIC_DESCRIPTION if self.entropic_rule is None
                              else self.entropic_rule.describe()),
-                "test": self.test_rule.describe(),
+                "test": self.describe_test(),
                 "prox_starts": (self.convention.describe() if self.convention.local else f"{starts} module starts"
                                 + (f" + extra level {self.extra_starts}" if self.extra_starts else ""))}
+
+    def describe_test(self) -> str:
+        """The rule of the test-point observables, in one line (reports and cache keys)."""
+        if self.test_kinks is not None:
+            return f"{self.test_kinks.describe()} at the test fields"
+        return self.test_rule.describe()
+
+    @property
+    def test_rule_argument(self) -> "QuadratureRule | KinkIntegrator":
+        """What ``test_rule=`` reproduces this solver's test rule in a derived solver."""
+        return self.test_kinks if self.test_kinks is not None else self.test_rule
+
+    def refined_test_rule(self) -> "QuadratureRule | KinkIntegrator":
+        """:attr:`test_rule_argument` one level finer (the test side of an error bar)."""
+        if self.test_kinks is not None:
+            return self.test_kinks.refined()
+        return self.test_rule.refined(factor=1.1)
+
+    def _derived_test_rule(self) -> "QuadratureRule | KinkIntegrator":
+        """The test rule of a solver on another energetic integrator: this one's, unless it is the
+        energetic kink rule itself (then the derived solver's own integrator serves)."""
+        return self.test_rule if self.test_kinks is self.integrator else self.test_rule_argument
 
     def refined(self, energetic: bool = True, entropic: bool = True, test: bool = True,
                 starts: bool = True, **overrides) -> "Solver":
@@ -59,8 +83,9 @@ class SolverRules:
         extra = self.extra_starts + 1 if starts and hasattr(integ, "with_extra_starts") else self.extra_starts
         if extra != self.extra_starts:
             integ = integ.with_extra_starts(extra)
-        out = type(self)(module, rule=integ, test_rule=self.test_rule.refined(factor=1.1) if test else self.test_rule,
-                     entropic_rule=ent, **kw)
+        out = type(self)(module, rule=integ,
+                         test_rule=self.refined_test_rule() if test else self._derived_test_rule(),
+                         entropic_rule=ent, **kw)
         out.extra_starts = extra
         return out
 
@@ -78,7 +103,7 @@ class SolverRules:
         nodes than the working rule). The starts only have to find the basins: every solution
         they find is re-solved on this rule. None where the companion is degenerate."""
         kw = dict(self._init)
-        kw.update(error_estimate=False, verbose=False)
+        kw.update(error_estimate=False)  # verbose stays: the scout's iterations are most of a cold solve's
         kw.update(overrides)
         try:
             integ = self.integrator
@@ -92,7 +117,8 @@ class SolverRules:
                 coarser = integ.companion()
                 if coarser.rule.order >= SCOUT_MIN_ORDER:
                     integ = coarser
-            return type(self)(self.module, rule=integ, test_rule=self.test_rule, entropic_rule=self.entropic_rule, **kw)
+            return type(self)(self.module, rule=integ, test_rule=self._derived_test_rule(),
+                              entropic_rule=self.entropic_rule, **kw)
         except ParameterError:  # a degenerate companion (gh:4 -> gh:2): the starts on this rule
             return None
 
@@ -108,8 +134,8 @@ class SolverRules:
 
     def _with_integrator(self, integ: EnergeticIntegrator) -> "Solver":
         """The same problem and settings with the energetic average by ``integ``."""
-        return type(self)(self.module, rule=integ, test_rule=self.test_rule, entropic_rule=self.entropic_rule,
-                      **self._init)
+        return type(self)(self.module, rule=integ, test_rule=self._derived_test_rule(),
+                          entropic_rule=self.entropic_rule, **self._init)
 
     def jump_aware(self, level: str = "default", direction: np.ndarray | str = "auto") -> "Solver | None":
         """The same problem with the energetic average by the jump-aware pre-integration

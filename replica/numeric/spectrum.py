@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import io
 import math
 import warnings
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from ..interface.generated_model import GeneratedModel, as_model
 
 #: the columns of a spectrum file
 COLUMNS = ("k", "lambda", "theta")
+#: the largest spectrum file read (a few million modes)
+MAX_FILE_BYTES = 256 << 20
 #: relative mismatch allowed between the spectrum's rho and the module's teacher variance
 RHO_TOLERANCE = 1e-10
 
@@ -131,9 +134,24 @@ class Spectrum:
         that is not a finite number or a negative ``lambda``."""
         source = str(path)
         try:
-            with open(path, newline="", encoding="utf-8") as fh:
+            # at most MAX_FILE_BYTES (``--spectrum /dev/zero`` read forever, then raised MemoryError); a
+            # byte-order mark is not part of the first column's name (it read as "missing column k")
+            with open(path, "rb") as fh:
+                data = fh.read(1 << 16)
+                if b"\0" not in data:
+                    data += fh.read(MAX_FILE_BYTES + 1 - len(data))
+            if b"\0" in data:  # /dev/zero, a binary file
+                raise UnicodeDecodeError("utf-8", data, data.index(b"\0"), data.index(b"\0") + 1, "NUL byte")
+            if len(data) > MAX_FILE_BYTES:
+                raise ParameterError("spectrum", f"{source} is larger than {MAX_FILE_BYTES >> 20} MiB: not a "
+                                                 "spectrum file (one short row per mode)")
+            with io.StringIO(data.decode("utf-8-sig"), newline="") as fh:
                 reader = csv.DictReader(fh, skipinitialspace=True)
                 header = [c.strip() for c in (reader.fieldnames or [])]
+                twice = sorted({c for c in header if header.count(c) > 1 and c in COLUMNS})
+                if twice:  # csv.DictReader keeps the last: a silent choice between two columns
+                    raise ParameterError("spectrum", f"{source}: column(s) {', '.join(twice)} given twice in the "
+                                                     "header")
                 missing = [c for c in COLUMNS if c not in header]
                 if missing:
                     raise ParameterError("spectrum", f"{source}: missing column(s) {', '.join(missing)} "
@@ -319,15 +337,15 @@ def _checked_glm(module: GeneratedModel, spectrum: Spectrum) -> GeneratedModel:
     return module
 
 
-def _on_spectrum(module: GeneratedModel, spectrum: Spectrum, entropic, envelope: bool = False,
-                 **changes) -> GeneratedModel:
+def _on_spectrum(module: GeneratedModel, spectrum: Spectrum, entropic, **changes) -> GeneratedModel:
     """``module`` with the entropic side of ``entropic`` (``update``, ``potential``): a closed
     entropic side, the spectrum's digest in the stamp, the spectrum's eigenvalues as the atoms."""
     def entropic_update(xhat, p):
         """Order parameters from conjugates: ``x = -K^{-T} ∇ Ψ_w``, spectral sums."""
         x = entropic.update(xhat, p)
-        # at xhat = 0 (the solver's alpha -> 0 probe for its start) an envelope's NaN says "no value"
-        if not np.all(np.isfinite(x)) and (np.any(xhat) or not envelope):
+        # at xhat = 0 (the solver's alpha -> 0 probe for its start) a non-finite value says "no value":
+        # an envelope's NaN, l2's 1/lambda at lambda = 0 (the isotropic module answers the probe alike)
+        if not np.all(np.isfinite(x)) and np.any(xhat):
             raise InvalidStateError("entropic_update", "the spectral sums are not finite (is lambda + gamma_k "
                                     "Vhat > 0 for every mode?)", dict(zip(module.CONJUGATES, np.asarray(xhat).tolist())))
         return x
@@ -412,6 +430,7 @@ class SpectralEnvelope:
         self._scaled = [fam["q"][0], fam["V"][0]]  # q̂, V̂ carry the mode's eigenvalue
         self._gamma = spectrum.eigenvalues
         self._t = spectrum.projections
+        self._minima: dict[tuple, float] = {}
 
     def _kinks(self, xh: tuple, p: np.ndarray, n_modes: int) -> np.ndarray:
         """The prox's kinks ``Z_j`` per mode, ``(n_kinks, n_modes)``."""
@@ -461,7 +480,24 @@ class SpectralEnvelope:
         psi = -np.sum(value * wt, axis=-1)
         grad = -np.sum(G * wt, axis=-1)
         grad[self._scaled] *= g
+        silent = (g == 0) & (tk == 0)
+        if silent.any():  # a mode without variance or signal: min_w r(w), whatever the conjugates
+            psi[silent] = -self._penalty_minimum(p)
+            grad[:, silent] = 0.0
         return psi, grad
+
+    def _penalty_minimum(self, p: np.ndarray) -> float:
+        """``min_w r(w)`` of the one-weight penalty (its closed-form prox divides by the mode's zero
+        curvature ``gamma_k Vhat``: ``--spectrum`` with a zero eigenvalue was refused as not finite)."""
+        from scipy.optimize import minimize_scalar
+
+        key = tuple(np.asarray(p, dtype=float).tolist())
+        if key not in self._minima:
+            def r(w: float) -> float:
+                return float(np.asarray(self.module.regularizer(np.array([[w]]), np.asarray(p, dtype=float))).ravel()[0])
+
+            self._minima[key] = min(float(minimize_scalar(r).fun), r(0.0))  # a convex penalty (checked)
+        return self._minima[key]
 
     def gradient(self, xhat: np.ndarray, p: np.ndarray) -> np.ndarray:
         """``∇_x̂ Ψ_w = (1/N) Σ_k ∇_x̂ ψ_k``."""
@@ -514,7 +550,7 @@ def spectral_envelope_module(module: GeneratedModel, spectrum: Spectrum, plan=No
         raise ParameterError("model", f"{module.MODEL}: the replicon of a non-quadratic penalty on a spectrum "
                                       "is not implemented")
 
-    out = _on_spectrum(module, spectrum, entropic, envelope=True, ENTROPIC_OBSERVABLES=(), OBSERVABLES=kept,
+    out = _on_spectrum(module, spectrum, entropic, ENTROPIC_OBSERVABLES=(), OBSERVABLES=kept,
                        ISOTROPIC_TOKENS=False, atom_eigenvalues=atom_eigenvalues)
     _refinable(out, spectrum, lambda finer: spectral_envelope_module(original, finer, plan))
     return out

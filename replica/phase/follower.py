@@ -64,7 +64,7 @@ class BranchFollower:
         s = self.solver
         out = dict(model=self.module.MODEL, source_hash=self.module.SOURCE_HASH,
                    generator=self.module.stamp.version if self.module.stamp else "", parameters=self.parameters,
-                   branch=self.branch, quadrature=s.integrator.describe(), test_rule=s.test_rule.describe(),
+                   branch=self.branch, quadrature=s.integrator.describe(), test_rule=s.describe_test(),
                    tol=s.tol)
         if s.entropic_rule is not None:  # a non-quadratic regularizer: its rule is part of the point
             out["entropic_rule"] = s.entropic_rule.describe()

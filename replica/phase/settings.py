@@ -29,7 +29,7 @@ class SolverSettings:
     """
 
     rule: Any = None
-    test_rule: QuadratureRule | None = None
+    test_rule: Any = None  # a QuadratureRule, or a KinkIntegrator for a model with a kink-aware rule
     tol: float = 1e-8
     max_iter: int = 200
     error_estimate: bool = False
@@ -45,7 +45,7 @@ class SolverSettings:
         for b in branches:
             r = Solver(module, None, b, rule=self.rule_for(module, b), error_estimate=False, prox=self.prox)
             rules[b] = r.integrator.refined()
-            test = r.test_rule.refined(factor=1.1)
+            test = r.refined_test_rule()
             ent = r.entropic_rule
         return replace(self, rule=rules, test_rule=test,
                        entropic_rule=None if ent is None else ent.refined(factor=ENTROPIC_REFINEMENT))

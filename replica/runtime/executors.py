@@ -30,7 +30,9 @@ import contextlib
 import logging
 import os
 import re
+import signal
 import socket
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -185,6 +187,23 @@ def _logging_off() -> Iterator[None]:
         logging.disable(previous)
 
 
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while worker processes are started, which keep it so (an ignored signal stays
+    ignored across ``exec``, and Python then installs no KeyboardInterrupt handler). Ctrl-C in a
+    terminal signals the whole process group: every worker of a ``local:N`` cluster printed its own
+    KeyboardInterrupt traceback (about 70 lines) under the one-line message; this process stops
+    them when it handles the signal."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _close(*things: Any) -> None:
     for thing in things:
         if thing is not None:
@@ -199,7 +218,8 @@ def _dask_executor(kind: str, target: int | str) -> Iterator[cf.Executor]:
     client = None
     try:
         if kind == "local":
-            cluster = distributed.LocalCluster(n_workers=int(target), **LOCAL_CLUSTER)
+            with _sigint_ignored():  # the workers inherit it: Ctrl-C is this process's to handle
+                cluster = distributed.LocalCluster(n_workers=int(target), **LOCAL_CLUSTER)
             client = distributed.Client(cluster, set_as_default=False)
         else:
             _probe(str(target))

@@ -240,9 +240,12 @@ def check_output(path: str | os.PathLike) -> str:
 def write_dataset(ds: "xr.Dataset", path: str | os.PathLike) -> Path:
     """Write ``ds`` to ``path`` (format by suffix: ``.nc`` NetCDF-4, ``.zarr``, ``.csv``), atomically
     (a temporary file in the same directory, then moved into place)."""
+    from ..artifacts.outputs import STREAM, output_target, place
+
     fmt = check_output(path)
     path = Path(path)
-    tmpdir = tempfile.mkdtemp(prefix=".tmp-sweep-", dir=path.parent)
+    target, kind = output_target(path)  # staged beside the file it replaces; a FIFO's in the temp dir
+    tmpdir = tempfile.mkdtemp(prefix=".tmp-sweep-", dir=None if kind == STREAM else target.parent)
     try:
         tmp = Path(tmpdir) / path.name
         if fmt == "netcdf":
@@ -254,9 +257,12 @@ def write_dataset(ds: "xr.Dataset", path: str | os.PathLike) -> Path:
         else:
             df = ds.drop_vars([v for v in ds.data_vars if ds[v].dtype == object and not ds[v].dims]).to_dataframe()
             df.reset_index().to_csv(tmp, index=False, na_rep="")
-        if fmt == "zarr" and path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        if fmt == "zarr":  # a directory store
+            if path.exists():
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+        else:  # a regular file replaced, a FIFO or device written through
+            place(tmp, path)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return path

@@ -40,8 +40,9 @@ from .spec import SweepSpec
 
 __all__ = ["SweepResult", "plan_chains", "run_sweep"]
 
-#: bump when the records stored in the cache change meaning
-SWEEP_FORMAT = 1
+#: bump when the records stored in the cache change meaning (2: a channel GLM's test-point
+#: observables under the local prox convention are averaged on the kink-aware test rule)
+SWEEP_FORMAT = 2
 
 
 @dataclass

@@ -36,6 +36,7 @@ from .losses import Loss, analyse, as_loss, check_continuous, check_convex
 from .observables import EntropicObservable, Observable, StateObservable, TestObservable, with_test_loss
 from .order_parameters import OrderParameters, TokenReduction, check_families
 from .regularizers import L2, Regularizer, SeparableRegularizer
+from .symbols import check_field_count
 from ..validation import real
 
 
@@ -235,7 +236,14 @@ class Model:
 
     def validate(self) -> None:
         """Check shapes and symbols; raise :class:`DeclarationError` naming the problem."""
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            # the name becomes file names (exports, the generated module, the compiled unit) and a
+            # command-line word: "../x" wrote outside the cache, "a/b" failed with an Errno
+            raise DeclarationError(f"name: {self.name!r} must be a Python identifier (letters, digits and "
+                                   "underscores, not starting with a digit), e.g. 'my_ridge'")
         L, r, r_t = self.L, self.r, self.r_t
+        check_field_count(L, r, "h")
+        check_field_count(L, r_t, "hstar")
         if self.hstar.shape[0] != L:
             raise DeclarationError(f"hstar: needs L={L} rows like h, got {self.hstar.shape[0]}")
         if self.data.L != L:

@@ -6,15 +6,43 @@ code generator can print them verbatim; their LaTeX spelling is kept separately 
 """
 from __future__ import annotations
 
+import os
 from typing import Iterable
 
 import sympy as sp
+
+from ..errors import DeclarationError
 
 #: symbol -> LaTeX spelling, filled by the constructors below.
 LATEX_NAMES: dict[sp.Symbol, str] = {}
 #: model parameter -> what it is, in words (LaTeX text allowed), as its declaration says
 #: (:func:`parameter`); the exports' Notation prints it. ``None``: the declaration gave none.
 PARAMETER_DESCRIPTIONS: dict[sp.Symbol, str | None] = {}
+
+#: most fields (``L r`` of the student, ``L r_t`` of the teacher) a model may declare: the symbolic
+#: derivation's cost grows steeply with them (the 2 x 2 student of ``attention_rank2`` takes
+#: minutes, ``fields(1000, 1000)`` ran silently until killed); ``$REPLICA_MAX_FIELDS`` raises it
+MAX_FIELDS = 16
+
+
+def max_fields() -> int:
+    """The field budget: :data:`MAX_FIELDS`, or ``$REPLICA_MAX_FIELDS`` when set."""
+    env = os.environ.get("REPLICA_MAX_FIELDS")
+    if not env:
+        return MAX_FIELDS
+    try:
+        return max(1, int(env))
+    except ValueError:
+        raise DeclarationError(f"REPLICA_MAX_FIELDS: must be an integer, got {env!r}") from None
+
+
+def check_field_count(L: int, r: int, what: str = "fields") -> None:
+    """Refuse ``L x r`` fields over :func:`max_fields`, before any symbol is made."""
+    budget = max_fields()
+    if L * r > budget:
+        raise DeclarationError(f"{what}: L x r = {L} x {r} = {L * r:,} fields, over the budget of {budget}: the "
+                               "derivation's cost grows steeply with the number of fields (2 x 2 takes minutes); "
+                               "raise REPLICA_MAX_FIELDS to try more")
 
 
 def symbol(name: str, latex: str | None = None, **assumptions) -> sp.Symbol:
@@ -36,6 +64,7 @@ def fields(L: int, r: int, name: str = "h", latex: str | None = None) -> sp.Matr
     """
     if L < 1 or r < 1:
         raise ValueError(f"fields: need L >= 1 and r >= 1, got L={L}, r={r}")
+    check_field_count(L, r, "teacher_fields" if name == "hstar" else "fields")
     tex = latex or name
     rows = []
     for l in range(1, L + 1):

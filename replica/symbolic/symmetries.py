@@ -126,6 +126,12 @@ class _Numeric:
         return W * self.f_B(*h, *u, *base), [W * f(*u, *base) for f in self.f_obs]
 
 
+#: what a lambdified expression raises outside its domain (``math.log(-1)``, ``math.sqrt(-1)``, ``1/0``)
+DOMAIN_ERRORS = (ValueError, ZeroDivisionError, OverflowError, TypeError)
+#: random points drawn per point checked, at most, when some fall outside the domain
+DOMAIN_DRAWS = 32
+
+
 def _close(a: float, b: float) -> bool:
     return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= 1e-10 * max(1.0, abs(a), abs(b))
 
@@ -156,21 +162,34 @@ def derive_symmetries(derivation, trials: int = 6, seed: int = 0) -> Symmetries:
     def invariant(flip: tuple[int, ...], mirror: bool, pinned: Sequence[str], negate: Sequence[str],
                   observables: bool) -> bool:
         neg = [i for f in negate for i in num.families[f]]
-        for t in range(n_trials):
+        checked = 0
+        # a point outside the domain of the loss (log h at h < 0, sqrt(h^2 - 1) at |h| < 1) is
+        # skipped and another drawn; its image outside the domain where the point is inside breaks
+        # the symmetry; too few points inside: no symmetry claimed
+        for t in range(DOMAIN_DRAWS * n_trials):
+            if checked == n_trials:
+                return True
             x = num.state(rng, pinned)
-            lab = num.configs[t % len(num.configs)]
+            lab = num.configs[checked % len(num.configs)]
             h = [rng.uniform(-1.5, 1.5) for _ in num.env.variables]
             zz = [rng.uniform(-1.5, 1.5) for _ in z]
             if num.env.label is not None:  # the label takes its own values
                 zz[z.index(num.env.label)] = float(rng.choice(num.label_values))
-            B0, O0 = num.values(h, zz, lab, x)
+            try:
+                B0, O0 = num.values(h, zz, lab, x)
+            except DOMAIN_ERRORS:
+                continue
             hf = [-v for v in h] if mirror else h
             zf = [-v if i in flip else v for i, v in enumerate(zz)]
             xf = [-v if i in neg else v for i, v in enumerate(x)]
-            B1, O1 = num.values(hf, zf, lab, xf)
+            try:
+                B1, O1 = num.values(hf, zf, lab, xf)
+            except DOMAIN_ERRORS:
+                return False
             if not _close(B0, B1) or (observables and not all(_close(a, b) for a, b in zip(O0, O1))):
                 return False
-        return True
+            checked += 1
+        return checked == n_trials
 
     # fold symmetries: minimal pinned sets, smallest first, without flips already generated
     folds: list[Symmetry] = []
@@ -214,6 +233,9 @@ def _regularizer_even(model, rng: random.Random) -> bool:
     f: Callable = sp.lambdify(list(w), expr, "math")
     for _ in range(8):
         v = [rng.uniform(-2, 2) for _ in range(model.r)]
-        if not _close(f(*v), f(*[-a for a in v])):
+        try:
+            if not _close(f(*v), f(*[-a for a in v])):
+                return False
+        except DOMAIN_ERRORS:  # outside the penalty's domain: evenness not claimed
             return False
     return True

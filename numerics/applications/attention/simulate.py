@@ -144,9 +144,10 @@ def validate(
             raise bad("seeds", "a non-empty list", seeds)
     if d is not None and alpha is not None and round(float(alpha) * int(d)) < 1:
         raise ValueError(f"alpha*d must give at least one sample (alpha={alpha}, d={d})")
-    if A is not None:
-        return check_row_stochastic(A)
-    return None
+    A = None if A is None else check_row_stochastic(A)
+    if d is not None and alpha is not None:  # the training set fits (a float64 lower bound, on the host)
+        check_memory(d=int(d), alpha=float(alpha), L=2 if A is None else A.shape[0])
+    return A
 
 
 def _problem(seed: int, *, omega, alpha, d, L, sigma, variances, P, A, r_t, target,

@@ -35,7 +35,7 @@ import numpy as np
 from ...artifacts import jsonio
 from ...artifacts.cache import PointCache
 from ...errors import ParameterError
-from ...artifacts.outputs import check_output_dir, make_output_dir, staged_dir
+from ...artifacts.outputs import check_output_dir, make_output_dir, place, staged_dir
 from ...phase import PhaseResult, SolverSettings, StepControl
 from ...runtime.progress import Progress
 from . import paper
@@ -317,13 +317,13 @@ def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]])
         for r in rows:
             w.writerow(["" if v is None else (repr(float(v)) if isinstance(v, (float, np.floating)) else v)
                         for v in r])
-    os.replace(tmp, path)
+    place(tmp, path)
 
 
 def _save(fig, path: Path, dpi: int) -> None:
     tmp = path.with_name(path.stem + ".tmp.png")
     fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
-    os.replace(tmp, path)
+    place(tmp, path)
 
 
 # --------------------------------------------------------------------------- the figures

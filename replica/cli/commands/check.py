@@ -102,6 +102,16 @@ def dimensions(text: str) -> list[int]:
     return sorted(out)
 
 
+def _declaration(model: str):
+    """The declaration file of ``model`` (None where it names none: the check says why later)."""
+    from ...registry import declaration_path
+
+    try:
+        return declaration_path(model)
+    except ParameterError:
+        return None
+
+
 def check_device(device: str) -> str:
     """``cpu`` or an available ``cuda``/``cuda:K`` (torch imported only for cuda)."""
     if device == "cpu":
@@ -140,9 +150,11 @@ def check_args(args: argparse.Namespace) -> None:
             if round(alpha * d) < 1:
                 raise ParameterError("alpha", f"alpha * d = {alpha * d:g} gives no samples at d = {d}")
     if args.plot is not None:
-        from ...artifacts.outputs import check_output_file
+        from ...artifacts.outputs import check_figure_file, check_output_files
 
-        check_output_file(args.plot, "plot")
+        check_figure_file(args.plot, "plot")
+        check_output_files({"plot": args.plot}, {"model": _declaration(args.model), "spectrum": args.spectrum,
+                                                 "theory": args.theory})
     check_device(args.device)
     options_from_args(args, iteration_flags=False).convention()  # --prox, --prox-start, --prox-saddles
 
@@ -157,6 +169,9 @@ def run(args: argparse.Namespace) -> int:
         from ...numeric.spectrum import Spectrum
 
         spectrum = Spectrum.from_csv(args.spectrum)
+        if spectrum.N < MIN_D:  # its modes are the dimension: one mode simulated at d = 1
+            raise ParameterError("spectrum", f"{args.spectrum}: {spectrum.N} mode(s); a spectrum is simulated at d = "
+                                             f"its number of modes, at least {MIN_D}")
         if args.d not in ("200,400,800", str(spectrum.N)):
             raise ParameterError("d", f"a spectrum of {spectrum.N} modes is simulated at d = {spectrum.N}, "
                                       f"got --d {args.d}")

@@ -110,7 +110,9 @@ def options_from_args(args: argparse.Namespace, branch: str | None = None,
     given = {"quadrature": getattr(args, "quadrature", None) or default_quadrature,
              "entropic_quadrature": getattr(args, "entropic_quadrature", None),
              "prox": getattr(args, "prox", None) or "global", "prox_start": start,
-             "prox_saddles": getattr(args, "prox_saddles", None), "accuracy": getattr(args, "accuracy", None)}
+             "prox_saddles": getattr(args, "prox_saddles", None), "accuracy": getattr(args, "accuracy", None),
+             # a rule asked for by name (the paper code's d7) is the one reported, the refined value its error
+             "keep_rule": getattr(args, "quadrature", None) not in (None, "auto")}
     for name in (("tol", "max_iter", "verbose") if iteration_flags else ()) + ("replicon",):
         if getattr(args, name, None) is not None:
             given[name] = getattr(args, name)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from ...artifacts.outputs import check_output_file
-from ...registry import DERIVATIONS_DIR, canonical, load_model
+from ...artifacts.outputs import check_output_files
+from ...registry import declaration_path, load_model
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -15,7 +15,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--latex", metavar="FILE", help="write a standalone LaTeX document")
     p.add_argument("--markdown", metavar="FILE", help="write Markdown with $$ blocks")
     p.add_argument("--write", action="store_true",
-                   help="write derivations/<model>.tex and .md (the committed exports)")
+                   help="write <model>.tex and .md beside the declaration (for a shipped model: "
+                        "derivations/<model>.tex and .md, the committed exports)")
     p.set_defaults(func=run)
     return p
 
@@ -28,9 +29,13 @@ def run(args: argparse.Namespace) -> int:
     from ...symbolic.derivation import Derivation
     from ...symbolic.latex import write_latex
 
-    for flag in ("latex", "markdown"):  # before deriving and printing, not after
-        if getattr(args, flag):
-            check_output_file(getattr(args, flag), flag)
+    tex_path, md_path = args.latex, args.markdown
+    declaration = declaration_path(args.model)
+    if args.write:  # beside the declaration: a user's file never writes into the package's derivations/
+        tex_path = tex_path or declaration.with_suffix(".tex")
+        md_path = md_path or declaration.with_suffix(".md")
+    # before deriving and printing, not after
+    check_output_files({"latex": tex_path, "markdown": md_path}, {"model": declaration})
     model = load_model(args.model)
     d = Derivation(model)
     print(f"# {model.name}: {model.description}")
@@ -45,10 +50,6 @@ def run(args: argparse.Namespace) -> int:
     print("\nSaddle-point equations (energetic side; dPsi_y/dx = -E[dF/dx at h = argmin F]):")
     for eq in d.saddle_point.energetic:
         print(f"  {eq.lhs} = {sp.sstr(eq.rhs)}")
-    tex_path, md_path = args.latex, args.markdown
-    if args.write:
-        tex_path = tex_path or DERIVATIONS_DIR / f"{canonical(model.name)}.tex"
-        md_path = md_path or DERIVATIONS_DIR / f"{canonical(model.name)}.md"
     for path in write_latex(d, tex_path, md_path):
         print(f"\nwrote {path}")
     return 0

@@ -20,10 +20,11 @@ def add_cache_flags(p: argparse.ArgumentParser, jobs_help: str | None = None) ->
     """--cache, --no-cache, --jobs, --scheduler, --quiet. ``jobs_help``: --jobs defaults to None
     (the command picks, e.g. every CPU) and says so; otherwise it defaults to 1."""
     g = p.add_argument_group("cache and progress")
-    g.add_argument("--cache", metavar="DIR", default=None,
-                   help="cache of solved points (default $REPLICA_CACHE, else the user cache directory: "
-                        "$XDG_CACHE_HOME/replica or ~/.cache/replica on Linux)")
-    g.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    cached = g.add_mutually_exclusive_group()  # --no-cache --cache DIR: which one? refused
+    cached.add_argument("--cache", metavar="DIR", default=None,
+                        help="cache of solved points (default $REPLICA_CACHE, else the user cache directory: "
+                             "$XDG_CACHE_HOME/replica or ~/.cache/replica on Linux)")
+    cached.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     g.add_argument("--jobs", type=int, default=None if jobs_help else 1, metavar="N",
                    help=jobs_help or "worker processes (default 1)")
     g.add_argument("--scheduler", default=None, metavar="ADDRESS",
