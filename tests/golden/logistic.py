@@ -6,7 +6,7 @@ Fields: L=1, r=1, r_t=1. The model's mathematics only, each function once in ker
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
 (and the array helpers of replica.interface.generated_model).
 """
-# replica-artifact: version=0.1.0 declaration=5f691ab3ca96ac96 generator=1bbb7d3be633e1bb
+# replica-artifact: version=0.1.0 declaration=b1444dd709f050d4 generator=c3c6fc3a7ac8ddd2
 import numpy as np
 
 from replica.interface.generated_model import _exp, _ndtr, _where
