@@ -144,6 +144,11 @@ class GeneratedModel:
     ENTROPIC_KINK_RULE: bool = False
     N_ENTROPIC_KINKS: int = 0
     N_CONSTANTS: int = 0
+    # ---- the unit-symmetric ansatz (replica.symbolic.permutations)
+    UNIT_BLOCKS: tuple = ()
+    UNIT_ANSATZ: Optional[str] = None
+    ORBIT_SIZES: tuple = ()
+    UNIT_TIES: Optional[dict] = None
     # ---- the vectorised functions
     energetic_update: Fn = None
     trace_potential: Fn = None

@@ -44,6 +44,7 @@ from .parameters import parameter_vector
 from .preintegration import PreintegrationIntegrator, make_integrator
 from .prox import ProxConvention, prox, prox_convention
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
+from .unit_symmetry import has_units, specialised_start, tie_projection, tied_starts, unit_branch_notes
 
 #: prefix of the note that a branch's solve landed on another branch's solution
 BRANCH_NOT_FOUND = "branch not found"
@@ -324,6 +325,7 @@ class Solver:
         for fam in pinned_fams:
             self.pinned[module.FAMILIES.get(fam, [])] = True
         self.free = ~self.pinned
+        self.project = tie_projection(module, self.branch)  # a unit branch's ties (unit_symmetry)
         dim = len(module.GAUSSIANS)
         self.backend = backend
         resolve_backend(module, backend)  # validates the name (and availability of "numba")
@@ -533,6 +535,9 @@ class Solver:
             else:
                 x[i] = v0[i] if np.isfinite(v0[i]) and 0 < v0[i] < 1e6 else rb
         x[self.pinned] = 0.0
+        if has_units(mod):  # start off the ties of other unit branches, on this branch's own
+            x = specialised_start(mod, x, self.branch)
+            x = self.project(x) if self.project is not None else x
         # With several teacher fields the equal theta entries above can make the teacher's
         # residual covariance rho - theta^T q^-1 theta singular (r = r_t = 2: exactly); shrink
         # them until every validity quantity is clearly positive (other models: unchanged).
@@ -588,8 +593,12 @@ class Solver:
         grad[self.pinned] = 0.0
         xhat = np.asarray(self.module.energetic_update(grad, alpha), dtype=float)
         xhat[self.pinned] = 0.0  # conjugate entries are paired one-to-one with order entries
+        if self.project is not None:
+            xhat = self.project(xhat)
         x_new, psi_w, ent_obs = self._entropic(xhat)
         x_new[self.pinned] = 0.0
+        if self.project is not None:
+            x_new = self.project(x_new)
         if not np.all(np.isfinite(x_new)):
             raise InvalidStateError("entropic_update", "produced a non-finite state "
                                     "(is lambda + A positive definite?)",
@@ -675,6 +684,8 @@ class Solver:
         t0 = time.perf_counter()
         x = self.initial_state() if x0 is None else validation.state_vector(x0, self.names)
         x[self.pinned] = 0.0
+        if self.project is not None:
+            x = self.project(x)
         self.check_state(x)
         free = self.free
         hist_x: list[np.ndarray] = []
@@ -779,14 +790,18 @@ class Solver:
                     res = self._warm_only_map(x_next, alpha)
                 else:
                     res = self.evaluate_map(x_next, alpha, multistart=full)
+                if not self._admissible(res.x_new):
+                    # an admissible state whose image is not (e.g. lambda + Vhat no longer positive
+                    # where a non-convex loss makes Vhat negative): the step went too far
+                    raise InvalidStateError("state", "the map leaves the admissible domain")
                 x = x_next
             except InvalidStateError:
-                # The step left the admissible domain: restart with a damped step.
+                # The step left the admissible domain: restart with a damped step, shortened until
+                # the map's image is admissible too.
                 hist_x.clear()
                 hist_g.clear()
                 J, prev = None, None
-                x = self._damped(x, g)
-                res = self.evaluate_map(x, alpha, multistart=full)
+                x, res = self._damped_admissible(x, g, alpha, full)
         else:
             raise ConvergenceError(f"no convergence to tol={self.tol:g} within {self.max_iter} iterations",
                                    residuals, self.max_iter, dict(zip(self.names, x.tolist())))
@@ -911,14 +926,21 @@ class Solver:
         # Newton switched on at residual 0.1 (a continuation's setting) can send every generic start
         # away (hinge at lam = 1e-3, alpha = 5: 500 iterations in vain each): if none converged, the
         # starts once more with Newton waiting as from the default start (cold)
+        starts: list[tuple[np.ndarray, str | None]] = []
+        for qs, ms in spread:
+            x0 = base.copy()
+            x0[qidx] *= qs
+            x0[mt] *= ms
+            starts.append((x0, None))
+        # a unit module: the start on every unit branch that ties more, solved there, so that where
+        # this branch has no fixed point of its own the solve ends on the one it merges into
+        starts += tied_starts(self.module, base, self.branch)
         for cold in (False, True):
-            for qs, ms in spread:
-                x0 = base.copy()
-                x0[qidx] *= qs
-                x0[mt] *= ms
+            for x0, on in starts:
                 try:
                     first._warm = None
-                    fp = first.solve(alpha, x0=x0, cold=cold)
+                    with first.on_branch(on):
+                        fp = first.solve(alpha, x0=x0, cold=cold)
                 except (ConvergenceError, InvalidStateError) as exc:
                     error = exc
                     continue
@@ -940,7 +962,8 @@ class Solver:
             for fp, J in zip(found, jacobians):
                 try:
                     self._warm = None
-                    out = self.solve(alpha, x0=fp.x, jacobian=J if adjacent else None, need_jacobian=True)
+                    with self.on_branch(fp.branch if fp.branch != self.branch else None):
+                        out = self.solve(alpha, x0=fp.x, jacobian=J if adjacent else None, need_jacobian=True)
                 except (ConvergenceError, InvalidStateError) as exc:
                     error = exc
                     continue
@@ -950,22 +973,51 @@ class Solver:
             found = polished
         if not found:
             raise error  # type: ignore[misc]
-        best = max(found, key=lambda fp: fp.phi)
+        # a unit branch that ties more (tied_starts) stands in only where this branch found nothing
+        own = [fp for fp in found if fp.branch == self.branch]
+        best = max(own or found, key=lambda fp: fp.phi)
         distinct = [best]
         for fp in found:
             if all(not _same_point(fp, d) for d in distinct):
                 distinct.append(fp)
         if len(distinct) > 1:
-            best.notes.append(f"{len(distinct)} distinct fixed points on this branch from {len(spread)} starts; "
+            best.notes.append(f"{len(distinct)} distinct fixed points on this branch from {len(starts)} starts; "
                               f"reporting the one with the largest phi (others: "
                               + ", ".join(f"phi={d.phi:.6g}" for d in distinct[1:]) + ")")
         best.seconds = sum(fp.seconds for fp in found)
+        if best.branch != self.branch:
+            # only a unit branch that ties more had a fixed point: this solver works on it from now on
+            # (error bars, refinements), and the result says which branch it is
+            best.notes.append(f"{BRANCH_NOT_FOUND}: no {self.branch} fixed point converged from its starts at this "
+                              f"alpha; reporting the {best.branch} fixed point, into which the {self.branch} branch "
+                              f"merges (see 'replica phase' for where each branch exists)")
+            self._adopt_branch(best.branch)
         return best
 
+    @contextlib.contextmanager
+    def on_branch(self, branch: str | None):
+        """Solve on the unit branch ``branch`` (its ties imposed; results carry its name) inside the
+        block; ``None``: this solver's own branch."""
+        if branch is None or branch == self.branch:
+            yield self
+            return
+        saved = (self.branch, self.project)
+        self.branch, self.project = branch, tie_projection(self.module, branch)
+        try:
+            yield self
+        finally:
+            self.branch, self.project = saved
+
+    def _adopt_branch(self, branch: str) -> None:
+        self.branch, self.project = branch, tie_projection(self.module, branch)
+        self._init["branch"] = branch
+
     def _branch_notes(self, fp: FixedPoint) -> list[str]:
-        """Flag a branch that has merged into a smaller one (a family it leaves free is ~ 0)."""
+        """Flag a branch that has merged into a smaller one (a family it leaves free is ~ 0, or the
+        order parameters a unit branch ties are equal)."""
+        unit = unit_branch_notes(self.module, self.branch, fp.x, BRANCH_NOT_FOUND)
         if self.branch == FREE:
-            return []
+            return unit
         mod = self.module
         own = set(pinned(mod, self.branch))
         x = fp.x
@@ -984,7 +1036,7 @@ class Solver:
                              f"fixed point but (within quadrature accuracy) {where}; no {self.branch} solution was "
                              f"found at this alpha from the starts tried (see 'replica phase' for where the "
                              f"{self.branch} branch ends)")
-        return notes
+        return notes + unit
 
     def _update_jacobian(self, J, x, g, r, prev, failures):
         """Broyden ("good") update of the Newton Jacobian with the latest step, or None (a
@@ -1087,6 +1139,25 @@ class Solver:
             beta *= 0.5
         raise InvalidStateError("state", "every damped step along the fixed-point direction (shortened 30 "
                                 "times) leaves the admissible domain", dict(zip(self.names, x.tolist())))
+
+    def _damped_admissible(self, x: np.ndarray, g: np.ndarray, alpha: float, full: bool) -> tuple[np.ndarray, _MapResult]:
+        """A damped step from ``x`` along ``g`` whose state and image are both admissible (the step
+        halved up to 8 times; the last one is kept if none is)."""
+        step = self._damped(x, g) - x
+        for _ in range(8):
+            y = x + step
+            try:
+                res = self.evaluate_map(y, alpha, multistart=full)
+            except InvalidStateError:
+                step = 0.5 * step
+                continue
+            if self._admissible(res.x_new):
+                break
+            step = 0.5 * step
+        else:
+            y = x + step
+            res = self.evaluate_map(y, alpha, multistart=full)
+        return y, res
 
     def _next(self, x, g, hist_x, hist_g, residuals) -> np.ndarray:
         """Anderson (type II) step with safeguards; damped step otherwise."""
