@@ -22,6 +22,7 @@ from ..symbolic.losses import analyse
 from ..symbolic.observables import EntropicObservable, StateObservable, TestObservable
 from ..artifacts.outputs import atomic_write_text
 from ..symbolic.order_parameters import ORDER_FAMILIES
+from ..symbolic.permutations import gaussian_permutations
 from ..symbolic.potentials import GaussianMoreauEnvelope, prox_center_symbols
 from ..artifacts.paths import DERIVATIONS_DIR
 from ..symbolic.symbols import cholesky_lower
@@ -475,6 +476,9 @@ UNIT_BLOCKS = {(m.unit_blocks.student, m.unit_blocks.teacher)!r}
 UNIT_ANSATZ = {ops.units.kind!r}
 ORBIT_SIZES = {tuple(sizes[s] for s in x)!r}
 UNIT_TIES = {ties!r}
+# generators of the unit group as permutations of z (GAUSSIANS positions) that leave the bracket
+# invariant: a rule symmetric under them is folded by them (replica.numeric.integrators)
+UNIT_PERMUTATIONS = {gaussian_permutations(d)!r}
 """
 
 

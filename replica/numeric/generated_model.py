@@ -149,6 +149,7 @@ class GeneratedModel:
     UNIT_ANSATZ: Optional[str] = None
     ORBIT_SIZES: tuple = ()
     UNIT_TIES: Optional[dict] = None
+    UNIT_PERMUTATIONS: tuple = ()
     # ---- the vectorised functions
     energetic_update: Fn = None
     trace_potential: Fn = None

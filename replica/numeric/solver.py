@@ -37,7 +37,8 @@ from .. import validation
 from .convergence import explained_failures, is_converged, runaway
 from ..errors import ConvergenceError, InvalidStateError, ParameterError
 from .integrators import (TENSOR_ENTROPIC_ORDERS, AlignedEntropicRule, EnergeticAverage, EnergeticIntegrator,
-                          LocallyCorrectedIntegrator, QuadratureIntegrator, fold_nodes, preintegration_refusal)
+                          LocallyCorrectedIntegrator, Permutation, QuadratureIntegrator, fold_nodes,
+                          preintegration_refusal)
 from .kinks import EntropicKinkRule, KinkIntegrator
 from .labels import labelled
 from .parameters import parameter_vector
@@ -397,6 +398,8 @@ class Solver:
         for fams, idx in mod.SYMMETRIES:
             if all(f in own or f not in mod.FAMILIES for f in fams):
                 out.append(tuple(idx))
+        # the unit permutations hold on every branch of a unit module (replica.numeric.unit_symmetry)
+        out += [Permutation(p) for p in mod.UNIT_PERMUTATIONS]
         return tuple(out)
 
     @staticmethod

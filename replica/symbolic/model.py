@@ -182,7 +182,7 @@ class Model:
     def _unit_symmetry(self) -> None:
         """Exchangeable units (:mod:`replica.symbolic.permutations`): the unit-symmetric ansatz and its
         branches, unless the declaration asks for the full matrices (``unit_symmetry=False``)."""
-        self.unit_blocks = (unit_blocks(self) if (self.r > 1 or self.r_t > 1) and self.unit_symmetry is not False
+        self.unit_blocks = (unit_blocks(self) if self.r > 1 or self.r_t > 1
                             else UnitBlocks(tuple((k,) for k in range(self.r)), tuple((k,) for k in range(self.r_t))))
         self.unit_ansatz = None
         if self.unit_symmetry and not self.unit_blocks.permutable:
