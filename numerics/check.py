@@ -251,6 +251,11 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
         + (f"; replicon {th['replicon']:.3g} (RS {'stable' if th['rs_stable'] else 'UNSTABLE'})"
            if th.get("replicon") is not None else ""))
     names, notes = quantity_names(problem, branch)
+    if th.get("branch") in decl.unit_branches and th.get("branch") != (branch or "free"):
+        # the solve found no fixed point of the asked branch and reports the unit branch it merges into
+        notes.append(f"the theory has no {branch or 'free'} fixed point here and reports the {th['branch']} one: "
+                     f"the simulation starts and is matched as on the {th['branch']} branch")
+        branch = th["branch"]
     how = units.matching(decl, branch)
     if how != "none":
         notes.append("exchangeable units: every order parameter is the average over its orbit of entries ("

@@ -45,7 +45,8 @@ from .parameters import parameter_vector
 from .preintegration import PreintegrationIntegrator, make_integrator
 from .prox import ProxConvention, prox, prox_convention
 from .quadrature import QuadratureRule, default_rule, gauss_hermite
-from .unit_symmetry import has_units, specialised_start, tie_projection, tied_starts, unit_branch_notes
+from .unit_symmetry import (canonical_units, has_units, specialised_start, tie_projection, tied_starts,
+                            unit_branch_notes)
 
 #: prefix of the note that a branch's solve landed on another branch's solution
 BRANCH_NOT_FOUND = "branch not found"
@@ -1231,7 +1232,7 @@ class Solver:
             if idx and x[idx[0]] < 0:
                 x[idx] *= -1
                 xhat[idx] *= -1
-        return x, xhat
+        return canonical_units(self.module, x, xhat)
 
     def test_error(self, x: np.ndarray, estimate: bool = True) -> tuple[float, float]:
         """``eps_g = E l(m + g, h*)`` (no proximal step) and a two-order error estimate

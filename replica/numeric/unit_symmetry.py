@@ -140,3 +140,18 @@ def tied_starts(module: GeneratedModel, x: np.ndarray, branch: str | None) -> li
         if set(ties(module, b)) > own:
             out.append((tie_projection(module, b)(x), b))
     return out
+
+
+def canonical_units(module: GeneratedModel, x: np.ndarray, xhat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The reported labelling of a specialised state of two exchangeable units: swapping the two
+    teacher units exchanges ``theta``'s diagonal and off-diagonal values (each an orbit of two
+    entries), a symmetry of the equations; the diagonal is reported the larger (student unit ``k``
+    learns teacher unit ``k``). Other states are returned unchanged."""
+    if module.UNIT_ANSATZ != "specialised" or any(len(b) != 2 for b in module.UNIT_BLOCKS[0]):
+        return x, xhat
+    x, xhat = x.copy(), xhat.copy()
+    for g in {g for b in module.UNIT_TIES or {} for g in ties(module, b)}:
+        if len(g) == 2 and module.ORBIT_SIZES[g[0]] == module.ORBIT_SIZES[g[1]] and x[g[0]] < x[g[1]]:
+            x[list(g)] = x[[g[1], g[0]]]
+            xhat[list(g)] = xhat[[g[1], g[0]]]
+    return x, xhat

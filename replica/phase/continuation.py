@@ -19,7 +19,6 @@ from ..numeric.baselines import baseline
 from ..numeric.branches import merge_target
 from ..artifacts.cache import PointCache
 from ..runtime.progress import Progress
-from ..numeric.unit_symmetry import has_units
 from .common import as_module, check_range, resolve_pair
 from .specialisation import UNSPECIALISED, specialisation_threshold
 from .crossings import find_baseline_crossing, find_crossing, global_segments
@@ -150,10 +149,9 @@ def continuation_point(module: GeneratedModel | str, parameters: Mapping[str, fl
     segments = global_segments(curves, alpha_c, alpha_min, alpha_max, candidates=list(curves), high=high)
     alpha_l = (find_baseline_crossing(followers, curves, segments, eps_lin, xtol=xtol) if kind is not None
                else no_baseline(module))
-    spec = None
-    if has_units(module):  # alpha_spec: the unspecialised fixed point's linear instability
-        spec, _ = specialisation_threshold(module, params, curves.get(UNSPECIALISED),
-                                           lambda b: settings.make_solver(module, params, b), note)
+    # alpha_spec: the unspecialised fixed point's linear instability (null with the reason without units)
+    spec, _ = specialisation_threshold(module, params, curves.get(UNSPECIALISED),
+                                       lambda b: settings.make_solver(module, params, b), note)
     quad = followers[high].solver.integrator.describe()
     return PhaseResult(
         model=module.MODEL, parameters=followers[high].parameters, alpha_min=float(alpha_min),
