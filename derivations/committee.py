@@ -27,11 +27,14 @@ def build(K: int = 2, K_teacher: int | None = None, name: str | None = None,
     lam = parameter("lam", r"\lambda")
     student = sp.Add(*[sp.tanh(h[0, k]) for k in range(K)]) / sp.sqrt(K)
     teacher = sp.Add(*[sp.tanh(hs[0, k]) for k in range(Kt)]) / sp.sqrt(Kt)
+    # (T - S)^2 / 2, written as (sum_k tanh h*_k - tanh h_k)^2 / (2K) when K = K_t (a shorter export)
+    loss = (sp.Add(*[sp.tanh(hs[0, k]) - sp.tanh(h[0, k]) for k in range(K)]) ** 2 / (2 * K) if K == Kt
+            else sp.Rational(1, 2) * (teacher - student) ** 2)
     return Model(
         name=name or ("committee" if K == 2 and Kt == 2 else f"committee_{K}_{Kt}"),
         description=f"soft committee: {K} tanh units learning a {Kt}-unit tanh committee, square loss, l2 penalty",
         h=h, hstar=hs,
-        loss=sp.Rational(1, 2) * (teacher - student) ** 2,
+        loss=loss,
         data=TokenStatistics.isotropic(1, 1),
         regularizer=L2(lam),
         parameters={lam: 0.1},

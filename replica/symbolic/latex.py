@@ -624,6 +624,8 @@ class Writer:
             items.append(Eq(r"\omega_a", [r"m_a + q_a^{1/2} \xi_a"]))
             items.append(Eq(r"h^{*}_a", [r"\theta_a^\top q_a^{-1/2} \xi_a + \kappa_a^{1/2} \eta_a, \quad "
                                          r"\kappa_a = \rho_a - \theta_a^\top q_a^{-1} \theta_a"]))
+        if self.d.order_parameters.units is not None:
+            items.append(Text(self.d.order_parameters.units.describe()))
         if env.pieces is not None:
             items.append(Text("The loss is piecewise smooth in $h$; its prox is found exactly, piece by piece "
                               "(below)."))

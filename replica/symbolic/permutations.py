@@ -320,6 +320,18 @@ class UnitAnsatz:
                 cols.append(p)
         return rows, cols
 
+    def describe(self) -> str:
+        """The ansatz in words, for the exports (LaTeX text with inline math)."""
+        kind = ("student unit $k$ paired with teacher unit $k$ (specialised)" if self.kind == SPECIALISED
+                else "student and teacher units permuted independently (unspecialised)")
+        def side(blocks, who):
+            return [f"{who} units " + ", ".join(str(i + 1) for i in b) for b in blocks if len(b) > 1]
+        which = " and ".join(side(self.blocks.student, "student") + side(self.blocks.teacher, "teacher"))
+        return (f"Unit-symmetric ansatz ({which} exchangeable; {kind}): the order parameters "
+                r"are constant on the orbits of the permutations of their entries, one symbol per orbit named "
+                r"after its first entry ($q_{1,11}$ every diagonal entry of $q$, $q_{1,12}$ every off-diagonal "
+                r"one; $	heta$, $V$ and the conjugates alike); the square roots are the symmetric ones.")
+
     def family_orbits(self, family: str, shape: tuple[int, int]) -> list[list[Pair]]:
         """The orbits of the entries of one slot's matrix of ``family`` (``q, V, m, theta`` or a
         conjugate; ``shape`` its shape)."""
