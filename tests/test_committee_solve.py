@@ -44,13 +44,14 @@ def _embed(order: dict) -> dict:
 
 @pytest.mark.parametrize("state", [
     dict(q_1_11=0.8, q_1_12=0.0, V_1_11=0.5, V_1_12=-0.2, theta_1_11=0.5, theta_1_12=0.0),
-    dict(q_1_11=0.3, q_1_12=0.0, V_1_11=3.0, V_1_12=-2.5, theta_1_11=0.2, theta_1_12=0.0),
+    dict(q_1_11=0.3, q_1_12=0.0, V_1_11=0.6, V_1_12=0.3, theta_1_11=0.2, theta_1_12=0.0),
 ])
 def test_the_ansatz_and_the_full_matrices_have_the_same_equations(modules, state):
     """One application of the saddle-point map (every conjugate and order parameter of the next
     iterate), ansatz against full matrices, at states of the ansatz where the two laws of the fields
-    use the same nodes (``q``, ``theta`` diagonal: the Cholesky factor is the symmetric root; ``V`` is
-    anything): equal to 1e-10, rounding and the inner minimisers' tolerance."""
+    use the same nodes (``q``, ``theta`` diagonal: the Cholesky factor is the symmetric root; ``V``
+    small enough that every node's inner minimum is unique, so both find the same one): equal to
+    1e-10, rounding and the inner minimisers' tolerance."""
     from replica.numeric.quadrature import gauss_hermite
     from replica.numeric.solver import Solver
 
