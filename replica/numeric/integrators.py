@@ -29,6 +29,7 @@ from ..errors import ParameterError
 from .kinks import kink_integrator, line_rule_applies, parse_plan
 from .preintegration import CUT, householder, make_integrator, truncated_normal_rule
 from .quadrature import QuadratureRule, gauss_hermite, parse_rule
+from .unit_symmetry import folded_order
 
 __all__ = ["EnergeticAverage", "EnergeticIntegrator", "QuadratureIntegrator", "AlignedEntropicRule", "fold_nodes",
            "Permutation",
@@ -623,7 +624,11 @@ def default_spec(module: GeneratedModel, branch: str | None = None) -> str:
     if module.DISCRETE or module.WEIGHTED or module.PIECEWISE:
         return "default"  # labels, a channel's weight or a piecewise prox: pre-integration has none of them
     pinned = set(module.BRANCHES.get(branch or "free", ()))
-    for (fams, _), mirrored in zip(module.SYMMETRIES, module.MIRRORED):
-        if mirrored and all(f in pinned or f not in module.FAMILIES for f in fams):
-            return "default"
-    return "preint:default"
+    mirror = any(mirrored and all(f in pinned or f not in module.FAMILIES for f in fams)
+                 for (fams, _), mirrored in zip(module.SYMMETRIES, module.MIRRORED))
+    # exchangeable units in five dimensions and more: a tensor rule the unit permutations fold
+    # (replica.numeric.unit_symmetry.folded_order) instead of a sparse grid
+    order = folded_order(module, flips=int(mirror)) if len(module.GAUSSIANS) >= 5 else None
+    if order is not None:
+        return f"gh:{order}"
+    return "default" if mirror else "preint:default"
