@@ -6,7 +6,7 @@ Fields: L=1, r=2, r_t=2. The model's mathematics only, each function once in ker
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
 (and the array helpers of replica.numeric.generated_model).
 """
-# replica-artifact: version=0.1.0 declaration=ed2bda8f54022cb7 generator=6fb5fdd016450ddc
+# replica-artifact: version=0.1.0 declaration=ed2bda8f54022cb7 generator=c8a2e49b2cddf516
 import numpy as np
 
 MODEL = 'committee'
@@ -51,6 +51,8 @@ UNIT_BLOCKS = (((0, 1),), ((0, 1),))
 UNIT_ANSATZ = 'specialised'
 ORBIT_SIZES = (2, 1, 2, 1, 2, 2)
 UNIT_TIES = {'specialised': (), 'unspecialised': ((4, 5),)}
+# every entry (row, column) of its token's matrix each order parameter and conjugate stands for
+ORBITS = {'q_1_11': ((0, 0), (1, 1)), 'q_1_12': ((0, 1), (1, 0)), 'V_1_11': ((0, 0), (1, 1)), 'V_1_12': ((0, 1), (1, 0)), 'theta_1_11': ((0, 0), (1, 1)), 'theta_1_12': ((0, 1), (1, 0)), 'qhat_1_11': ((0, 0), (1, 1)), 'qhat_1_12': ((0, 1), (1, 0)), 'Vhat_1_11': ((0, 0), (1, 1)), 'Vhat_1_12': ((0, 1), (1, 0)), 'thetahat_1_11': ((0, 0), (1, 1)), 'thetahat_1_12': ((0, 1), (1, 0))}
 # generators of the unit group as permutations of z (GAUSSIANS positions) that leave the bracket
 # invariant: a rule symmetric under them is folded by them (replica.numeric.integrators)
 UNIT_PERMUTATIONS = ((1, 0, 3, 2),)

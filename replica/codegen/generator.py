@@ -469,6 +469,12 @@ def _unit_header(d: Derivation) -> str:
     x = d.order_symbols
     sizes = ops.orbit_sizes()
     ties = {b: tuple(tuple(x.index(s) for s in group) for group in ops.unit_ties(b)) for b in m.unit_branches}
+    orbits: dict[str, list] = {}
+    for op in ops.order_parameters() + ops.conjugates():
+        M = op.matrix
+        for i in range(M.shape[0]):
+            for j in range(M.shape[1]):
+                orbits.setdefault(M[i, j].name, []).append((i, j))
     return f"""# the unit-symmetric ansatz: blocks of exchangeable (student, teacher) units, the number of matrix
 # entries each order parameter stands for (its orbit), and per unit branch the groups of order
 # parameters (ORDER_PARAMETERS indices; the conjugates alike) it sets equal
@@ -476,6 +482,8 @@ UNIT_BLOCKS = {(m.unit_blocks.student, m.unit_blocks.teacher)!r}
 UNIT_ANSATZ = {ops.units.kind!r}
 ORBIT_SIZES = {tuple(sizes[s] for s in x)!r}
 UNIT_TIES = {ties!r}
+# every entry (row, column) of its token's matrix each order parameter and conjugate stands for
+ORBITS = {dict((k, tuple(v)) for k, v in orbits.items())!r}
 # generators of the unit group as permutations of z (GAUSSIANS positions) that leave the bracket
 # invariant: a rule symmetric under them is folded by them (replica.numeric.integrators)
 UNIT_PERMUTATIONS = {gaussian_permutations(d)!r}
