@@ -1020,8 +1020,9 @@ class Solver:
         """Flag a branch that has merged into a smaller one (a family it leaves free is ~ 0, or the
         order parameters a unit branch ties are equal)."""
         unit = unit_branch_notes(self.module, self.branch, fp.x, BRANCH_NOT_FOUND)
-        if self.branch == FREE:
-            return unit
+        if self.branch == FREE:   # a unit note on the free branch informs, it does not say "not found"
+            fp.notes += unit
+            return []
         mod = self.module
         own = set(pinned(mod, self.branch))
         x = fp.x

@@ -123,10 +123,14 @@ def unit_branch_notes(module: GeneratedModel, branch: str | None, x: np.ndarray,
             continue
         if tie_gap(module, b, x) < 1e-4:
             names = ", ".join(" = ".join(module.ORDER_PARAMETERS[i] for i in g) for g in extra)
-            label = "the default (free)" if branch in (None, "free") else f"the {branch}"
-            out.append(f"{prefix}: {names} within 1e-4: {label} solve converged to the {b} fixed point (the "
-                       f"{b} branch's ties hold); no fixed point off it was found from this start at this alpha "
-                       f"(see 'replica phase' for where each branch exists)")
+            if branch in (None, "free"):   # the free branch contains the tied subspace: a fixed point of it
+                out.append(f"{names} within 1e-4: this is the {b} fixed point; no fixed point off the {b} "
+                           f"subspace was found from the starts at this alpha (see 'replica phase' for where each "
+                           f"branch exists)")
+            else:
+                out.append(f"{prefix}: {names} within 1e-4: the {branch} solve converged to the {b} fixed point "
+                           f"(the {b} branch's ties hold); no {branch} fixed point was found from this start at "
+                           f"this alpha (see 'replica phase' for where each branch exists)")
     return out
 
 
