@@ -192,3 +192,20 @@ def test_check_agrees_on_every_quantity_and_a_perturbed_theory_fails(committee_m
     base["order_parameters"]["theta_1_11"] += 8 * th["simulation_error"]
     bad = run_check(str(path), 4.0, ds=(200, 400), seeds=3, theory_result=base, replicon=False)
     assert not bad["agrees"] and not bad["quantities"]["theta_1_11"]["agrees"]
+
+
+def test_phase_json_reports_alpha_spec_and_both_branches():
+    """The contract of ``replica phase MODEL --json`` for exchangeable units: ``alpha_spec`` (a number
+    here, between the solved points that bracket it) and ``alpha_spec_reason``, and both unit branches
+    followed with their free entropies."""
+    import json
+
+    from tests.support import run_cli
+
+    p = run_cli("phase", "committee", "--alpha-min", "1.6", "--alpha-max", "2.6", "--quadrature", "gh:8",
+                "--no-cache", "--json", timeout=1800)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert 1.6 < out["alpha_spec"] < 2.6 and "linearly unstable" in out["alpha_spec_reason"]
+    assert set(out["curves"]) >= {"specialised", "unspecialised"}
+    assert len(out["curves"]["unspecialised"]["phi"]) >= 2 and out["pair"] == ["specialised", "unspecialised"]

@@ -139,8 +139,16 @@ class QuadratureIntegrator:
                                     self.extra_starts, convention=self.convention)
 
     def refined(self) -> "QuadratureIntegrator":
-        """The same integrator on the rule's refinement (:meth:`QuadratureRule.refined`)."""
-        return QuadratureIntegrator(self.rule.refined(), self.symmetries, self.backend, self.chunk,
+        """The same integrator on the rule's refinement (:meth:`QuadratureRule.refined`); where that is
+        over the node budget, one order more per axis (a tensor rule folded by many symmetries, e.g. a
+        committee's in eight dimensions, is refined this way rather than not at all)."""
+        try:
+            rule = self.rule.refined()
+        except ParameterError:
+            if self.rule.kind != "gauss-hermite":
+                raise
+            rule = self.rule.refined(factor=1.0)
+        return QuadratureIntegrator(rule, self.symmetries, self.backend, self.chunk,
                                     self.warm_starts, self.extra_starts, convention=self.convention)
 
     def companion(self) -> "QuadratureIntegrator":
