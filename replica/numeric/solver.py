@@ -992,9 +992,9 @@ class Solver:
         if best.branch != self.branch:
             # only a unit branch that ties more had a fixed point: this solver works on it from now on
             # (error bars, refinements), and the result says which branch it is
-            best.notes.append(f"{BRANCH_NOT_FOUND}: no {self.branch} fixed point converged from its starts at this "
-                              f"alpha; reporting the {best.branch} fixed point, into which the {self.branch} branch "
-                              f"merges (see 'replica phase' for where each branch exists)")
+            best.notes.append(f"no {self.branch} fixed point converged from its starts at this alpha; reporting the "
+                              f"{best.branch} fixed point, into which the {self.branch} branch merges (see "
+                              f"'replica phase' for where each branch exists)")
             self._adopt_branch(best.branch)
         return best
 
