@@ -1145,7 +1145,8 @@ class Solver:
         raise InvalidStateError("state", "every damped step along the fixed-point direction (shortened 30 "
                                 "times) leaves the admissible domain", dict(zip(self.names, x.tolist())))
 
-    def _damped_admissible(self, x: np.ndarray, g: np.ndarray, alpha: float, full: bool) -> tuple[np.ndarray, _MapResult]:
+    def _damped_admissible(self, x: np.ndarray, g: np.ndarray, alpha: float, full: bool
+                           ) -> tuple[np.ndarray, _MapResult]:
         """A damped step from ``x`` along ``g`` whose state and image are both admissible (the step
         halved up to 8 times; the last one is kept if none is)."""
         step = self._damped(x, g) - x

@@ -71,7 +71,8 @@ def _largest(ev: np.ndarray) -> float:
 
 def specialisation_threshold(module: GeneratedModel, parameters: Mapping[str, float] | None,
                              curve: BranchCurve | None, make_solver: Callable[[str], Solver],
-                             progress: Callable[[str], None] | None = None) -> tuple[Crossing, list[tuple[float, float]]]:
+                             progress: Callable[[str], None] | None = None
+                             ) -> tuple[Crossing, list[tuple[float, float]]]:
     """``alpha_spec`` along the followed unspecialised ``curve``, and the largest breaking eigenvalue
     at each of its points (``(alpha, mu)``).
 
