@@ -134,7 +134,7 @@ show_math([f"{tex(eq.lhs)} = {tex(eq.rhs)}" for eq in untied_eqs if eq.lhs.name.
 
 # %%
 from replica.numeric.quadrature import gauss_hermite
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.solver import Solver
 
 RULE_6D = gauss_hermite(6, 4) if QUICK else None   # None: the solver's default (GH order 6 in 6-D)

@@ -14,10 +14,10 @@ LAM, ALPHA = 0.1, 32.0
 
 
 def _module(model, tmp_path):
-    from replica.artifacts.registry import _import_path
+    from replica.registry.loader import _import_path
     from replica.codegen import write_module
     from replica import Derivation
-    from replica.numeric.generated_model import as_model
+    from replica.interface.generated_model import as_model
 
     path = tmp_path / f"{model.name}.py"
     write_module(Derivation(model), path)
@@ -184,7 +184,7 @@ def test_check_agrees_on_every_quantity_and_a_perturbed_theory_fails(committee_m
     assert {"q_1_11", "q_1_12", "theta_1_11", "theta_1_12", "eps_g", "train_loss"} <= set(res["quantities"])
     th = res["quantities"]["theta_1_11"]
     from numerics.check import theory
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     module = load_module(str(path))
     base = theory(module, {"lam": LAM}, 4.0, None, replicon=False, quadrature="gh:10", error_bars=False)

@@ -38,7 +38,7 @@ import math
 import numpy as np
 import pytest
 
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.solver import Solver
 
 LAM1, LAM2, SIGMA = 0.003, 0.01, 0.5

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 
 Projection = Callable[[np.ndarray], np.ndarray]
 

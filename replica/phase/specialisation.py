@@ -22,7 +22,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConvergenceError, InvalidStateError
-from ..numeric.generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from ..numeric.solver import Solver
 from ..numeric.unit_symmetry import breaking_directions, has_units
 from .results import BranchCurve, Crossing, CrossingStatus

@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import sympy as sp
 
-from ..numeric.branches import FREE, PINNABLE
+from ..interface.families import FREE, PINNABLE
 from .channels import Channel
 from .constraints import Constraint, holds, row_stochastic  # noqa: F401  (re-exported)
 from .data import TokenStatistics
@@ -174,10 +174,10 @@ class Model:
         self.validate()
         if self.loss is None:
             self.loss = self._square_loss()
+        self._unit_symmetry()   # before the observables: a state observable is written in the ansatz's symbols
         self.observables = with_test_loss(self.loss, tuple(self.observables))
         self._validate_observables()
         self._check_nonsmooth()
-        self._unit_symmetry()
 
     def _unit_symmetry(self) -> None:
         """Exchangeable units (:mod:`replica.symbolic.permutations`): the unit-symmetric ansatz and its
