@@ -239,6 +239,11 @@ class OutputChannel:
 
     def __init__(self, spec: GampSpec, prox_tol: float = 1e-12):
         mod = spec.module
+        if mod.UNIT_ANSATZ is not None:
+            from replica.errors import ParameterError
+            raise ParameterError("model", f"{mod.MODEL} is derived in the unit-symmetric ansatz, whose V stands for "
+                                          "matrices a I + b J only; GAMP needs the prox at any V: declare the model "
+                                          "with unit_symmetry=False")
         self.spec, self.module, self.p = spec, mod, spec.p
         self.L, self.R, self.D = spec.L, spec.R, mod.PROX_DIM
         if self.D != self.L * self.R:

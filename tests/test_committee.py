@@ -195,3 +195,11 @@ def test_units_are_matched_by_the_best_permutation_and_averaged_over_orbits():
     unspec = orbit_values(m, Mod, ov, "unspecialised")
     assert np.isclose(unspec["theta_1_11"], P.mean()) and np.isclose(unspec["theta_1_12"], P.mean())
     assert set(itertools.chain(spec)) == {"q_1_11", "q_1_12", "theta_1_11", "theta_1_12"}
+
+
+def test_gamp_refuses_the_unit_ansatz_in_one_line():
+    """GAMP needs the prox at any V; the ansatz's V is a I + b J only: a one-line error naming the model."""
+    from tests.support import run_cli
+
+    p = run_cli("gamp", "committee", "--alpha", "2", "--d", "50", timeout=600)
+    assert p.returncode == 2 and "unit_symmetry=False" in p.stderr and "Traceback" not in p.stderr, p.stderr[-800:]
