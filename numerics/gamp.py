@@ -165,6 +165,10 @@ def model_spec(model: str | GeneratedModel, parameters: Mapping[str, float] | No
     params = solver.parameter_dict
     if module.DISCRETE:
         raise ParameterError("model", f"{module.MODEL}: token clusters are not supported by GAMP")
+    if module.UNIT_ANSATZ is not None:
+        raise ParameterError("model", f"{module.MODEL} is derived in the unit-symmetric ansatz, whose V stands for "
+                                      "matrices a I + b J only; GAMP needs the prox at any V: declare the model "
+                                      "with unit_symmetry=False")
     # The declaration (a name or a path to a file) gives the regularizer and the data law.
     decl = load_model(model if isinstance(model, str) else module.MODEL)
     values = _declaration_values(decl, params)
@@ -239,11 +243,6 @@ class OutputChannel:
 
     def __init__(self, spec: GampSpec, prox_tol: float = 1e-12):
         mod = spec.module
-        if mod.UNIT_ANSATZ is not None:
-            from replica.errors import ParameterError
-            raise ParameterError("model", f"{mod.MODEL} is derived in the unit-symmetric ansatz, whose V stands for "
-                                          "matrices a I + b J only; GAMP needs the prox at any V: declare the model "
-                                          "with unit_symmetry=False")
         self.spec, self.module, self.p = spec, mod, spec.p
         self.L, self.R, self.D = spec.L, spec.R, mod.PROX_DIM
         if self.D != self.L * self.R:

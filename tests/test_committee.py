@@ -198,8 +198,9 @@ def test_units_are_matched_by_the_best_permutation_and_averaged_over_orbits():
 
 
 def test_gamp_refuses_the_unit_ansatz_in_one_line():
-    """GAMP needs the prox at any V; the ansatz's V is a I + b J only: a one-line error naming the model."""
-    from tests.support import run_cli
+    """GAMP needs the prox at any V; the ansatz's V is a I + b J only: an error naming the model."""
+    from numerics.gamp import model_spec
+    from replica.errors import ParameterError
 
-    p = run_cli("gamp", "committee", "--alpha", "2", "--d", "50", timeout=600)
-    assert p.returncode == 2 and "unit_symmetry=False" in p.stderr and "Traceback" not in p.stderr, p.stderr[-800:]
+    with pytest.raises(ParameterError, match="unit_symmetry=False"):
+        model_spec("committee")
