@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from derivations.attention_tied import build
 
-# the full matrices: the study's fixed points break the exchange of the two columns (one semantic, one
-# positional), which the unit-symmetric ansatz would impose
-model = build(L=2, r=2, r_t=1, name="attention_rank2", unit_symmetry=False)
+model = build(L=2, r=2, r_t=1, name="attention_rank2")
 
 if __name__ == "__main__":
     from replica.cli import main
