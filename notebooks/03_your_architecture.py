@@ -282,4 +282,4 @@ for alpha in sim_alphas:
 #   terms like the encoding term above before blaming the theory.
 # * **Tests.** Add an exact identity of your model (a symmetry, a limit where it reduces to a
 #   known model) and a theory-vs-simulation check whose tolerance comes from the measured
-#   spread over seeds (see `tests/test_extensions.py`).
+#   spread over seeds (see `tests/test_attention_variants.py`).

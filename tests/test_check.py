@@ -408,3 +408,21 @@ def test_a_given_theory_is_used_when_it_is_of_this_point(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("replica check: error: theory: the given result is at alpha = 2")
     assert main([*args, "--alpha", "2", "--param", "lam=0.2"]) == 2
     assert "theory: the given result has lam = 0.1" in capsys.readouterr().err
+
+
+def test_a_user_model_is_loaded_once(tmp_path):
+    """``replica check FILE.py`` imported the user's declaration three times (the parser, the command,
+    the simulator) and built a throwaway solver to validate: the command line now loads the model once
+    and the theory is solved by the solver that validated it. The declaration counts its imports."""
+    import os
+
+    marker = tmp_path / "imports.txt"
+    ridge = (ROOT / "derivations" / "ridge.py").read_text().replace("from __future__ import annotations\n", "")
+    decl = tmp_path / "counted_ridge.py"
+    decl.write_text(f"with open({str(marker)!r}, 'a') as _fh:\n    _fh.write('x')\n" + ridge)
+    env = dict(os.environ, REPLICA_CACHE=str(tmp_path / "cache"), REPLICA_BACKEND="numpy")  # first use: generated
+    res = run_cli("check", decl, "--alpha", "2", "--d", "50", "--seeds", "2", "--n-test", "200", "--quadrature", "gh:8",
+                  "--no-theory-bars", "--no-replicon", "--json", "--quiet", env=env, timeout=600)
+    assert res.returncode in (0, 1), res.stderr[-2000:]
+    assert json.loads(res.stdout)["model"] == "ridge"
+    assert marker.read_text() == "x"

@@ -125,7 +125,7 @@ CAL = {
 
 def _check_agreement(point: str, d: int, seeds) -> None:
     """Seed mean within ``3 std(d)/sqrt(K) + |bias(d)| + u_theory |theory|`` of the theory (as in
-    tests/test_extensions.py), ``bias`` and ``std`` from CAL (seeds 0-15, disjoint from these)."""
+    tests/test_attention_variants.py), ``bias`` and ``std`` from CAL (seeds 0-15, disjoint from these)."""
     sims = _simulate(point, d, seeds)
     theory = _theory(point)
     lines, bad = [], []

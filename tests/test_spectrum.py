@@ -18,7 +18,7 @@ from replica.registry import load_module
 from replica.numeric.solver import Solver
 from replica.registry.spectral import gcm_module, mode_term
 from replica.numeric.spectrum import Spectrum, power_law
-from tests.test_hardening import cli, strict_json
+from tests.test_edge_cases import cli, strict_json
 
 RIDGE = {"lam": 0.1, "Delta": 0.25}
 

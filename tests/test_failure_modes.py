@@ -1,4 +1,4 @@
-"""Issue 18's table, run as a hostile user would: every bad input ends in exit status 2 and one
+"""Failure modes, run as a hostile user would: every bad input ends in exit status 2 and one
 line naming the parameter, every edge in a converged result or an honest error, JSON is strict,
 and interrupted runs leave no process behind.
 

@@ -1,4 +1,4 @@
-"""The architectures of issue 8 (derivations/attention_untied, _rank2, _L3, linear_attention):
+"""The attention variants (derivations/attention_untied, _rank2, _L3, linear_attention):
 consistency with the tied model, exact identities of their saddle points, and theory vs simulator.
 
 Fast tests use coarse quadrature rules, explicit starting points near the fixed points (the

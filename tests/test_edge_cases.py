@@ -1,4 +1,4 @@
-"""Hardening round 2: what a hostile probe still found, one regression test per failure.
+"""Edge cases of every command, as a hostile user finds them: one regression test per failure found.
 
 Every command-line check asserts the exit status, a one-line message on failure and strict JSON
 on success. Solves use small rules and short iteration budgets; a former hang is reproduced in a
