@@ -22,7 +22,7 @@ from ..symbolic.losses import analyse
 from ..symbolic.observables import EntropicObservable, StateObservable, TestObservable
 from ..artifacts.outputs import atomic_write_text
 from ..symbolic.order_parameters import ORDER_FAMILIES
-from ..symbolic.permutations import gaussian_permutations
+from ..symbolic.symmetries import gaussian_permutations
 from ..symbolic.potentials import GaussianMoreauEnvelope, prox_center_symbols
 from ..symbolic.symbols import cholesky_lower
 from .backends import Backend, Function, NodeForm, default_backends
