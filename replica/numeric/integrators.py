@@ -29,7 +29,7 @@ from ..errors import ParameterError
 from .kinks import kink_integrator, line_rule_applies, parse_plan
 from .preintegration import CUT, householder, make_integrator, truncated_normal_rule
 from .quadrature import QuadratureRule, gauss_hermite, parse_rule
-from .unit_symmetry import folded_order
+from .unit_symmetry import folded_order, permutation_group
 
 __all__ = ["EnergeticAverage", "EnergeticIntegrator", "QuadratureIntegrator", "AlignedEntropicRule", "fold_nodes",
            "Permutation",
@@ -513,48 +513,32 @@ def _fold_permutations(nodes: np.ndarray, weights: np.ndarray, perms) -> tuple[n
     permutations ``perms`` generate; coincident nodes merged."""
     if not perms:
         return nodes, weights
-    dim = nodes.shape[0]
-    group = {tuple(range(dim))}
-    todo = list(group)
-    while todo:
-        g = todo.pop()
-        for p in perms:
-            h = tuple(g[i] for i in p)
-            if h not in group:
-                group.add(h)
-                todo.append(h)
-    canon = nodes.copy()
-    key = np.round(canon, 12) + 0.0
-    cols = np.arange(nodes.shape[1])
-    for g in group:
-        img = nodes[list(g), :]
-        ikey = np.round(img, 12) + 0.0
-        diff = ikey != key
-        first = np.argmax(diff, axis=0)
-        greater = diff.any(axis=0) & (ikey[first, cols] > key[first, cols])
-        canon[:, greater] = img[:, greater]
-        key[:, greater] = ikey[:, greater]
-    _, index, inverse = np.unique(key.T, axis=0, return_index=True, return_inverse=True)
-    folded_w = np.bincount(inverse.ravel(), weights=weights, minlength=index.size)
-    return np.ascontiguousarray(canon[:, index]), folded_w
+    return _fold_images(nodes, weights, (nodes[list(g), :] for g in permutation_group(perms)))
 
 
 def _fold_flips(nodes: np.ndarray, weights: np.ndarray, flips) -> tuple[np.ndarray, np.ndarray]:
+    """The same for the group of sign flips of the coordinate sets ``flips``."""
     if not flips:
         return nodes, weights
-    dim = nodes.shape[0]
     group = {frozenset()}
     for f in flips:
         group |= {g ^ frozenset(f) for g in group}
+    signs = []
+    for g in group:
+        sign = np.ones(nodes.shape[0])
+        sign[list(g)] = -1.0
+        signs.append(sign)
+    return _fold_images(nodes, weights, (nodes * sign[:, None] for sign in signs))
+
+
+def _fold_images(nodes: np.ndarray, weights: np.ndarray, images) -> tuple[np.ndarray, np.ndarray]:
+    """Every node (a column) replaced by the lexicographically largest of its ``images`` (arrays
+    shaped like ``nodes``, column by column; compared rounded to 1e-12), coincident nodes merged
+    with their weights summed."""
     canon = nodes.copy()
     key = np.round(canon, 12) + 0.0
     cols = np.arange(nodes.shape[1])
-    for g in group:
-        if not g:
-            continue
-        sign = np.ones(dim)
-        sign[list(g)] = -1.0
-        img = nodes * sign[:, None]
+    for img in images:
         ikey = np.round(img, 12) + 0.0
         diff = ikey != key
         first = np.argmax(diff, axis=0)
