@@ -20,13 +20,16 @@ from replica.applications.attention.paper import BRANCHES, PAPER_A, TRANSITION
 
 
 def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None,
-          positional=None, name: str = "attention_tied", penalty: str = "l2") -> Model:
+          positional=None, name: str = "attention_tied", penalty: str = "l2", unit_symmetry: bool | None = False
+          ) -> Model:
     """Tied dot-product attention with ``L`` tokens, student rank ``r``, teacher rank ``r_t``.
 
     ``reduced`` applies the two-token symmetry of docs/explanation/theory.md §6 (only valid for ``L = 2``
     with ``p_2 = -p_1``). ``positional`` gives the projections ``pi_l`` (default
     alternating signs ``+1, -1, +1, ...``). ``penalty`` is ``"l2"`` (``lambda/2 |w|^2``)
-    or ``"elastic_net"`` (``lam1 |w|_1 + lam2/2 |w|^2``).
+    or ``"elastic_net"`` (``lam1 |w|_1 + lam2/2 |w|^2``). ``unit_symmetry``: as
+    :class:`replica.Model`; a rank-``r`` student's columns are exchangeable, and the attention studies
+    compare full matrices (default ``False``; ``None`` derives the unit-symmetric ansatz).
     """
     h, hs = fields(L, r), teacher_fields(L, r_t)
     omega = parameter("omega", r"\omega", "positionality of the target: the weight of its positional part $A$")
@@ -63,6 +66,7 @@ def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None,
         branches=BRANCHES,
         transition=TRANSITION,
         baseline="linear",
+        unit_symmetry=unit_symmetry,
     )
 
 

@@ -27,6 +27,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from . import units
+
 __all__ = ["AGREE_Z", "theory", "check_theory_result", "seed_statistics", "extrapolate", "verdict", "quantity_names", "run_check",
            "format_table", "plot", "limited_threads", "REASONS"]
 
@@ -267,6 +269,17 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
         + (f"; replicon {th['replicon']:.3g} (RS {'stable' if th['rs_stable'] else 'UNSTABLE'})"
            if th.get("replicon") is not None else ""))
     names, notes = quantity_names(problem, branch)
+    if th.get("branch") in decl.unit_branches and th.get("branch") != (branch or "free"):
+        # the solve found no fixed point of the asked branch and reports the unit branch it merges into
+        notes.append(f"the theory has no {branch or 'free'} fixed point here and reports the {th['branch']} one: "
+                     f"the simulation starts and is matched as on the {th['branch']} branch")
+        branch = th["branch"]
+    how = units.matching(decl, branch)
+    if how != "none":
+        notes.append("exchangeable units: every order parameter is the average over its orbit of entries ("
+                     + ("after the student units were permuted to the teacher units they overlap most, "
+                        "matching = permutation)" if how == "permutation" else
+                        "symmetric functions of the units, matching = symmetric)"))
     runs: list[dict[str, Any]] = []
     with limited_threads(threads):
         _simulate(problem, alpha, ds, seeds, seed0, branch, runs, say, n_test=n_test, tol=tol or DEFAULT_TOL,
@@ -309,7 +322,7 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
     return {"model": module.MODEL, "alpha": float(alpha), "branch": branch or "free", "parameters": params,
             "d": [int(d) for d in ds], "seeds": int(seeds), "seed0": int(seed0), "n_test": int(n_test),
             "device": str(device), "agrees": bool(agrees), "converged": not bad,
-            "quantities": quantities,
+            "quantities": quantities, "matching": units.matching(decl, branch),
             "theory": {k: th.get(k) for k in ("converged", "branch_found", "accuracy_met", "replicon", "rs_stable",
                                               "replicon_switching", "seconds", "notes") if k in th},
             "solver": sorted({r["solver"].split(":")[0] for r in runs}),

@@ -165,6 +165,10 @@ def model_spec(model: str | GeneratedModel, parameters: Mapping[str, float] | No
     params = solver.parameter_dict
     if module.DISCRETE:
         raise ParameterError("model", f"{module.MODEL}: token clusters are not supported by GAMP")
+    if module.UNIT_ANSATZ is not None:
+        raise ParameterError("model", f"{module.MODEL} is derived in the unit-symmetric ansatz, whose V stands for "
+                                      "matrices a I + b J only; GAMP needs the prox at any V: declare the model "
+                                      "with unit_symmetry=False")
     # The declaration (a name or a path to a file) gives the regularizer and the data law.
     decl = load_model(model if isinstance(model, str) else module.MODEL)
     values = _declaration_values(decl, params)

@@ -61,6 +61,7 @@ import sympy as sp
 from replica.interface.generated_model import GeneratedModel, as_model
 from replica.errors import ParameterError
 
+from . import units
 from .deps import require
 
 __all__ = ["Problem", "Instance", "Fit", "seed_streams"]
@@ -414,9 +415,9 @@ class Problem:
         """Families pinned to zero on ``branch`` (``None``/``"free"``: none)."""
         return tuple(self.model.pinned(branch))
 
-    def _pinned_basis(self, inst: Instance, pinned: tuple[str, ...]) -> np.ndarray | None:
+    def _pinned_basis(self, inst: Instance, pinned: tuple[str, ...], branch: str | None = None) -> np.ndarray | None:
         """Orthonormal basis (d, k) of the directions ``W`` must avoid on the branch."""
-        vecs = []
+        vecs = units.constraint_directions(self.model, inst.Qstar, inst.gamma, branch)
         if "m" in pinned:
             vecs += [p for p in inst.P if np.any(p != 0)]
         if "theta" in pinned:
@@ -427,11 +428,20 @@ class Problem:
         keep = S > 1e-10 * max(float(S.max()), 1e-300)
         return U[:, keep] if keep.any() else None
 
-    def initial(self, inst: Instance, pinned: tuple[str, ...]) -> np.ndarray:
+    def initial(self, inst: Instance, pinned: tuple[str, ...], branch: str | None = None) -> np.ndarray:
         """Initial weights (d, r) on the branch: the teacher's columns where ``theta`` is free, the
-        first encoding's direction (``m = O(1)``) where ``m`` is free, plus small noise."""
+        first encoding's direction (``m = O(1)``) where ``m`` is free, plus small noise. Exchangeable
+        units start as their branch says (:func:`numerics.units.initial_weights`), the encoding's
+        direction on every unit alike."""
         d = inst.d
         W = INIT_NOISE * inst.rng["init"].standard_normal((d, self.r))
+        if self.model.unit_ansatz is not None:
+            W = units.initial_weights(self.model, W, inst.Qstar if "theta" not in pinned else inst.Qstar[:, :0],
+                                      branch, inst.rng["init"])
+            if "m" not in pinned and self.has_encodings:
+                p = next(p for p in inst.P if np.any(p != 0))
+                W += (p / np.linalg.norm(p) * math.sqrt(d) * 0.5)[:, None]
+            return W
         informed = False
         if "theta" not in pinned:
             k = min(self.r, self.r_t)
@@ -461,10 +471,10 @@ class Problem:
             device: str = "cpu", constrain: bool = True) -> Fit:
         """Minimise the risk of ``inst`` on ``branch`` (module docstring)."""
         pinned = self.pinned(branch)
-        basis = self._pinned_basis(inst, pinned)
+        basis = self._pinned_basis(inst, pinned, branch)
         if self.glm is not None and basis is None:
             return self._fit_glm(inst)
-        W0 = self.initial(inst, pinned)
+        W0 = self.initial(inst, pinned, branch)
         notes = []
         if basis is not None and (not constrain or self.nonsmooth_penalty):
             if constrain:
@@ -783,11 +793,17 @@ class Problem:
                 HS[rows, l] = Z[:, r:]
         return H, HS, slot
 
-    def measure(self, inst: Instance, fit: Fit, n_test: int = 100_000) -> dict[str, Any]:
-        """Order parameters, the training loss and every observable at ``fit.W`` (module docstring)."""
-        ov = self.overlaps(inst, fit.W)
+    def measure(self, inst: Instance, fit: Fit, n_test: int = 100_000, branch: str | None = None) -> dict[str, Any]:
+        """Order parameters, the training loss and every observable at ``fit.W`` (module docstring);
+        exchangeable units matched to the theory as ``branch`` says (:mod:`numerics.units`)."""
+        W = fit.W
+        if units.matching(self.model, branch) == "permutation":
+            th = self.overlaps(inst, W)["theta"].sum(axis=0)
+            W = W[:, units.best_permutation(th, self.model)]
+        ov = self.overlaps(inst, W)
         out: dict[str, Any] = {}
-        orders = self.order_values(ov)
+        orders = (units.orbit_values(self.model, self.module, ov, branch) if self.model.unit_ansatz is not None
+                  else self.order_values(ov))
         out.update(self.order_quantities(orders))
         rng = inst.rng["test"]
         H, HS, slot = self.test_fields(ov, n_test, rng)
@@ -831,7 +847,7 @@ class Problem:
         t0 = time.perf_counter()
         inst = self.instance(alpha, d, seed)
         fit = self.fit(inst, branch, tol=tol, max_iter=max_iter, device=device, constrain=constrain)
-        values = self.measure(inst, fit, n_test)
+        values = self.measure(inst, fit, n_test, branch)
         return {"d": d, "seed": seed, "n": inst.n, "values": values, "solver": fit.solver,
                 "grad_norm": fit.grad_norm, "converged": fit.converged, "iterations": fit.iterations,
                 "notes": fit.notes, "seconds": time.perf_counter() - t0}

@@ -22,6 +22,7 @@ from ..symbolic.losses import analyse
 from ..symbolic.observables import EntropicObservable, StateObservable, TestObservable
 from ..artifacts.outputs import atomic_write_text
 from ..symbolic.order_parameters import ORDER_FAMILIES
+from ..symbolic.symmetries import gaussian_permutations
 from ..symbolic.potentials import GaussianMoreauEnvelope, prox_center_symbols
 from ..symbolic.symbols import cholesky_lower
 from .backends import Backend, Function, NodeForm, default_backends
@@ -386,12 +387,15 @@ def _layout(d: Derivation) -> tuple[dict, dict, list]:
             for j in range(M.shape[1]):
                 if op.symmetric and j < i:
                     continue
-                layout[M[i, j].name] = (op.family, op.slot or op.token, i, j, M.shape[0], M.shape[1])
+                # an orbit of the unit-symmetric ansatz is laid out at its first entry
+                layout.setdefault(M[i, j].name, (op.family, op.slot or op.token, i, j, M.shape[0], M.shape[1]))
     diag = []
     for op in d.order_parameters.order_parameters():
         if op.family in ("q", "V"):
             for i in range(op.matrix.shape[0]):
-                diag.append(x_syms.index(op.matrix[i, i]))
+                k = x_syms.index(op.matrix[i, i])
+                if k not in diag:
+                    diag.append(k)
     assert set(families) <= set(ORDER_FAMILIES)
     return families, layout, diag
 
@@ -453,7 +457,36 @@ SYMMETRIES = {tuple((f.families, f.indices) for f in sym.folds)!r}
 MIRRORED = {tuple(f.mirrored for f in sym.folds)!r}
 # every atom of the spectral law has the same eigenvalues (else atom_eigenvalues(p) gives them)
 ISOTROPIC_TOKENS = {_isotropic_tokens(m)!r}
-''' + _discrete_header(m, env) + _channel_header(d) + _entropic_header(d)
+''' + _unit_header(d) + _discrete_header(m, env) + _channel_header(d) + _entropic_header(d)
+
+
+def _unit_header(d: Derivation) -> str:
+    """The unit-symmetric ansatz (:mod:`replica.symbolic.permutations`); empty without one."""
+    m, ops = d.model, d.order_parameters
+    if ops.units is None:
+        return ""
+    x = d.order_symbols
+    sizes = ops.orbit_sizes()
+    ties = {b: tuple(tuple(x.index(s) for s in group) for group in ops.unit_ties(b)) for b in m.unit_branches}
+    orbits: dict[str, list] = {}
+    for op in ops.order_parameters() + ops.conjugates():
+        M = op.matrix
+        for i in range(M.shape[0]):
+            for j in range(M.shape[1]):
+                orbits.setdefault(M[i, j].name, []).append((i, j))
+    return f"""# the unit-symmetric ansatz: blocks of exchangeable (student, teacher) units, the number of matrix
+# entries each order parameter stands for (its orbit), and per unit branch the groups of order
+# parameters (ORDER_PARAMETERS indices; the conjugates alike) it sets equal
+UNIT_BLOCKS = {(m.unit_blocks.student, m.unit_blocks.teacher)!r}
+UNIT_ANSATZ = {ops.units.kind!r}
+ORBIT_SIZES = {tuple(sizes[s] for s in x)!r}
+UNIT_TIES = {ties!r}
+# every entry (row, column) of its token's matrix each order parameter and conjugate stands for
+ORBITS = {dict((k, tuple(v)) for k, v in orbits.items())!r}
+# generators of the unit group as permutations of z (GAUSSIANS positions) that leave the bracket
+# invariant: a rule symmetric under them is folded by them (replica.numeric.integrators)
+UNIT_PERMUTATIONS = {gaussian_permutations(d)!r}
+"""
 
 
 def _isotropic_tokens(m) -> bool:

@@ -147,6 +147,13 @@ class GeneratedModel:
     ENTROPIC_DESCRIPTION: str = "closed form"
     N_ENTROPIC_KINKS: int = 0
     N_CONSTANTS: int = 0
+    # ---- the unit-symmetric ansatz (replica.symbolic.permutations)
+    UNIT_BLOCKS: tuple = ()
+    UNIT_ANSATZ: Optional[str] = None
+    ORBIT_SIZES: tuple = ()
+    UNIT_TIES: Optional[dict] = None
+    UNIT_PERMUTATIONS: tuple = ()
+    ORBITS: Optional[dict] = None
     # ---- the vectorised functions
     energetic_update: Fn = None
     trace_potential: Fn = None
@@ -206,6 +213,15 @@ class GeneratedModel:
         """What the module was generated from (the declaration and generator hashes of its stamp):
         the model's part of a cache key."""
         return f"{self.stamp.declaration}-{self.stamp.generator}" if self.stamp else ""
+
+    def entries(self, name: str) -> tuple:
+        """The ``(row, column)`` entries of its token's matrix that the order parameter or conjugate
+        ``name`` stands for: its ``LAYOUT`` position, or every entry of its orbit in the unit-symmetric
+        ansatz (``ORBITS``; both triangles of a symmetric matrix)."""
+        if self.ORBITS is not None and name in self.ORBITS:
+            return tuple(tuple(e) for e in self.ORBITS[name])
+        _, _, i, j, _, _ = self.LAYOUT[name]
+        return ((i, j),)
 
     def replace(self, **changes) -> "GeneratedModel":
         """A copy with some fields changed (e.g. another entropic side)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..interface.families import FREE, PINNABLE
 from ..interface.generated_model import GeneratedModel
+from .unit_symmetry import ties
 from ..errors import ParameterError
 
 
@@ -25,16 +26,33 @@ def pinned(module: GeneratedModel, branch: str | None) -> tuple[str, ...]:
 
 
 def merge_targets(module: GeneratedModel, branch: str) -> list[str]:
-    """Declared branches that pin strictly more than ``branch``, fewest pinned first."""
-    own = set(pinned(module, branch))
-    out = [b for b, p in module.BRANCHES.items() if b != branch and own < set(p)]
-    return sorted(out, key=lambda b: len(module.BRANCHES[b]))
+    """Declared branches that constrain strictly more than ``branch`` (pin more families, or tie
+    more order parameters: the unit branches of :mod:`replica.numeric.unit_symmetry`), least
+    constrained first."""
+    own, own_t = set(pinned(module, branch)), set(ties(module, branch))
+
+    def more(b: str) -> bool:
+        p, t = set(module.BRANCHES[b]), set(ties(module, b))
+        return own <= p and own_t <= t and (own < p or own_t < t)
+    out = [b for b in module.BRANCHES if b != branch and more(b)]
+    return sorted(out, key=lambda b: len(module.BRANCHES[b]) + len(ties(module, b)))
 
 
 def merge_target(module: GeneratedModel, branch: str) -> str | None:
     """The branch ``branch`` merges into (the smallest declared superset), or None."""
     targets = merge_targets(module, branch)
     return targets[0] if targets else None
+
+
+def defining_ties(module: GeneratedModel, branch: str) -> list[tuple[int, ...]]:
+    """Groups of order parameters free on ``branch`` but tied on its merge target: where their
+    members become equal, the branch has merged (e.g. ``theta``'s diagonal and off-diagonal on the
+    specialised branch of a committee); empty if it merges into nothing."""
+    target = merge_target(module, branch)
+    if target is None:
+        return []
+    own = set(ties(module, branch))
+    return [g for g in ties(module, target) if g not in own]
 
 
 def defining_families(module: GeneratedModel, branch: str) -> list[str]:

@@ -26,6 +26,7 @@ from .branches import PINNABLE
 from .convergence import explained_failures, runaway
 from .fixed_point import FixedPoint, same_point
 from .saddle_map import MapResult
+from .unit_symmetry import has_units, tie_projection, tied_starts
 
 #: the iteration's part of an error is this times the Newton correction ``|J^{-1} g|``: the correction
 #: is the linearised remaining error, with a finite-difference / Broyden Jacobian that can be tens of
@@ -91,6 +92,8 @@ class FixedPointIteration:
         t0 = time.perf_counter()
         x = self.initial_state() if x0 is None else validation.state_vector(x0, self.names)
         x[self.pinned] = 0.0
+        if self.project is not None:
+            x = self.project(x)
         self.check_state(x)
         if self.verbose:
             print(f"  solve at alpha = {alpha:g} on {self.integrator.describe()}", file=sys.stderr)
@@ -197,14 +200,21 @@ class FixedPointIteration:
                     res = self._warm_only_map(x_next, alpha)
                 else:
                     res = self.evaluate_map(x_next, alpha, multistart=full)
+                if self.project is not None or has_units(self.module):
+                    if not self._admissible(res.x_new):
+                        # an admissible state whose image is not (lambda + Vhat no longer positive where
+                        # the committee's non-convex loss makes Vhat negative): the step went too far.
+                        # Only for unit modules so far: on the paper's model it changes which positional
+                        # solution a cold start at alpha = 2 reaches (CONTRIBUTING.md)
+                        raise InvalidStateError("state", "the map leaves the admissible domain")
                 x = x_next
             except InvalidStateError:
-                # The step left the admissible domain: restart with a damped step.
+                # The step left the admissible domain: restart with a damped step, shortened until
+                # the map's image is admissible too.
                 hist_x.clear()
                 hist_g.clear()
                 J, prev = None, None
-                x = self._damped(x, g)
-                res = self.evaluate_map(x, alpha, multistart=full)
+                x, res = self._damped_admissible(x, g, alpha, full)
         else:
             raise ConvergenceError(f"no convergence to tol={self.tol:g} within {self.max_iter} iterations",
                                    residuals, self.max_iter, dict(zip(self.names, x.tolist())))
@@ -366,14 +376,21 @@ class FixedPointIteration:
         # Newton switched on at residual 0.1 (a continuation's setting) can send every generic start
         # away (hinge at lam = 1e-3, alpha = 5: 500 iterations in vain each): if none converged, the
         # starts once more with Newton waiting as from the default start (cold)
+        starts: list[tuple[np.ndarray, str | None]] = []
+        for qs, ms in spread:
+            x0 = base.copy()
+            x0[qidx] *= qs
+            x0[mt] *= ms
+            starts.append((x0, None))
+        # a unit module: the start on every unit branch that ties more, solved there, so that where
+        # this branch has no fixed point of its own the solve ends on the one it merges into
+        starts += tied_starts(self.module, base, self.branch)
         for cold in (False, True):
-            for qs, ms in spread:
-                x0 = base.copy()
-                x0[qidx] *= qs
-                x0[mt] *= ms
+            for x0, on in starts:
                 try:
                     first._warm = None
-                    fp = first.solve(alpha, x0=x0, cold=cold)
+                    with first.on_branch(on):
+                        fp = first.solve(alpha, x0=x0, cold=cold)
                 except (ConvergenceError, InvalidStateError) as exc:
                     error = exc
                     continue
@@ -395,7 +412,8 @@ class FixedPointIteration:
             for fp, J in zip(found, jacobians):
                 try:
                     self._warm = None
-                    out = self.solve(alpha, x0=fp.x, jacobian=J if adjacent else None, need_jacobian=True)
+                    with self.on_branch(fp.branch if fp.branch != self.branch else None):
+                        out = self.solve(alpha, x0=fp.x, jacobian=J if adjacent else None, need_jacobian=True)
                 except (ConvergenceError, InvalidStateError) as exc:
                     error = exc
                     continue
@@ -405,17 +423,44 @@ class FixedPointIteration:
             found = polished
         if not found:
             raise error  # type: ignore[misc]
-        best = max(found, key=lambda fp: fp.phi)
+        # a unit branch that ties more (tied_starts) stands in only where this branch found nothing
+        own = [fp for fp in found if fp.branch == self.branch]
+        best = max(own or found, key=lambda fp: fp.phi)
         distinct = [best]
         for fp in found:
             if all(not same_point(fp, d) for d in distinct):
                 distinct.append(fp)
         if len(distinct) > 1:
-            best.notes.append(f"{len(distinct)} distinct fixed points on this branch from {len(spread)} starts; "
+            best.notes.append(f"{len(distinct)} distinct fixed points on this branch from {len(starts)} starts; "
                               f"reporting the one with the largest phi (others: "
                               + ", ".join(f"phi={d.phi:.6g}" for d in distinct[1:]) + ")")
         best.seconds = sum(fp.seconds for fp in found)
+        if best.branch != self.branch:
+            # only a unit branch that ties more had a fixed point: this solver works on it from now on
+            # (error bars, refinements), and the result says which branch it is
+            best.notes.append(f"no {self.branch} fixed point converged from its starts at this alpha; reporting the "
+                              f"{best.branch} fixed point, into which the {self.branch} branch merges (see "
+                              f"'replica phase' for where each branch exists)")
+            self._adopt_branch(best.branch)
         return best
+
+    @contextlib.contextmanager
+    def on_branch(self, branch: str | None):
+        """Solve on the unit branch ``branch`` (its ties imposed; results carry its name) inside the
+        block; ``None``: this solver's own branch."""
+        if branch is None or branch == self.branch:
+            yield self
+            return
+        saved = (self.branch, self.project)
+        self.branch, self.project = branch, tie_projection(self.module, branch)
+        try:
+            yield self
+        finally:
+            self.branch, self.project = saved
+
+    def _adopt_branch(self, branch: str) -> None:
+        self.branch, self.project = branch, tie_projection(self.module, branch)
+        self._init["branch"] = branch
 
     def _update_jacobian(self, J, x, g, r, prev, failures):
         """Broyden ("good") update of the Newton Jacobian with the latest step, or None (a
@@ -506,6 +551,26 @@ class FixedPointIteration:
             beta *= 0.5
         raise InvalidStateError("state", "every damped step along the fixed-point direction (shortened 30 "
                                 "times) leaves the admissible domain", dict(zip(self.names, x.tolist())))
+
+    def _damped_admissible(self, x: np.ndarray, g: np.ndarray, alpha: float, full: bool
+                           ) -> tuple[np.ndarray, MapResult]:
+        """A damped step from ``x`` along ``g`` whose state and image are both admissible (the step
+        halved up to 8 times; the last one is kept if none is)."""
+        step = self._damped(x, g) - x
+        for _ in range(8):
+            y = x + step
+            try:
+                res = self.evaluate_map(y, alpha, multistart=full)
+            except InvalidStateError:
+                step = 0.5 * step
+                continue
+            if self._admissible(res.x_new):
+                break
+            step = 0.5 * step
+        else:
+            y = x + step
+            res = self.evaluate_map(y, alpha, multistart=full)
+        return y, res
 
     def _next(self, x, g, hist_x, hist_g, residuals) -> np.ndarray:
         """Anderson (type II) step with safeguards; damped step otherwise."""

@@ -70,9 +70,10 @@ def token_one(module: GeneratedModel, values: dict[str, float]) -> dict[str, obj
         if token not in first:
             continue
         entry = fams.setdefault(fam, {"M": np.zeros((rows, cols))})
-        entry["M"][i, j] = v
-        if rows == cols and fam in ("q", "V", "qhat", "Vhat"):
-            entry["M"][j, i] = v
+        for i, j in module.entries(name):   # an orbit of the unit-symmetric ansatz: every entry
+            entry["M"][i, j] = v
+            if rows == cols and fam in ("q", "V", "qhat", "Vhat"):
+                entry["M"][j, i] = v
     for fam, entry in fams.items():
         M = entry["M"]
         out[fam] = float(M[0, 0]) if M.size == 1 else (M[:, 0].tolist() if M.shape[1] == 1 else M.tolist())

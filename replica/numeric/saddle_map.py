@@ -107,8 +107,12 @@ class SaddlePointMap:
         grad[self.pinned] = 0.0
         xhat = np.asarray(self.module.energetic_update(grad, alpha), dtype=float)
         xhat[self.pinned] = 0.0  # conjugate entries are paired one-to-one with order entries
+        if self.project is not None:
+            xhat = self.project(xhat)
         x_new, psi_w, ent_obs = self._entropic(xhat)
         x_new[self.pinned] = 0.0
+        if self.project is not None:
+            x_new = self.project(x_new)
         if not np.all(np.isfinite(x_new)):
             raise InvalidStateError("entropic_update", "produced a non-finite state "
                                     "(is lambda + A positive definite?)",

@@ -52,6 +52,7 @@ from .saddle_map import ALIGNED_ORDER, SaddlePointMap, default_entropic_rule  # 
 from .solver_observables import SADDLE_NOTE, ReportedNumbers, _cached_rule, default_test_rule  # noqa: F401  (re-exported)
 from .solver_rules import ENTROPIC_REFINEMENT, SolverRules  # noqa: F401  (re-exported)
 from .solver_state import BRANCH_NOT_FOUND, SolverState  # noqa: F401  (re-exported)
+from .unit_symmetry import tie_projection
 
 #: the most levels of extra prox starts (:func:`replica.numeric.integrators.extra_starts`)
 MAX_EXTRA_STARTS = 5
@@ -133,6 +134,7 @@ class Solver(SolverRules, FixedPointIteration, ReportedNumbers, SaddlePointMap, 
         for fam in pinned_fams:
             self.pinned[module.FAMILIES.get(fam, [])] = True
         self.free = ~self.pinned
+        self.project = tie_projection(module, self.branch)  # a unit branch's ties (unit_symmetry)
         dim = len(module.GAUSSIANS)
         self.backend = backend
         resolve_backend(module, backend)  # validates the name (and availability of "numba")

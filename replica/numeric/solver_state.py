@@ -16,6 +16,8 @@ from ..errors import InvalidStateError
 from .branches import FREE, PINNABLE, branch_pinning, pinned
 from .fixed_point import FixedPoint
 from ..interface.generated_model import GeneratedModel
+from .integrators import Permutation
+from .unit_symmetry import canonical_units, has_units, specialised_start, unit_branch_notes
 
 #: prefix of the note that a branch's solve landed on another branch's solution
 BRANCH_NOT_FOUND = "branch not found"
@@ -34,6 +36,8 @@ class SolverState:
         for fams, idx in mod.SYMMETRIES:
             if all(f in own or f not in mod.FAMILIES for f in fams):
                 out.append(tuple(idx))
+        # the unit permutations hold on every branch of a unit module (replica.numeric.unit_symmetry)
+        out += [Permutation(p) for p in mod.UNIT_PERMUTATIONS]
         return tuple(out)
 
     @staticmethod
@@ -73,6 +77,9 @@ class SolverState:
             else:
                 x[i] = v0[i] if np.isfinite(v0[i]) and 0 < v0[i] < 1e6 else rb
         x[self.pinned] = 0.0
+        if has_units(mod):  # start off the ties of other unit branches, on this branch's own
+            x = specialised_start(mod, x, self.branch)
+            x = self.project(x) if self.project is not None else x
         # With several teacher fields the equal theta entries above can make the teacher's
         # residual covariance rho - theta^T q^-1 theta singular (r = r_t = 2: exactly); shrink
         # them until every validity quantity is clearly positive (other models: unchanged).
@@ -110,11 +117,14 @@ class SolverState:
             if idx and x[idx[0]] < 0:
                 x[idx] *= -1
                 xhat[idx] *= -1
-        return x, xhat
+        return canonical_units(self.module, x, xhat)
 
     def _branch_notes(self, fp: FixedPoint) -> list[str]:
-        """Flag a branch that has merged into a smaller one (a family it leaves free is ~ 0)."""
-        if self.branch == FREE:
+        """Flag a branch that has merged into a smaller one (a family it leaves free is ~ 0, or the
+        order parameters a unit branch ties are equal)."""
+        unit = unit_branch_notes(self.module, self.branch, fp.x, BRANCH_NOT_FOUND)
+        if self.branch == FREE:   # a unit note on the free branch informs, it does not say "not found"
+            fp.notes += unit
             return []
         mod = self.module
         own = set(pinned(mod, self.branch))
@@ -134,4 +144,4 @@ class SolverState:
                              f"fixed point but (within quadrature accuracy) {where}; no {self.branch} solution was "
                              f"found at this alpha from the starts tried (see 'replica phase' for where the "
                              f"{self.branch} branch ends)")
-        return notes
+        return notes + unit

@@ -127,7 +127,8 @@ def variance_blocks(module: GeneratedModel, x: np.ndarray) -> np.ndarray:
             continue
         toks = range(L) if token is None else [int(token) - 1]
         for t in toks:
-            V[t, i, j] = V[t, j, i] = x[k]
+            for i, j in module.entries(name):   # an orbit of the unit-symmetric ansatz: every entry
+                V[t, i, j] = V[t, j, i] = x[k]
     return V
 
 

@@ -20,6 +20,7 @@ from ..numeric.branches import merge_target
 from ..artifacts.cache import PointCache
 from ..runtime.progress import Progress
 from .common import as_module, check_range, resolve_pair
+from .specialisation import UNSPECIALISED, specialisation_threshold
 from .crossings import find_baseline_crossing, find_crossing, global_segments
 from .follower import BranchFollower
 from .parallel import executor_for, module_from_ref, module_ref
@@ -148,6 +149,9 @@ def continuation_point(module: GeneratedModel | str, parameters: Mapping[str, fl
     segments = global_segments(curves, alpha_c, alpha_min, alpha_max, candidates=list(curves), high=high)
     alpha_l = (find_baseline_crossing(followers, curves, segments, eps_lin, xtol=xtol) if kind is not None
                else no_baseline(module))
+    # alpha_spec: the unspecialised fixed point's linear instability (null with the reason without units)
+    spec, _ = specialisation_threshold(module, params, curves.get(UNSPECIALISED),
+                                       lambda b: settings.make_solver(module, params, b), note)
     quad = followers[high].solver.integrator.describe()
     return PhaseResult(
         model=module.MODEL, parameters=followers[high].parameters, alpha_min=float(alpha_min),
@@ -155,7 +159,7 @@ def continuation_point(module: GeneratedModel | str, parameters: Mapping[str, fl
         eps_lin_error=eps_lin_err, quadrature=quad, seconds=time.perf_counter() - t0,
         solves=sum(f.solves for f in followers.values()) + extra_solves,
         cached=sum(f.cached for f in followers.values()) + extra_cached, segments=segments,
-        pair=(high, low), baseline=kind, label=label)
+        pair=(high, low), baseline=kind, label=label, alpha_spec=spec)
 
 
 def _beaten_by(curve: BranchCurve) -> Callable[[BranchPoint], bool]:

@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from ..interface.generated_model import GeneratedModel
-from ..numeric.branches import defining_families, merge_target
+from ..numeric.branches import defining_families, defining_ties, merge_target
 from ..artifacts.cache import PointCache
 from ..numeric.convergence import cached_point_converged
 from ..errors import ConvergenceError, InvalidStateError, ParameterError
@@ -55,6 +55,7 @@ class BranchFollower:
         # the families that distinguish this branch from the one it merges into
         self.merges_into = merge_target(module, branch)
         self.defining = defining_families(module, branch)
+        self.defining_ties = defining_ties(module, branch)
         self.families = {f: list(idx) for f, idx in module.FAMILIES.items()}
         rb = np.atleast_1d(np.asarray(module.rho_bar(self.solver.p), dtype=float))
         self._rho = float(np.mean(rb)) if rb.size and np.mean(rb) > 0 else 1.0
@@ -82,12 +83,13 @@ class BranchFollower:
 
     def defining_size(self, x: np.ndarray) -> float:
         """Relative size of the defining family: ``|theta| / sqrt(q rho)``, ``|m| / sqrt(q)``."""
-        if not self.defining:
+        if not self.defining and not self.defining_ties:
             return float("inf")
         qi = self.families.get("q", [])
         diag = [i for i in qi if i in self.module.SYMMETRIC_DIAGONAL] or qi
         qs = float(np.mean(np.abs(x[diag]))) if diag else 1.0
-        sizes = []
+        # a tied group (unit branches): the spread of its members, relative like a theta
+        sizes = [float(np.ptp(x[list(g)])) / math.sqrt(max(qs, 1e-300) * self._rho) for g in self.defining_ties]
         for fam in self.defining:
             v = float(np.linalg.norm(x[self.families[fam]]))
             norm = math.sqrt(max(qs, 1e-300) * (self._rho if fam.startswith("theta") else 1.0))

@@ -307,6 +307,8 @@ class PhaseResult:
     pair: tuple[str, str] = ("", "")
     baseline: str | None = None
     label: str = ""
+    #: the specialisation threshold of a model with exchangeable units (replica.phase.specialisation)
+    alpha_spec: Crossing | None = None
 
     @property
     def spinodals(self) -> dict[str, list[float]]:
@@ -372,10 +374,13 @@ class PhaseResult:
             alpha_max=self.alpha_max, pair=list(self.pair), baseline=self.baseline,
             alpha_c=self.alpha_c.value, alpha_c_reason=why(self.alpha_c),
             alpha_l=self.alpha_l.value, alpha_l_reason=why(self.alpha_l),
+            alpha_spec=None if self.alpha_spec is None else self.alpha_spec.value,
+            alpha_spec_reason=("not computed" if self.alpha_spec is None else why(self.alpha_spec)),
             eps_lin=self.eps_lin, eps_lin_error=self.eps_lin_error,
             spinodals=self.spinodals, **extra,
             branch_ends={b: [e.to_dict() for e in c.ends] for b, c in self.curves.items()},
             global_minimum=[dict(alpha_from=a0, alpha_to=a1, branch=b) for a0, a1, b in self.segments],
-            crossings=dict(alpha_c=self.alpha_c.to_dict(), alpha_l=self.alpha_l.to_dict()),
+            crossings=dict(alpha_c=self.alpha_c.to_dict(), alpha_l=self.alpha_l.to_dict(),
+                           **({} if self.alpha_spec is None else {"alpha_spec": self.alpha_spec.to_dict()})),
             curves={b: c.arrays() for b, c in self.curves.items()},
             quadrature=self.quadrature, seconds=self.seconds, solves=self.solves, cached=self.cached)

@@ -52,6 +52,7 @@ from .continuation import baseline_value, continuation_point, no_baseline, note_
 from .follower import BranchFollower
 from ..runtime.executors import describe, run_chains
 from .parallel import executor_for, module_from_ref, module_ref
+from .specialisation import no_threshold
 from .results import BranchCurve, Crossing, CrossingStatus, PhaseResult
 from .settings import SolverSettings, StepControl
 
@@ -192,7 +193,9 @@ def thresholds(module: GeneratedModel | str, parameters: Mapping[str, float] | N
             alpha_l=alpha_l, eps_lin=eps_lin, eps_lin_error=eps_lin_err,
             quadrature=fol[high].solver.integrator.describe(), seconds=time.perf_counter() - t0,
             solves=sum(f.solves for f in fol.values()), cached=sum(f.cached for f in fol.values()),
-            segments=segments, pair=(high, low), baseline=kind, label=label)
+            segments=segments, pair=(high, low), baseline=kind, label=label,
+            alpha_spec=Crossing(None, no_threshold(module) or "not computed with --thresholds-only (it needs the "
+                                "unspecialised branch followed along alpha)"))
 
     def handed_over(r: PhaseResult, what: str, why: str) -> PhaseResult:
         # the result of a retry, with the reason it was needed and this attempt's solves counted

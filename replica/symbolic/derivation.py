@@ -86,8 +86,7 @@ class Derivation:
 
     def __init__(self, model: Model):
         self.model = model
-        self.order_parameters = OrderParameters(model.L, model.r, model.r_t, model.reduction,
-                                                slots=model.data.slot_labels, families=model.families)
+        self.order_parameters = model.order_parameters()
         self.alpha = ALPHA
 
     # ------------------------------------------------------------ potentials

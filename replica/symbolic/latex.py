@@ -774,6 +774,8 @@ class Writer:
             items.append(Eq(rf"\omega{a}", [centre + rf"q{a}^{{1/2}} \xi{a}"]))
             items.append(Eq(rf"h^{{*}}{a}", [rf"\theta{a}^\top q{a}^{{-1/2}} \xi{a} + \kappa{a}^{{1/2}} \eta{a}, \quad "
                                            rf"\kappa{a} = \rho{a} - \theta{a}^\top q{a}^{{-1}} \theta{a}"]))
+        if self.d.order_parameters.units is not None:
+            items.append(Text(self.d.order_parameters.units.describe()))
         if env.pieces is not None:
             shown = self.p.closed.prox is not None
             items.append(Text("The loss is piecewise smooth in $h$; its prox is found exactly, piece by piece"

@@ -35,6 +35,7 @@ from ..errors import DeclarationError, ParameterError
 from .losses import Loss, analyse, as_loss, check_continuous, check_convex
 from .observables import EntropicObservable, Observable, StateObservable, TestObservable, with_test_loss
 from .order_parameters import OrderParameters, TokenReduction, check_families
+from .permutations import SPECIALISED, UNSPECIALISED, UnitAnsatz, UnitBlocks, unit_blocks
 from .regularizers import L2, Regularizer, SeparableRegularizer
 from .symbols import check_field_count
 from ..validation import real
@@ -133,6 +134,15 @@ class Model:
         The order-parameter families (``q, V, m, theta``); default: derived from the declaration
         (``q, V`` always, ``m`` when the data have positional encodings or cluster means,
         ``theta`` with a teacher). After construction always the tuple in use.
+    unit_symmetry:
+        Exchangeable units (columns of ``h`` the loss and the penalty cannot tell apart: hidden
+        units, heads; :mod:`replica.symbolic.permutations`) are detected from the declaration. By
+        default (``None``) such a model is derived in the unit-symmetric ansatz (one order parameter
+        per orbit of entries: diagonal and off-diagonal values) with the branches ``specialised``
+        (student unit ``k`` paired with teacher unit ``k``, where the teacher's units are exchangeable
+        too) and ``unspecialised`` (every student unit alike to every teacher unit), and the
+        transition between them. ``False``: the full matrices, no unit branches. ``True``: the
+        ansatz, and an error if no units are exchangeable.
     """
 
     name: str
@@ -155,6 +165,7 @@ class Model:
     observables: Sequence[Observable] = ()
     channel: Channel | None = None
     families: Sequence[str] | None = None
+    unit_symmetry: bool | None = None
     #: the loss as a factor (:mod:`replica.symbolic.factors`): what was declared, or the generic one
     loss_factor: Loss | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -175,9 +186,42 @@ class Model:
             self.loss = self._square_loss()
         if self.loss_factor is None:
             self.loss_factor = as_loss(self.loss, list(self.h), self.channel.label if self.channel is not None else None)
+        self._unit_symmetry()   # before the observables: a state observable is written in the ansatz's symbols
         self.observables = with_test_loss(self.loss, tuple(self.observables))
         self._validate_observables()
         self._check_nonsmooth()
+
+    def _unit_symmetry(self) -> None:
+        """Exchangeable units (:mod:`replica.symbolic.permutations`): the unit-symmetric ansatz and its
+        branches, unless the declaration asks for the full matrices (``unit_symmetry=False``)."""
+        self.unit_blocks = (unit_blocks(self) if self.r > 1 or self.r_t > 1
+                            else UnitBlocks(tuple((k,) for k in range(self.r)), tuple((k,) for k in range(self.r_t))))
+        self.unit_ansatz = None
+        if self.unit_symmetry and not self.unit_blocks.permutable:
+            raise DeclarationError("unit_symmetry: no two student units (columns of h) are exchangeable: the loss "
+                                   "or the penalty tells them apart")
+        if self.unit_blocks.permutable and self.unit_symmetry is not False:
+            names = self.unit_blocks.branches
+            self.unit_ansatz = UnitAnsatz(self.unit_blocks, names[0])
+            clash = [b for b in names if b in self.branches]
+            if clash:
+                raise DeclarationError(f"branches: {clash[0]!r} is the name of a unit-symmetric branch; rename yours")
+            self.branches = {**dict(self.branches), **{b: () for b in names}}
+            if self.transition is None and len(names) == 2:
+                self.transition = (SPECIALISED, UNSPECIALISED)
+        if self.transition is not None and any(b not in self.branches for b in self.transition):
+            raise DeclarationError(f"transition: need two different declared branches (high, low), "
+                                   f"got {self.transition!r}")
+
+    @property
+    def unit_branches(self) -> tuple[str, ...]:
+        """The unit-symmetric branches of the model's ansatz (empty without exchangeable units)."""
+        return self.unit_blocks.branches if self.unit_ansatz is not None else ()
+
+    def order_parameters(self) -> OrderParameters:
+        """The model's free order parameters (token reduction, families and unit ansatz applied)."""
+        return OrderParameters(self.L, self.r, self.r_t, self.reduction, slots=self.data.slot_labels,
+                               families=self.families, units=self.unit_ansatz)
 
     def _implied_families(self) -> tuple[str, ...]:
         """``q, V`` always; ``m`` when some atom projects on a positional encoding or cluster mean
@@ -326,7 +370,9 @@ class Model:
                         f"branches[{bname!r}]: can only pin {pinnable} to zero, got {fam!r}")
         if self.transition is not None:
             t = tuple(self.transition)
-            if len(t) != 2 or t[0] == t[1] or any(b not in self.branches for b in t):
+            # the unit-symmetric branches are added once the loss is known (_unit_symmetry checks them)
+            known = set(self.branches) | {SPECIALISED, UNSPECIALISED}
+            if len(t) != 2 or t[0] == t[1] or any(b not in known for b in t):
                 raise DeclarationError(f"transition: need two different declared branches (high, low), got {t!r}")
             self.transition = t
         if self.baseline not in (None, "linear"):
@@ -386,15 +432,13 @@ class Model:
 
     def order_parameter_symbols(self) -> set[sp.Symbol]:
         """The order-parameter and conjugate symbols of this model (for state observables)."""
-        ops = OrderParameters(self.L, self.r, self.r_t, self.reduction, slots=self.data.slot_labels,
-                              families=self.families)
+        ops = self.order_parameters()
         return set(ops.order_symbols()) | set(ops.conjugate_symbols())
 
     def state_aliases(self) -> dict[sp.Symbol, sp.Symbol]:
         """Family names for the order parameters of a family with a single scalar (``q`` for ``q_1``
         of a one-token, rank-one model), as a state observable may write them."""
-        ops = OrderParameters(self.L, self.r, self.r_t, self.reduction, slots=self.data.slot_labels,
-                              families=self.families)
+        ops = self.order_parameters()
         out = {}
         for op in ops.order_parameters() + ops.conjugates():
             same = [o for o in ops.order_parameters() + ops.conjugates() if o.family == op.family]

@@ -28,6 +28,7 @@ from typing import Iterator, Mapping, Sequence
 import sympy as sp
 
 from ..errors import DeclarationError
+from .permutations import UnitAnsatz, orbit_matrix
 from .symbols import general_matrix, independent_symbols, symmetric_matrix
 
 #: family -> (row dimension, column dimension, symmetric, LaTeX stem)
@@ -139,8 +140,11 @@ class OrderParameters:
     """
 
     def __init__(self, L: int, r: int, r_t: int, reduction: TokenReduction | None = None,
-                 slots: Sequence[str] | None = None, families: Sequence[str] = ORDER_FAMILIES):
+                 slots: Sequence[str] | None = None, families: Sequence[str] = ORDER_FAMILIES,
+                 units: UnitAnsatz | None = None):
         self.L, self.r, self.r_t = L, r, r_t
+        # the unit-symmetric ansatz (replica.symbolic.permutations): one symbol per orbit of entries
+        self.units = units
         self.families = check_families(families)
         self.slots = tuple(slots) if slots is not None else tuple(str(l) for l in range(1, L + 1))
         self.S = len(self.slots)
@@ -195,12 +199,13 @@ class OrderParameters:
         rows, cols, _, _ = FAMILIES[partner]
         return dims[rows], dims[cols]
 
-    @staticmethod
-    def _make(fam: str, token: int | str | None, shape: tuple[int, int], symmetric: bool,
+    def _make(self, fam: str, token: int | str | None, shape: tuple[int, int], symmetric: bool,
               tex: str) -> OrderParameter:
         """``token``: a token index, a slot label (``"1a"``, token clusters) or None (shared)."""
         name = fam if token is None else f"{fam}_{token}"
-        if symmetric:
+        if self.units is not None:
+            M = orbit_matrix(name, shape, self.units.family_orbits(fam, shape), symmetric, tex)
+        elif symmetric:
             M = symmetric_matrix(name, shape[0], latex=tex)
         else:
             M = general_matrix(name, shape[0], shape[1], latex=tex)
@@ -224,6 +229,38 @@ class OrderParameters:
     def conjugate_symbols(self) -> list[sp.Symbol]:
         """The independent symbols of the conjugates, matching :meth:`order_symbols`."""
         return [s for p in self.conjugates() for s in p.symbols]
+
+    def orbit_sizes(self) -> dict[sp.Symbol, int]:
+        """How many independent matrix entries each order-parameter symbol stands for (1 but in the
+        unit-symmetric ansatz, where a symbol is an orbit of entries; upper triangle of ``q, V``)."""
+        out: dict[sp.Symbol, int] = {}
+        for p in self.order_parameters() + self.conjugates():
+            rows, cols = p.matrix.shape
+            for i in range(rows):
+                for j in range(cols):
+                    if not p.symmetric or i <= j:
+                        out[p.matrix[i, j]] = out.get(p.matrix[i, j], 0) + 1
+        return out
+
+    def unit_ties(self, kind: str) -> list[tuple[sp.Symbol, ...]]:
+        """The groups of order-parameter symbols that the unit branch ``kind`` sets equal (in the
+        ansatz's coordinates; each group one orbit of the branch's larger group): e.g. ``theta``'s
+        diagonal and off-diagonal values on the unspecialised branch of a specialised ansatz."""
+        if self.units is None or kind == self.units.kind:
+            return []
+        coarse = UnitAnsatz(self.units.blocks, kind)
+        out = []
+        for p in self.order_parameters():
+            shape = p.matrix.shape
+            for orbit in coarse.family_orbits(p.family, shape):
+                syms = []
+                for i, j in orbit:
+                    s = p.matrix[i, j]
+                    if s not in syms:
+                        syms.append(s)
+                if len(syms) > 1:
+                    out.append(tuple(syms))
+        return out
 
     def family_of(self, sym: sp.Symbol) -> str:
         """The family (``q``, ``V``, ``m``, ``theta``, or a conjugate) a symbol belongs to."""

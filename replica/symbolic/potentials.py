@@ -58,6 +58,7 @@ from .model import Model
 from .order_parameters import OrderParameters
 from .regularizers import L2, SeparableRegularizer
 from .symbols import cholesky_lower, symbol
+from .unit_matrices import teacher_law, unit_matrix
 
 
 @dataclass
@@ -180,8 +181,14 @@ def entropic_potential(model: Model, ops: OrderParameters) -> sp.Expr | Gaussian
         for group in model.data.second_moment_groups():
             A, B, MM, Gam = entropic_matrices(model, ops, group)
             M = Lam + A
+            X = group.weight * (B + Gam * Gam.T) + MM
+            uM = unit_matrix(M) if ops.units is not None else None
+            if uM is not None:  # tr[(a I + b J) X] = a tr X + b 1^T X 1
+                Minv = uM.inverse()
+                total += (Minv.a * X.trace() + Minv.b * sp.Add(*X)) / 2
+                continue
             Minv = M.inv() if model.r > 1 else sp.Matrix([[1 / M[0, 0]]])
-            total += (Minv * (group.weight * (B + Gam * Gam.T) + MM)).trace() / 2
+            total += (Minv * X).trace() / 2
         return total
     if isinstance(reg, SeparableRegularizer):
         return entropic_envelope(model, ops)
@@ -300,6 +307,15 @@ def field_laws(model: Model, ops: OrderParameters) -> dict[sp.Symbol, sp.Expr]:
     for l in range(model.L):
         q, m, th = (token_view(model, ops, f, l) for f in ("q", "m", "theta"))
         rho = model.data.token_rho(l, model.r_t)
+        closed = teacher_law(q, th, rho) if ops.units is not None else None
+        if closed is not None:  # the unit-symmetric ansatz: symmetric roots in closed form
+            S, A, resid = closed
+            omega_l = [m[k] + e for k, e in enumerate(S.apply(list(xi[l, :])))]
+            hstar_l = ([a + b for a, b in zip(A.apply(list(xi[l, :])), resid.sqrt().apply(list(eta[l, :])))]
+                       if A is not None else [])
+            out.update(zip(centers[l, :], omega_l))
+            out.update(zip(model.hstar[l, :], hstar_l))
+            continue
         C = cholesky_lower(q)
         Cinv = C.inv() if model.r > 1 else sp.Matrix([[1 / C[0, 0]]])
         qinv = q.inv() if model.r > 1 else sp.Matrix([[1 / q[0, 0]]])
@@ -322,8 +338,12 @@ def energetic_potential(model: Model, ops: OrderParameters) -> GaussianMoreauEnv
     quad = sp.Integer(0)
     for l in range(model.L):
         V = token_view(model, ops, "V", l)
-        Vinv = V.inv() if model.r > 1 else sp.Matrix([[1 / V[0, 0]]])
         dev = model.h[l, :].T - centers[l, :].T
+        uV = unit_matrix(V) if ops.units is not None else None
+        if uV is not None:  # the unit-symmetric ansatz: V^{-1} in closed form
+            quad += uV.inverse().quadratic_form(list(dev)) / 2
+            continue
+        Vinv = V.inv() if model.r > 1 else sp.Matrix([[1 / V[0, 0]]])
         quad += (dev.T * Vinv * dev)[0, 0] / 2
     variables = list(model.h)
     laws = field_laws(model, ops)
@@ -381,9 +401,21 @@ def validity_conditions(model: Model, ops: OrderParameters) -> dict[str, sp.Expr
     data = model.data
     for l in range(ops.S):
         q, V, th = ops.slot("q", l), ops.slot("V", l), ops.slot("theta", l)
+        where = f"slot {data.slot_label(l)}" if data.has_clusters else f"token {l + 1}"
+        closed = teacher_law(q, th, data.rho(l, model.r_t)) if ops.units is not None else None
+        uV = unit_matrix(V) if ops.units is not None else None
+        if closed is not None and uV is not None:
+            # a I + b J is positive definite iff a > 0 and a + n b > 0 (its two eigenvalues)
+            mats = [(unit_matrix(q), "q"), (uV, "V")]
+            if closed[2] is not None:
+                mats.append((closed[2], "rho - theta^T q^-1 theta"))
+            for U, nm in mats:
+                for k, ev in enumerate(U.eigenvalues()[: 1 if U.n == 1 else 2]):
+                    label = nm if U.n == 1 else f"{nm} ({'eigenvalue along 1' if k else 'eigenvalue across 1'})"
+                    out[f"{label} [{where}]"] = ev
+            continue
         qinv = q.inv() if model.r > 1 else sp.Matrix([[1 / q[0, 0]]])
         res = data.rho(l, model.r_t) - th.T * qinv * th
-        where = f"slot {data.slot_label(l)}" if data.has_clusters else f"token {l + 1}"
         for M, nm in ((q, "q"), (V, "V"), (res, "rho - theta^T q^-1 theta")):
             for k in range(1, M.shape[0] + 1):
                 minor = M[:k, :k].det() if k > 1 else M[0, 0]

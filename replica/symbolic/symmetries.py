@@ -239,3 +239,61 @@ def _regularizer_even(model, rng: random.Random) -> bool:
         except DOMAIN_ERRORS:  # outside the penalty's domain: evenness not claimed
             return False
     return True
+
+
+# --------------------------------------------------------------------------- the energetic average
+def gaussian_permutations(derivation, trials: int = 4, seed: int = 1) -> tuple[tuple[int, ...], ...]:
+    """Generators of the unit group as permutations of the energetic average's Gaussians ``z``
+    (positions in the module's ``z``): the student units' ``xi`` and, paired with them on the
+    specialised ansatz, the teacher units' ``eta``, on every token alike. Each is kept only if the
+    bracket is invariant under it (with the student fields permuted too) at random admissible states
+    of the ansatz, which holds where the field laws use symmetric square roots
+    (:mod:`replica.symbolic.unit_matrices`): the minimum of the bracket and its ``dF/dx`` are then
+    invariant, so a rule symmetric under these permutations can be folded by them. Empty without an
+    ansatz."""
+    m = derivation.model
+    units = derivation.order_parameters.units
+    if units is None:
+        return ()
+    num = _Numeric(derivation)
+    xi, eta = gaussian_symbols(m)
+    z = num.z_syms
+    if num.labels or num.env.label is not None:
+        return ()   # z carries label coordinates: not folded (token clusters, channels)
+    rows, cols = units.generators()
+    rng = random.Random(seed)
+    h_syms = list(num.env.variables)
+    out = []
+    for rp, cp in zip(rows, cols):
+        perm = list(range(len(z)))
+        hperm = list(range(len(h_syms)))
+        for l in range(m.L):
+            for k in range(m.r):
+                perm[z.index(xi[l, k])] = z.index(xi[l, rp[k]])
+                hperm[h_syms.index(m.h[l, k])] = h_syms.index(m.h[l, rp[k]])
+            for k in range(m.r_t):
+                if eta[l, k] in z:
+                    perm[z.index(eta[l, k])] = z.index(eta[l, cp[k]])
+                elif cp[k] != k:
+                    perm = None   # a channel integrates the teacher out: its label law would need checking
+                    break
+            if perm is None:
+                break
+        if perm is None or perm == list(range(len(z))):
+            continue
+        ok = True
+        for t in range(trials * len(num.configs)):
+            x = num.state(rng, ())
+            lab = num.configs[t % len(num.configs)]
+            h = [rng.uniform(-1.5, 1.5) for _ in h_syms]
+            zz = [rng.uniform(-1.5, 1.5) for _ in z]
+            if num.env.label is not None:
+                zz[z.index(num.env.label)] = float(rng.choice(num.label_values))
+            B0, _ = num.values(h, zz, lab, x)
+            B1, _ = num.values([h[hperm[i]] for i in range(len(h))], [zz[perm[i]] for i in range(len(zz))], lab, x)
+            if not _close(B0, B1):
+                ok = False
+                break
+        if ok:
+            out.append(tuple(perm))
+    return tuple(out)

@@ -257,6 +257,8 @@ def run(args: argparse.Namespace) -> int:
     for name in ("alpha_c", "alpha_l"):
         bar = "" if not errors or errors.get(name) is None else f" ± {errors[name]:.1e}"
         print(f"  {name} = {_fmt(getattr(res, name).value) + bar:<18}  {getattr(res, name).reason}")
+    if res.alpha_spec is not None and module.UNIT_ANSATZ is not None:   # a model with exchangeable units
+        print(f"  alpha_spec = {_fmt(res.alpha_spec.value):<18}  {res.alpha_spec.reason}")
     if errors is not None:
         print(f"  accuracy {args.accuracy:g}: " + ("met" if met else f"NOT MET: {note}"))
     print(f"  eps_lin = {res.eps_lin:.6g}")
