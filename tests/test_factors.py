@@ -281,6 +281,25 @@ def test_a_model_is_a_composition_of_factors():
     assert type(generic) is Loss and generic.expression() == load_model("softmax_argmax3").loss
 
 
+@pytest.mark.parametrize("arg,given,message", [
+    ("loss", L1(lam1), "loss: L1 is a penalty factor, not a loss"),
+    ("regularizer", SquareLoss(hs, h), "regularizer: SquareLoss is a loss factor, not a penalty"),
+    ("data", L2(lam), "data: L2 is a penalty factor, not a data law"),
+])
+def test_a_factor_in_another_roles_place_is_one_line(arg, given, message):
+    """A factor given as the argument of another role is refused naming the argument, before the model
+    reads it (not a sympy error from deep inside)."""
+    from replica import Model
+    from replica.errors import DeclarationError
+
+    kwargs = dict(h=[h], hstar=[hs], loss=SquareLoss(hs, h), data=TokenStatistics.isotropic(1, 1),
+                  regularizer=L2(lam), parameters={lam: 0.1, lam1: 0.1})
+    kwargs[arg] = given
+    with pytest.raises(DeclarationError) as err:
+        Model(name="misplaced", **kwargs)
+    assert str(err.value) == message
+
+
 @pytest.mark.parametrize("expr,label,kind", [
     (sp.Rational(1, 2) * (hs + sp.sqrt(delta) * z - h) ** 2, None, SquareLoss),
     ((h - hs) ** 2, None, SquareLoss),                        # curvature 2
