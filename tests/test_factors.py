@@ -267,6 +267,8 @@ def test_data_law_sampler_has_the_declared_moments():
     cols = mix.label_columns(slots[:5])
     assert len(cols) == 2 and np.all(cols[0] + cols[1] == 1)
     assert law.role == "data law" and law.latex().startswith(r"\nu = ")
+    sigma = sp.Symbol("sigma", positive=True)
+    assert TokenStatistics.isotropic(2, sigma ** 2, positional=(1, -sigma)).parameters() == {sigma}
 
 
 def test_a_model_is_a_composition_of_factors():
