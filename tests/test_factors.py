@@ -267,6 +267,8 @@ def test_data_law_sampler_has_the_declared_moments():
     cols = mix.label_columns(slots[:5])
     assert len(cols) == 2 and np.all(cols[0] + cols[1] == 1)
     assert law.role == "data law" and law.latex().startswith(r"\nu = ")
+    sigma = sp.Symbol("sigma", positive=True)
+    assert TokenStatistics.isotropic(2, sigma ** 2, positional=(1, -sigma)).parameters() == {sigma}
 
 
 def test_a_model_is_a_composition_of_factors():
@@ -279,6 +281,25 @@ def test_a_model_is_a_composition_of_factors():
     assert all(isinstance(f, Factor) for f in parts.values())
     generic = model_factors(load_model("softmax_argmax3"))["loss"]
     assert type(generic) is Loss and generic.expression() == load_model("softmax_argmax3").loss
+
+
+@pytest.mark.parametrize("arg,given,message", [
+    ("loss", L1(lam1), "loss: L1 is a penalty factor, not a loss"),
+    ("regularizer", SquareLoss(hs, h), "regularizer: SquareLoss is a loss factor, not a penalty"),
+    ("data", L2(lam), "data: L2 is a penalty factor, not a data law"),
+])
+def test_a_factor_in_another_roles_place_is_one_line(arg, given, message):
+    """A factor given as the argument of another role is refused naming the argument, before the model
+    reads it (not a sympy error from deep inside)."""
+    from replica import Model
+    from replica.errors import DeclarationError
+
+    kwargs = dict(h=[h], hstar=[hs], loss=SquareLoss(hs, h), data=TokenStatistics.isotropic(1, 1),
+                  regularizer=L2(lam), parameters={lam: 0.1, lam1: 0.1})
+    kwargs[arg] = given
+    with pytest.raises(DeclarationError) as err:
+        Model(name="misplaced", **kwargs)
+    assert str(err.value) == message
 
 
 @pytest.mark.parametrize("expr,label,kind", [

@@ -317,6 +317,12 @@ class TokenStatistics(Factor):
                 rows.append(mu + P[l])
         return cls(_empirical_atoms(flat, np.array(rows), decimals, "slot"), clusters=clusters, labels=labels)
 
+    def parameters(self) -> set[sp.Symbol]:
+        """The parameters of the law: the symbols of its atoms' weights, eigenvalues and projections and
+        of its label law."""
+        exprs = [e for a in self.atoms for e in (a.weight, *a.gamma, *a.pi)] + list((self.labels or {}).values())
+        return set().union(*[sp.sympify(e).free_symbols for e in exprs])
+
     # ---------------------------------------------------------------- at finite size
     def latex(self) -> str:
         """The law as LaTeX: its atoms ``(weight, gamma, pi)`` per slot."""

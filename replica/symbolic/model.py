@@ -31,6 +31,7 @@ from ..interface.families import FREE, PINNABLE
 from .channels import Channel
 from .constraints import Constraint, holds, row_stochastic  # noqa: F401  (re-exported)
 from .data import TokenStatistics
+from .factors import Factor
 from ..errors import DeclarationError, ParameterError
 from .losses import Loss, analyse, as_loss, check_continuous, check_convex
 from .observables import EntropicObservable, Observable, StateObservable, TestObservable, with_test_loss
@@ -170,6 +171,7 @@ class Model:
     loss_factor: Loss | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        self._check_factor_roles()
         if isinstance(self.loss, Loss):
             self.loss_factor, self.loss = self.loss, self.loss.expression()
         self.h = sp.Matrix(self.h)
@@ -482,6 +484,17 @@ class Model:
                 raise DeclarationError(f"observables: {o!r} has an unknown kind")
 
     # ------------------------------------------------------------ the loss
+    #: the role of the factor each argument takes (:mod:`replica.symbolic.factors`)
+    _FACTOR_ROLES = {"loss": "loss", "regularizer": "penalty", "channel": "channel", "data": "data law"}
+
+    def _check_factor_roles(self) -> None:
+        """A factor given as another role's argument (a penalty as the loss, ...) is refused in one line
+        naming the argument, before anything reads it."""
+        for arg, role in self._FACTOR_ROLES.items():
+            given = getattr(self, arg)
+            if isinstance(given, Factor) and given.role != role:
+                raise DeclarationError(f"{arg}: {type(given).__name__} is a {given.role} factor, not a {role}")
+
     def _square_loss(self) -> sp.Expr:
         """``l(h, h*) = 1/2 sum_{l,k} rho_bar_k (T(h*) - S(h))_{lk}^2`` (docs/explanation/theory.md §1).
 
