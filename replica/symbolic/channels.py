@@ -25,13 +25,17 @@ transitions a quadrature must resolve, :meth:`Channel.transitions`) and its samp
 * :class:`Thresholds` -- ``y = k`` for ``t_k < u < t_{k+1}`` (ordinal labels ``0..K``), optionally
   with Gaussian noise of variance ``Delta`` on ``u`` (ordered probit);
 * :class:`Argmax` -- ``y = argmax_k u_k`` over two or three classes (labels ``0, .., K-1``; three
-  through the bivariate normal CDF :class:`BivariateNormalCDF`).
+  through the bivariate normal CDF :class:`BivariateNormalCDF`);
+* :class:`DiscreteLabel` -- any piecewise-constant sympy expression of the teacher fields, e.g. the
+  committee machine's ``sign(sign(h*_1) + sign(h*_2))``, its law integrated over the sign patterns of
+  the (at most two) affine forms it switches on.
 
 A continuous label (``y = h* + sqrt(Delta) z``, any ``y = g(h*, noise)``) needs no channel: it is
 written into the loss directly and averaged in the integrand, as before.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -471,6 +475,179 @@ class Argmax(Channel):
         forms = ", ".join(tex(f) for f in self.forms)
         names = ", ".join(f"u_{k}" for k in self.values)
         return rf"{tex(self.label)} = \operatorname{{argmax}}_k u_k, \quad ({names}) = ({forms})"
+
+
+#: functions whose value is constant between the zeros of their (linear) argument
+_SWITCHES = (sp.sign, sp.Heaviside)
+#: the most linear forms a discrete label may switch on (their joint law: Phi, or the bivariate Phi2)
+MAX_SWITCH_FORMS = 2
+
+
+def _switch_atoms(expr: sp.Expr) -> list[sp.Basic]:
+    """The innermost switching subexpressions of ``expr``: ``sign(u)``, ``Heaviside(u)`` and relations
+    ``u > v`` (inside ``Piecewise`` conditions, ``And``/``Or``) whose arguments contain no other switch."""
+    out: list[sp.Basic] = []
+
+    def walk(e: sp.Basic) -> bool:  # whether e contains a switch
+        inner = [walk(a) for a in e.args] if e.args else []
+        has = any(inner)
+        if isinstance(e, _SWITCHES) or (isinstance(e, sp.core.relational.Relational) and not
+                                        isinstance(e, (sp.Eq, sp.Ne))):
+            if not has and e not in out:
+                out.append(e)
+            return True
+        if isinstance(e, (sp.Eq, sp.Ne)):
+            raise DeclarationError(f"channel: the label uses the condition {e}, an event of probability zero; "
+                                   "write it with sign, Heaviside or strict inequalities")
+        return has
+
+    walk(sp.sympify(expr))
+    return out
+
+
+def _switch_argument(atom: sp.Basic) -> tuple[sp.Expr, int]:
+    """``(u, s)``: the atom is a function of the sign of ``s u`` being positive."""
+    if isinstance(atom, _SWITCHES):
+        return sp.sympify(atom.args[0]), 1
+    if isinstance(atom, (sp.StrictGreaterThan, sp.GreaterThan)):
+        return atom.lhs - atom.rhs, 1
+    return atom.lhs - atom.rhs, -1  # < and <=
+
+
+@dataclass
+class DiscreteLabel(Channel):
+    """A discrete label written as a sympy expression of the teacher fields, e.g. the two-unit committee
+    machine ``y = sign(sign(h*_1) + sign(h*_2))`` (values ``-1, 0, 1``).
+
+    The expression must be piecewise constant: built from ``sign``, ``Heaviside`` and ``Piecewise``
+    (strict inequalities) of forms *affine* in the teacher fields, combined by anything. Its law is
+    integrated exactly: the label is a function of the signs ``s`` of those forms (at most
+    :data:`MAX_SWITCH_FORMS`), tabulated once over the ``2^n`` sign patterns, and
+
+        Z(y | mu, C) = sum over the patterns s with label y of P(s_i u_i > 0 for every i),  u ~ N(mu, C),
+
+    a normal CDF for one form and a bivariate one (:class:`BivariateNormalCDF`) for two. An
+    expression that is not piecewise constant (``h*_1 sign(h*_2)``) or switches on more forms is
+    refused with one line (:class:`~replica.errors.DeclarationError`).
+    """
+
+    expr: sp.Expr = sp.Integer(0)
+
+    def __init__(self, expr: sp.Expr, *, label: sp.Symbol = LABEL):
+        self.expr = sp.sympify(expr)
+        atoms = _switch_atoms(self.expr)
+        if not atoms:
+            raise DeclarationError(f"channel: the label {self.expr} switches on no sign, Heaviside or inequality: "
+                                   "a continuous label is written into the loss (with noise), not as a DiscreteLabel")
+        forms: list[sp.Expr] = []
+        signs = []
+        for a in atoms:
+            u, s = _switch_argument(a)
+            u = sp.expand(u)
+            if u in forms:
+                signs.append((forms.index(u), s))
+            elif sp.expand(-u) in forms:
+                signs.append((forms.index(sp.expand(-u)), -s))
+            else:
+                forms.append(u)
+                signs.append((len(forms) - 1, s))
+        if len(forms) > MAX_SWITCH_FORMS:
+            raise DeclarationError(f"channel: the label switches on {len(forms)} forms {[str(f) for f in forms]}; at "
+                                   f"most {MAX_SWITCH_FORMS} are supported (their joint orthant law is Phi or Phi2)")
+        self._atoms, self._signs = atoms, signs
+        table: dict[tuple[int, ...], int] = {}
+        for pattern in itertools.product((-1, 1), repeat=len(forms)):
+            subs = {}
+            for a, (k, s) in zip(atoms, signs):
+                v = s * pattern[k]
+                if isinstance(a, sp.sign):
+                    subs[a] = sp.Integer(v)
+                elif isinstance(a, sp.Heaviside):
+                    subs[a] = sp.Integer(1 if v > 0 else 0)
+                else:
+                    subs[a] = sp.true if v > 0 else sp.false
+            val = self.expr.xreplace(subs)
+            val = sp.piecewise_fold(val) if val.has(sp.Piecewise) else val
+            val = sp.simplify(val) if not val.is_number else val
+            if not val.is_number or not val.is_real:
+                raise DeclarationError(f"channel: the label {self.expr} is not piecewise constant in the teacher "
+                                       f"fields (between the sign changes of {[str(f) for f in forms]} it is {val}); "
+                                       "write it with sign, Heaviside or Piecewise of linear forms")
+            if not val.is_integer:
+                raise DeclarationError(f"channel: the label {self.expr} takes the value {val}; labels must be integers")
+            table[pattern] = int(val)
+        self._table = table
+        self.offsets: tuple = ()
+        self._raw_forms = tuple(forms)  # affine; split into linear forms and offsets by validate
+        super().__init__(tuple(forms), label=label)
+
+    @property
+    def values(self) -> tuple[int, ...]:
+        return tuple(sorted(set(self._table.values())))
+
+    def validate(self, hstar, defaults) -> None:
+        """The switching forms must be affine in the teacher fields: their constant parts (free of
+        ``hstar``) become the offsets of the orthant probabilities."""
+        hs = list(hstar)
+        zero = {s: 0 for s in hs}
+        offsets, linear = [], []
+        for u in self._raw_forms:
+            c = sp.expand(u.subs(zero))
+            offsets.append(c)
+            linear.append(sp.expand(u - c))
+        self.forms, self.offsets = tuple(linear), tuple(offsets)
+        for c in offsets:
+            extra = c.free_symbols - set(defaults)
+            if extra:
+                raise DeclarationError(f"channel: the label's switching point {c} uses {sorted(map(str, extra))}; "
+                                       "declare them as parameters")
+        super().validate(hs, defaults)
+
+    def _offset(self, k: int) -> sp.Expr:
+        return self.offsets[k] if self.offsets else sp.Integer(0)
+
+    def likelihood(self, y, mean, cov) -> sp.Expr:
+        n = len(self.forms)
+        sd = [sp.sqrt(cov[k, k]) for k in range(n)]
+        z = [(mean[k] + self._offset(k)) / sd[k] for k in range(n)]
+        by_value: dict[int, list] = {v: [] for v in self.values}
+        for pattern, v in self._table.items():
+            if n == 1:
+                p = normal_cdf(pattern[0] * z[0])
+            else:
+                r = cov[0, 1] / (sd[0] * sd[1])
+                p = BivariateNormalCDF(pattern[0] * z[0], pattern[1] * z[1], pattern[0] * pattern[1] * r)
+            by_value[v].append(p)
+        pieces = [(sp.Add(*by_value[v]), sp.Eq(y, v)) for v in self.values]
+        pieces[-1] = (pieces[-1][0], True)
+        return sp.Piecewise(*pieces) if len(pieces) > 1 else pieces[0][0]
+
+    def transitions(self):
+        return [(-self._offset(k), k, sp.Integer(0)) for k in range(len(self.forms))]
+
+    def probabilities(self, u, params=None):
+        u = np.atleast_2d(np.asarray(u, dtype=float))
+        shifted = [u[k] + _numeric(self._offset(k), params) for k in range(len(self.forms))]
+        signs = np.stack([np.where(s > 0, 1, -1) for s in shifted])
+        labels = np.empty(u.shape[1])
+        for pattern, v in self._table.items():
+            labels[np.all(signs == np.array(pattern)[:, None], axis=0)] = v
+        return np.stack([(labels == v).astype(float) for v in self.values])
+
+    def parameters(self) -> set[sp.Symbol]:
+        out: set[sp.Symbol] = set()
+        for c in self.offsets:
+            out |= c.free_symbols
+        return out
+
+    @property
+    def symmetric(self) -> bool:
+        if any(c != 0 for c in self.offsets):
+            return False
+        return all(self._table[tuple(-s for s in p)] == -v for p, v in self._table.items())
+
+    def describe(self, tex) -> str:
+        return rf"{tex(self.label)} = {tex(self.expr)}"
 
 
 def conditional_law(forms: Sequence[sp.Expr], laws: dict[sp.Symbol, sp.Expr], residual: Sequence[sp.Symbol]

@@ -15,7 +15,9 @@ A :class:`Model` says *what* is learnt, never *how* the equations look:
   (``transition``) and a baseline the test error is compared with (``baseline``);
 * the observables it reports (:mod:`replica.symbolic.observables`; the test loss ``eps_g`` always);
 * optionally a teacher *channel* (:mod:`replica.symbolic.channels`): a discrete label ``y`` whose law given
-  the teacher fields enters the Gaussian measure; the loss is then written in ``h`` and ``y``.
+  the teacher fields enters the Gaussian measure; the loss is then written in ``h`` and ``y``;
+* the teacher's *prior* (:mod:`replica.symbolic.priors`, default :class:`~replica.symbolic.priors.Gaussian`):
+  the law of the teacher's weights, which Bayes-optimal inference (:mod:`replica.symbolic.bayes`) uses.
 
 :class:`replica.symbolic.derivation.Derivation` turns it into potentials and saddle-point equations.
 """
@@ -35,6 +37,7 @@ from ..errors import DeclarationError, ParameterError
 from .losses import analyse, check_continuous, check_convex
 from .observables import EntropicObservable, Observable, StateObservable, TestObservable, with_test_loss
 from .order_parameters import OrderParameters, TokenReduction, check_families
+from .priors import Prior, as_prior
 from .regularizers import L2, Regularizer, SeparableRegularizer
 from ..validation import real
 
@@ -127,6 +130,12 @@ class Model:
         The order-parameter families (``q, V, m, theta``); default: derived from the declaration
         (``q, V`` always, ``m`` when the data have positional encodings or cluster means,
         ``theta`` with a teacher). After construction always the tuple in use.
+    prior:
+        The law of every entry of the teacher's weights (:mod:`replica.symbolic.priors`:
+        :class:`~replica.symbolic.priors.Gaussian` (default), ``Rademacher()``, ``GaussBernoulli(rho)``, or a
+        sympy density of one symbol). Bayes-optimal inference (``replica solve --bayes``) integrates it; the
+        empirical-risk equations use the teacher's second moment only and accept a prior whose second
+        moment is 1 with an l2 penalty (or the Gaussian one with any penalty).
     """
 
     name: str
@@ -149,12 +158,14 @@ class Model:
     observables: Sequence[Observable] = ()
     channel: Channel | None = None
     families: Sequence[str] | None = None
+    prior: Prior | sp.Expr | None = None
 
     def __post_init__(self) -> None:
         self.h = sp.Matrix(self.h)
         self.hstar = sp.Matrix(self.hstar)
         self.noise = tuple(self.noise)
         self._defaults = self._flatten_parameters(self.parameters)
+        self.prior = as_prior(self.prior)
         self.domains = {**self._implied_domains(), **dict(self.domains)}
         extra = self.data.label_constraints() if self.data is not None else []
         if extra:  # a label law in the parameters must stay a probability law
@@ -265,6 +276,7 @@ class Model:
             self.channel.validate(list(self.hstar), self._defaults)
             if self.channel.label in set(self.h) | set(self.hstar) | set(self.noise) | set(self._defaults):
                 raise DeclarationError(f"channel: label symbol {self.channel.label} is already used by the model")
+        self.prior.validate(self._defaults)
         self.regularizer.validate(r)
         reg_free = self.regularizer.parameters() - set(self._defaults)
         if reg_free:
@@ -333,6 +345,8 @@ class Model:
         ``p in [0, 1]``), so that a bad value is refused before solving."""
         out: dict[sp.Symbol, Domain] = {}
         for sym, (low, high) in getattr(self.regularizer, "implied_domains", lambda: {})().items():
+            out[sym] = Domain(low, high)
+        for sym, (low, high) in self.prior.implied_domains().items():
             out[sym] = Domain(low, high)
         ch = self.channel
         while ch is not None:

@@ -1,0 +1,731 @@
+"""Bayes-optimal fixed points of any declared model: the state evolution on the Nishimori line.
+
+The equations are those of :mod:`replica.symbolic.bayes`, generated into a module of kernels
+(:mod:`replica.codegen.bayes`, read as :class:`~replica.numeric.bayes_model.BayesModel`); this module is the
+generic numerics around them. One step of the map, at the state ``(q, V)`` (overlap and posterior
+covariance, ``K x K``):
+
+* output side: ``qhat = alpha E_xi sum_y Z_out g_out g_out^T`` at ``omega = q^{1/2} xi`` (and
+  ``Psi_out = E sum_y Z_out log Z_out``), the label summed over its values (``Z_out`` the weights) or, for a
+  continuous label, integrated on Gauss-Hermite nodes of its law given ``omega``;
+* input side: ``q = E f_a f_a^T``, ``V = E f_v`` (the posterior mean and covariance of a weight row), the
+  average running over the teacher's mixture components (``w* ~ N(mu_t, Sigma_t)``, a point mass for
+  ``Sigma_t = 0``), each on a rule in ``zeta`` with ``B = A mu_t + L_t zeta``, ``L_t L_t^T = A Sigma_t A + A``.
+  ``log Z_0`` is the log-sum-exp of the prior's terms, computed *centred* on the component
+  (``log Z_0(B) - B^T mu_t + 1/2 mu_t^T A mu_t``), so that no two numbers of size ``A`` are subtracted: a
+  +-1 prior's informed fixed point has ``A = qhat`` beyond ``1e100`` and ``V`` below ``1e-300``.
+
+Quadrature: for one teacher field (``K = 1``) every average is a composite Gauss-Legendre rule with the
+normal density in its weights (:func:`replica.numeric.kinks.composite_normal_rule`) whose panel boundaries
+sit where the integrand switches -- where the label law changes (the channel's forms crossing their
+thresholds, on the scale of the posterior's width) and where the posterior mean jumps between the
+prior's mixture components -- so that it converges geometrically up to the perfect-recovery limit. For
+``K >= 2`` a tensor Gauss-Hermite rule (:func:`replica.numeric.quadrature.gauss_hermite`). The error bars
+are differences of fixed points: the point is re-solved on :meth:`BayesPlan.refined` (every rule finer)
+from the working one (:func:`with_error_bars`), as the empirical-risk solver does
+(:mod:`replica.numeric.accuracy`).
+
+Reported at a fixed point (:class:`BayesPoint`): ``q``, ``mmse = rho - q``, the Bayes-optimal test error
+``eps_g`` of the declared loss (the Bayes risk ``E_omega min_h E[l(h, y) | omega]``: the best test loss any
+estimator reaches), the Bayes-optimal ``classification_error`` ``1 - E max_y Z_out(y)`` for a discrete
+label, the free entropy ``Phi``, and the deviations from the Nishimori identities (teacher overlap = self
+overlap, ``V = rho - q``, ``E Z g g^T = -E Z dg/domega``), which vanish at every exact fixed point.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import ConvergenceError, ParameterError
+from .bayes_model import BayesModel
+from .kinks import LADDER, PanelPlan, _base_grid, composite_normal_rule
+from .quadrature import gauss_hermite, hermite_1d, legendre_1d
+
+#: the branches: where the state evolution starts (q = EPS_START rho: the state AMP reaches from a random
+#: start; q = (1 - EPS_START) rho: the informed start)
+BRANCHES = ("uninformed", "informed")
+EPS_START = 1e-6
+#: the posterior covariance below this (times rho) is perfect recovery: the output side is evaluated there
+V_FLOOR = 1e-300
+#: the default fixed-point tolerance (relative to rho)
+TOL = 1e-12
+#: Anderson acceleration starts below this residual (plain iterations before: what AMP follows)
+ANDERSON_FROM = 1e-3
+
+
+@dataclass(frozen=True)
+class BayesPlan:
+    """The quadrature of the Bayes-optimal averages: ``panels`` the composite rules of ``K = 1``,
+    ``hermite`` Gauss-Hermite points per axis for ``K >= 2``, ``label_order`` Gauss-Hermite nodes of a
+    continuous label's law (its integrands are polynomials of degree 2 in the label: exact from 2),
+    a density prior's rule (``density_panels`` panels of ``density_order`` Gauss-Legendre points on its
+    effective support) and ``teacher_order`` Gauss-Hermite points per grid node of it."""
+
+    panels: PanelPlan = PanelPlan()
+    hermite: int = 28
+    label_order: int = 4
+    density_panels: int = 48
+    density_order: int = 8
+    teacher_order: int = 24
+
+    def refined(self) -> "BayesPlan":
+        """Every rule finer: what an error bar re-solves on."""
+        return BayesPlan(self.panels.refined(), self.hermite + max(4, self.hermite // 3), self.label_order + 2,
+                         2 * self.density_panels, self.density_order + 4, self.teacher_order + 8)
+
+    def describe(self) -> str:
+        """One line for reports."""
+        return (f"composite Gauss-Legendre in xi ({self.panels.describe()}) for one teacher field, Gauss-Hermite "
+                f"order {self.hermite} per axis for more")
+
+
+def psd_sqrt(M: np.ndarray) -> np.ndarray:
+    """A factor ``C`` with ``C C^T = M`` for a symmetric positive semi-definite ``M`` (Cholesky where it is
+    definite, the symmetric root otherwise: a committee's unspecialised ``q`` is singular)."""
+    M = np.asarray(M, dtype=float)
+    if M.shape == (1, 1):
+        return np.sqrt(np.maximum(M, 0.0))
+    try:
+        return np.linalg.cholesky(M)
+    except np.linalg.LinAlgError:
+        w, U = np.linalg.eigh((M + M.T) / 2)
+        return U * np.sqrt(np.clip(w, 0.0, None))
+
+
+def _upper(M: np.ndarray) -> np.ndarray:
+    """The independent entries of a symmetric matrix (upper triangle, row-major), node axes kept."""
+    K = M.shape[0]
+    return np.stack([M[i, j] for i in range(K) for j in range(i, K)])
+
+
+def _symmetric(entries: np.ndarray, K: int) -> np.ndarray:
+    out = np.empty((K, K) + np.shape(entries)[1:])
+    k = 0
+    for i in range(K):
+        for j in range(i, K):
+            out[i, j] = out[j, i] = entries[k]
+            k += 1
+    return out
+
+
+def normal_rule(K: int, lines: list[tuple[np.ndarray, float, float]], plan: BayesPlan,
+                smooth: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``(K, N)`` and weights for ``E_{z ~ N(0, I_K)}``: for ``K = 1`` the composite rule with panel
+    boundaries around every switch ``n z = c`` of width ``w`` (``lines``: ``(n, c, w)``); a tensor
+    Gauss-Hermite rule for ``K >= 2``; Gauss-Hermite of order 4 per axis for a ``smooth`` (polynomial of
+    degree <= 3) integrand."""
+    if smooth:
+        rule = gauss_hermite(K, 4)
+        return rule.nodes, rule.weights
+    if K >= 2:
+        rule = gauss_hermite(K, plan.hermite)
+        return rule.nodes, rule.weights
+    parts = [_base_grid(plan.panels)]
+    for n, c, w in lines:
+        n = float(np.ravel(n)[0])
+        if abs(n) > 1e-300 and np.isfinite(c) and np.isfinite(w):
+            parts.append(c / n + (w / abs(n)) * LADDER)
+    b = np.concatenate(parts)
+    b = np.unique(b[np.isfinite(b) & (np.abs(b) < plan.panels.cut)])
+    x, wts = composite_normal_rule(b, plan.panels, floor=0.0)
+    return x[None, :], wts
+
+
+# --------------------------------------------------------------------------- the prior
+@dataclass
+class EntropicAverages:
+    """The input side at ``A = qhat``: ``q = E f_a f_a^T``, ``V = E f_v``, the teacher overlap
+    ``m = E w* f_a^T``, ``psi_c = psi_P0(A) - 1/2 tr(A rho)`` (the centred entropic potential)."""
+
+    q: np.ndarray
+    V: np.ndarray
+    m: np.ndarray
+    psi_c: float
+
+
+class PriorNumerics:
+    """The prior of a :class:`BayesModel` at parameters ``p``: its terms, its teacher components, the
+    posterior-mean denoiser and the input side of the map."""
+
+    def __init__(self, bm: BayesModel, p: np.ndarray, plan: BayesPlan):
+        self.bm, self.p, self.plan, self.K = bm, np.asarray(p, dtype=float), plan, bm.K
+        K = self.K
+        if bm.PRIOR == "mixture":
+            w, mean, cov = bm.prior_teacher(self.p)
+            self.weights = np.atleast_1d(np.asarray(w, dtype=float))
+            n = self.weights.size
+            self.means = np.asarray(mean, dtype=float).reshape(n, K)
+            self.covs = np.asarray(cov, dtype=float).reshape(n, K, K)
+            mu, rho = bm.prior_moments(self.p)
+            self.mean, self.rho = float(mu), float(rho)
+            self.grid = None
+        else:
+            self.grid = self._density_grid()
+            vals, wts = self.grid
+            self.weights, self.means = wts, vals[:, None]
+            self.covs = np.zeros((vals.size, 1, 1))
+            self.mean = float(np.sum(wts * vals))
+            self.rho = float(np.sum(wts * vals ** 2))
+        keep = self.weights > 0
+        self.weights, self.means, self.covs = self.weights[keep], self.means[keep], self.covs[keep]
+
+    # ---- a density prior: its grid
+    def _log_density(self, w: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            out = np.asarray(self.bm.prior_log_density(w[None, :], self.p), dtype=float)
+        return np.where(np.isnan(out), -np.inf, out)
+
+    def _density_grid(self) -> tuple[np.ndarray, np.ndarray]:
+        """Nodes and normalised weights of a density prior: composite Gauss-Legendre on its effective support
+        (where ``log p`` is within 60 of its maximum), panel boundaries at its kinks."""
+        lo, hi = self.bm.SUPPORT
+        scan_lo, scan_hi = max(lo, -1e4), min(hi, 1e4)
+        x = np.linspace(scan_lo, scan_hi, 200001)
+        lp = self._log_density(x)
+        if not np.any(np.isfinite(lp)):
+            raise ParameterError("prior", "the density is zero everywhere on its support")
+        top = np.nanmax(lp[np.isfinite(lp)])
+        inside = np.nonzero(lp > top - 60.0)[0]
+        a = x[max(inside[0] - 1, 0)]
+        b = x[min(inside[-1] + 1, x.size - 1)]
+        kinks = []
+        if self.bm.N_KINKS and self.bm.prior_kinks is not None:
+            kinks = [float(k) for k in np.atleast_1d(self.bm.prior_kinks(self.p))]
+        edges = np.unique(np.concatenate([np.linspace(a, b, self.plan.density_panels + 1),
+                                          [k for k in kinks if a < k < b]]))
+        gx, gw = legendre_1d(self.plan.density_order)
+        half, mid = np.diff(edges) / 2, (edges[1:] + edges[:-1]) / 2
+        nodes = (mid[:, None] + half[:, None] * gx).ravel()
+        weights = (half[:, None] * gw).ravel()
+        lp = self._log_density(nodes)
+        w = weights * np.exp(lp - top)
+        total = w.sum()
+        if not (total > 0 and np.isfinite(total)):
+            raise ParameterError("prior", "the density is not normalisable on its support")
+        return nodes, w / total
+
+    # ---- the terms of log Z_0
+    def terms(self, A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(c0, b, G)`` of the terms ``c0_j - 1/2 b_j^T A b_j + b_j^T B + 1/2 B^T G_j B`` at ``A`` (``K x K``,
+        or ``K x K x N`` for one ``A`` per node): shapes ``(n, ...)``, ``(n, K, ...)``, ``(n, K, K, ...)``."""
+        K = self.K
+        if self.grid is not None:
+            vals, wts = self.grid
+            tail = np.shape(A)[2:]
+            with np.errstate(divide="ignore"):
+                c0 = np.broadcast_to(np.log(wts).reshape((-1,) + (1,) * len(tail)), (wts.size,) + tail)
+            b = np.broadcast_to(vals.reshape((-1, 1) + (1,) * len(tail)), (wts.size, 1) + tail)
+            G = np.zeros((wts.size, 1, 1) + tail)
+            return c0, b, G
+        c0, b, G = self.bm.prior_terms(_upper(np.asarray(A, dtype=float)), self.p)
+        n = self.bm.N_TERMS
+        tail = np.shape(c0)[1:]
+        return (np.asarray(c0, dtype=float).reshape((n,) + tail), np.asarray(b, dtype=float).reshape((n, K) + tail),
+                np.asarray(G, dtype=float).reshape((n, K, K) + tail))
+
+    @staticmethod
+    def _moments(expo: np.ndarray, slope: np.ndarray, G: np.ndarray):
+        """Log-sum-exp over the terms (axis 0): ``(log Z, f_a, f_v)`` from the exponents ``(n, N)``, their
+        ``B``-gradients ``(n, K, N)`` and Hessians ``(n, K, K, N)`` (broadcastable)."""
+        top = np.max(expo, axis=0)
+        e = np.exp(expo - top)
+        Z = e.sum(axis=0)
+        pi = e / Z
+        f_a = np.einsum("jn,jkn->kn", pi, slope)
+        second = np.einsum("jn,jkn,jln->kln", pi, slope, slope) + np.einsum("jn,jkln->kln", pi,
+                                                                             np.broadcast_to(G, slope.shape[:2] + slope.shape[1:2] + slope.shape[2:]))
+        f_v = second - f_a[:, None] * f_a[None, :]
+        return top + np.log(Z), f_a, f_v
+
+    def denoise(self, B: np.ndarray, A: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The posterior mean ``f_a (K, N)``, covariance ``f_v (K, K, N)`` and ``log Z_0 (N)`` at ``B (K, N)`` and
+        ``A`` (``K x K`` shared, or ``K x K x N``): the denoiser of Bayes-optimal AMP."""
+        B = np.asarray(B, dtype=float)
+        c0, b, G = self.terms(A)
+        if np.ndim(A) == 2:
+            c0, b, G = c0[..., None], b[..., None], G[..., None]
+        A_ = np.asarray(A, dtype=float)
+        A_ = A_[..., None] if A_.ndim == 2 else A_
+        bAb = np.einsum("jkn,kln,jln->jn", b, np.broadcast_to(A_, G.shape[1:]), b)
+        slope = b + np.einsum("jkln,ln->jkn", G, B)
+        expo = c0 - bAb / 2 + np.einsum("jkn,kn->jn", b, B) + np.einsum("kn,jkln,ln->jn", B, G, B) / 2
+        logZ, f_a, f_v = self._moments(expo, slope, G)
+        return f_a, f_v, logZ
+
+    def _crossings(self, c: np.ndarray, d1: np.ndarray, d2: np.ndarray) -> list[tuple[np.ndarray, float, float]]:
+        """Switches of the posterior between terms along ``zeta`` (``K = 1``): roots of the difference of two
+        exponents ``c_j + d1_j zeta + d2_j zeta^2``, each with the width ``1/|slope|`` of the switch."""
+        out = []
+        n = c.size
+        if n > 12:  # a density's grid: a smooth posterior, no switches to place
+            return out
+        for j in range(n):
+            for k in range(j + 1, n):
+                a0, a1, a2 = c[j] - c[k], d1[j] - d1[k], d2[j] - d2[k]
+                if abs(a2) < 1e-14 * (abs(a1) + abs(a0) + 1e-300):
+                    roots = [-a0 / a1] if abs(a1) > 0 else []
+                else:
+                    disc = a1 * a1 - 4 * a2 * a0
+                    roots = [] if disc < 0 else [(-a1 + s * math.sqrt(disc)) / (2 * a2) for s in (-1, 1)]
+                for z in roots:
+                    slope = abs(a1 + 2 * a2 * z)
+                    if np.isfinite(z) and slope > 0:
+                        out.append((np.array([1.0]), float(z), 1.0 / slope))
+        return out
+
+    def entropic(self, A: np.ndarray) -> EntropicAverages:
+        """The input side at ``A`` (``K x K``): see :class:`EntropicAverages`."""
+        K, A = self.K, np.asarray(A, dtype=float)
+        c0, b, G = self.terms(A)
+        q, V, m = np.zeros((K, K)), np.zeros((K, K)), np.zeros((K, K))
+        psi = 0.0
+        density = self.grid is not None
+        for t in range(self.weights.size):
+            mu, S = self.means[t], self.covs[t]
+            L = psd_sqrt(A @ S @ A + A)
+            d = b - mu[None, :]                                  # (n, K)
+            base = c0 - 0.5 * np.einsum("jk,kl,jl->j", d, A, d)  # (n,)
+            lin = d @ L                                          # (n, K): coefficient of zeta
+            Amu = A @ mu
+            if K == 1 and not density:
+                s, mm = L[0, 0], Amu[0]
+                lines = self._crossings(base + 0.5 * G[:, 0, 0] * mm * mm, lin[:, 0] + G[:, 0, 0] * mm * s,
+                                        0.5 * G[:, 0, 0] * s * s)
+                zeta, wz = normal_rule(1, lines, self.plan, smooth=self.weights.size == 1 and b.shape[0] == 1)
+            elif density:
+                x, wz = hermite_1d(self.plan.teacher_order)
+                zeta = x[None, :]
+            else:
+                zeta, wz = normal_rule(K, [], self.plan, smooth=b.shape[0] == 1)
+            B = Amu[:, None] + L @ zeta                          # (K, N)
+            expo = base[:, None] + lin @ zeta + 0.5 * np.einsum("kn,jkl,ln->jn", B, G, B)
+            slope = b[:, :, None] + np.einsum("jkl,ln->jkn", G, B)
+            logZc, f_a, f_v = self._moments(expo, slope, G[..., None])
+            wt = self.weights[t]
+            q += wt * np.einsum("kn,ln,n->kl", f_a, f_a, wz)
+            V += wt * np.einsum("kln,n->kl", f_v, wz)
+            # E[w* | B] on this component: mu + S A L^{-T} zeta
+            if np.any(S):
+                post = mu[:, None] + S @ A @ np.linalg.solve(L.T, zeta) if np.linalg.matrix_rank(L) == K else \
+                    mu[:, None] + S @ A @ np.linalg.pinv(L.T) @ zeta
+            else:
+                post = np.broadcast_to(mu[:, None], zeta.shape)
+            m += wt * np.einsum("kn,ln,n->kl", post, f_a, wz)
+            psi += wt * (float(logZc @ wz) - 0.5 * float(np.trace(A @ S)))
+        return EntropicAverages(q, V, m, psi)
+
+
+# --------------------------------------------------------------------------- the label law
+@dataclass
+class EnergeticAverages:
+    """The output side at ``(q, V)``: ``qhat1 = E sum_y Z g g^T`` (``qhat / alpha``), its Nishimori twin
+    ``-E sum_y Z dg/domega``, ``psi_out = E sum_y Z log Z``, and the label law's total mass (1)."""
+
+    qhat1: np.ndarray
+    twin: np.ndarray
+    psi_out: float
+    mass: float
+
+
+class OutputNumerics:
+    """The label law of a :class:`BayesModel` at parameters ``p``: the output side of the map and the
+    test-point quantities."""
+
+    def __init__(self, bm: BayesModel, p: np.ndarray, plan: BayesPlan):
+        self.bm, self.p, self.plan, self.K = bm, np.asarray(p, dtype=float), plan, bm.K
+        if bm.N_SWITCHES:
+            forms, offsets, extra = bm.output_switches(self.p)
+            self.forms = np.asarray(forms, dtype=float).reshape(bm.N_SWITCHES, self.K)
+            self.offsets = np.atleast_1d(np.asarray(offsets, dtype=float))
+            self.extra = np.atleast_1d(np.asarray(extra, dtype=float))
+        else:
+            self.forms = np.zeros((0, self.K))
+
+    def rule(self, q: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(xi, omega, weights)``: the rule in ``xi`` (boundaries where the label law switches) and the
+        fields ``omega = C xi``, ``C C^T = q``."""
+        C = psd_sqrt(q)
+        lines = []
+        for f, o, e in zip(self.forms, getattr(self, "offsets", ()), getattr(self, "extra", ())):
+            n = C.T @ f
+            w = math.sqrt(max(float(f @ V @ f) + e, 0.0))
+            lines.append((n, -o, w))
+        xi, wts = normal_rule(self.K, lines, self.plan, smooth=not self.bm.discrete)
+        return xi, C @ xi, wts
+
+    def labels(self, omega: np.ndarray, V: np.ndarray):
+        """Per label node: ``(y, weight, log Z, g, dg)`` at the fields ``omega (K, N)``: every label value with
+        weight ``Z`` (``exp(log Z)``), or Gauss-Hermite nodes of a continuous label's law (weight the rule's)."""
+        Vv = _upper(V)
+        out = []
+        with np.errstate(all="ignore"):  # far from a switch at a tiny V: Z = 0 there, g and dg overflow
+            return self._labels(omega, Vv, out)
+
+    def _labels(self, omega, Vv, out):
+        if self.bm.discrete:
+            for y in self.bm.LABEL_VALUES:
+                yy = np.full(omega.shape[1:], y)
+                logZ, g, dg = self.bm.output_law(omega, yy[None], Vv, self.p)
+                out.append((yy, np.exp(logZ), logZ, g, dg))
+        else:
+            mean, var = self.bm.label_law(omega, Vv, self.p)  # (2, N)
+            x, w = hermite_1d(self.plan.label_order)
+            for xk, wk in zip(x, w):
+                yy = mean + np.sqrt(var) * xk
+                logZ, g, dg = self.bm.output_law(omega, yy[None], Vv, self.p)
+                out.append((yy, np.full(yy.shape, wk), logZ, g, dg))
+        return out
+
+    def energetic(self, q: np.ndarray, V: np.ndarray) -> EnergeticAverages:
+        """The output side at ``(q, V)`` (see :class:`EnergeticAverages`)."""
+        K = self.K
+        V = np.asarray(V, dtype=float) + V_FLOOR * np.eye(K)
+        _, omega, wts = self.rule(q, V)
+        qh, tw = np.zeros((K, K)), np.zeros((K, K))
+        psi = mass = 0.0
+        with np.errstate(all="ignore"):
+            for _, Z, logZ, g, dg in self.labels(omega, V):
+                g = np.reshape(g, (K,) + np.shape(Z))
+                dg = np.reshape(dg, (K, K) + np.shape(Z))
+                live = Z > 0
+                wz = np.where(live, Z * wts, 0.0)
+                qh += np.einsum("kn,ln,n->kl", np.where(live, g, 0.0), np.where(live, g, 0.0), wz)
+                tw -= np.einsum("kln,n->kl", np.where(live, dg, 0.0), wz)
+                psi += float(np.sum(np.where(live, wz * logZ, 0.0)))
+                mass += float(np.sum(wz))
+        return EnergeticAverages(qh, tw, psi, mass)
+
+    def test(self, q: np.ndarray, V: np.ndarray) -> dict[str, Any]:
+        """The Bayes-optimal test errors at ``(q, V)``: ``classification_error = 1 - E max_y Z_out(y)`` (discrete
+        labels) and ``eps_g = E_omega min_h E[l(h, y) | omega]`` (the Bayes risk of the declared loss; one
+        student field), with ``<key>_reason`` where one is not defined."""
+        K = self.K
+        V = np.asarray(V, dtype=float) + V_FLOOR * np.eye(K)
+        _, omega, wts = self.rule(q, V)
+        labs = self.labels(omega, V)
+        out: dict[str, Any] = {}
+        if self.bm.discrete:
+            best = np.max(np.stack([Z for _, Z, *_ in labs]), axis=0)
+            out["classification_error"] = float(1.0 - best @ wts)
+        if self.bm.R != 1:
+            out["eps_g"] = None
+            out["eps_g_reason"] = (f"the Bayes risk of a loss of {self.bm.R} student fields (a minimum over R^{self.bm.R} "
+                                   "per test point) is not computed")
+            return out
+        ys = [y for y, *_ in labs]
+        ws = [Z for _, Z, *_ in labs]
+        if self.bm.discrete:
+            span = max(abs(v) for v in self.bm.LABEL_VALUES) + 1.0
+            lo, hi = np.full(omega.shape[1], -50.0 * span), np.full(omega.shape[1], 50.0 * span)
+        else:
+            mean, var = self.bm.label_law(omega, _upper(V), self.p)  # (2, N)
+            sd = np.sqrt(var)
+            lo, hi = mean - 12 * sd, mean + 12 * sd
+
+        def risk(h):
+            total = np.zeros(h.shape)
+            for y, w in zip(ys, ws):
+                total += w * np.asarray(self.bm.test_loss(h[None], y[None], self.p), dtype=float)
+            return total
+
+        out["eps_g"] = float(golden_minimum(risk, lo, hi) @ wts)
+        return out
+
+
+def golden_minimum(f, lo: np.ndarray, hi: np.ndarray, iterations: int = 90) -> np.ndarray:
+    """``min f`` on ``[lo, hi]`` per node, by golden-section search (a unimodal ``f``: the expected value of a
+    convex loss), vectorised over the nodes; the bracket shrinks by ``0.618^iterations``."""
+    r = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = lo.astype(float).copy(), hi.astype(float).copy()
+    c, d = b - r * (b - a), a + r * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(iterations):
+        left = fc < fd
+        b = np.where(left, d, b)
+        a = np.where(left, a, c)
+        c_new, d_new = b - r * (b - a), a + r * (b - a)
+        # one new evaluation per node (the other point is kept)
+        x = np.where(left, c_new, d_new)
+        fx = f(x)
+        fc, fd, c, d = (np.where(left, fx, fd), np.where(left, fc, fx), np.where(left, c_new, d),
+                        np.where(left, c, d_new))
+    return np.minimum(np.minimum(fc, fd), np.minimum(f(a), f(b)))
+
+
+# --------------------------------------------------------------------------- the fixed point
+@dataclass
+class BayesPoint:
+    """A Bayes-optimal fixed point (see the module docstring); matrices ``K x K``, scalars for ``K = 1`` in
+    the JSON (:func:`point_dict`)."""
+
+    model: str
+    alpha: float
+    branch: str
+    parameters: dict[str, float]
+    q: np.ndarray
+    V: np.ndarray
+    m: np.ndarray
+    qhat: np.ndarray
+    rho: float
+    free_entropy: float
+    psi_out: float
+    eps_g: float | None
+    classification_error: float | None
+    converged: bool
+    iterations: int
+    residual: float
+    contraction: float
+    seconds: float
+    quadrature: str
+    reasons: dict[str, str] = field(default_factory=dict)
+    nishimori: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def mmse(self) -> np.ndarray:
+        """``rho - q``: the minimal mean-squared error per weight entry."""
+        return self.rho * np.eye(self.q.shape[0]) - self.q
+
+    def values(self) -> dict[str, float]:
+        """The reported numbers by name (matrix entries ``q_11``, ...), for bars and comparisons."""
+        K = self.q.shape[0]
+        out: dict[str, float] = {}
+        for name, M in (("q", self.q), ("mmse", self.mmse)):
+            if K == 1:
+                out[name] = float(M[0, 0])
+            else:
+                for i in range(K):
+                    for j in range(i, K):
+                        out[f"{name}_{i + 1}{j + 1}"] = float(M[i, j])
+        out["free_entropy"] = self.free_entropy
+        for k in ("eps_g", "classification_error"):
+            v = getattr(self, k)
+            if v is not None:
+                out[k] = float(v)
+        return out
+
+
+class BayesSolver:
+    """The Bayes-optimal state evolution of a :class:`BayesModel` at fixed parameters.
+
+    ``solve(alpha, branch)`` iterates the map from the branch's start (Anderson-accelerated, every step
+    checked: ``q`` and ``V`` symmetric positive semi-definite) to ``tol`` (relative to ``rho``) or raises
+    :class:`~replica.errors.ConvergenceError` with the point, the iterations and the residual.
+    """
+
+    def __init__(self, bm: BayesModel, parameters: Mapping[str, float] | None = None, plan: BayesPlan | None = None,
+                 tol: float = TOL, max_iter: int = 20000):
+        self.bm = bm
+        self.p = bm.parameter_vector(dict(parameters or {}))
+        self.parameters = dict(zip(bm.PARAMETERS, self.p.tolist()))
+        self.plan = plan or BayesPlan()
+        self.prior = PriorNumerics(bm, self.p, self.plan)
+        self.output = OutputNumerics(bm, self.p, self.plan)
+        self.tol, self.max_iter, self.K = tol, max_iter, bm.K
+        self.rho = self.prior.rho
+
+    def with_plan(self, plan: BayesPlan) -> "BayesSolver":
+        """This solver on another quadrature plan."""
+        return BayesSolver(self.bm, self.parameters, plan, self.tol, self.max_iter)
+
+    # ---- one step
+    def step(self, q: np.ndarray, V: np.ndarray, alpha: float):
+        """``(q', V', qhat, entropic, energetic)``: one application of the map."""
+        en = self.output.energetic(q, V)
+        qhat = alpha * (en.qhat1 + en.qhat1.T) / 2
+        ent = self.prior.entropic(qhat)
+        q_new = (ent.q + ent.q.T) / 2
+        V_new = (ent.V + ent.V.T) / 2
+        return q_new, V_new, qhat, ent, en
+
+    def start(self, branch: str) -> tuple[np.ndarray, np.ndarray]:
+        """The start of a branch: ``q = EPS_START rho I`` (uninformed) or ``(1 - EPS_START) rho I`` (informed)."""
+        if branch not in BRANCHES:
+            raise ParameterError("branch", f"unknown branch {branch!r}; Bayes-optimal branches: {list(BRANCHES)}")
+        K, rho = self.K, self.rho
+        eps = EPS_START if branch == "uninformed" else 1.0 - EPS_START
+        q = eps * rho * np.eye(K)
+        return q, rho * np.eye(K) - q
+
+    def solve(self, alpha: float, branch: str = "uninformed", start: tuple[np.ndarray, np.ndarray] | None = None,
+              max_iter: int | None = None) -> BayesPoint:
+        """The fixed point the state evolution reaches from the branch's start (or ``start = (q, V)``) at
+        ``alpha``: plain iterations (what AMP does) until the residual is small, then Anderson acceleration;
+        an accelerated end that is not linearly stable (the middle, unstable fixed point between two
+        branches, which the iteration never reaches) is redone with plain iterations only."""
+        if not (np.isfinite(alpha) and alpha >= 0):
+            raise ParameterError("alpha", f"must be a finite number >= 0, got {alpha}")
+        t0 = time.perf_counter()
+        q, V = start if start is not None else self.start(branch)
+        limit = max_iter or self.max_iter
+        q, V, it, res = self._iterate(np.array(q, dtype=float), np.array(V, dtype=float), alpha, limit, True)
+        radius = self.spectral_radius(q, V, alpha)
+        if radius > 1.0:
+            q0, V0 = start if start is not None else self.start(branch)
+            q, V, extra, res = self._iterate(np.array(q0, dtype=float), np.array(V0, dtype=float), alpha, limit, False)
+            it += extra
+            radius = self.spectral_radius(q, V, alpha)
+        point = self.evaluate(q, V, alpha, branch)
+        point.iterations, point.residual, point.converged = it, res, True
+        point.contraction = radius
+        point.seconds = time.perf_counter() - t0
+        return point
+
+    def _iterate(self, q, V, alpha, limit, accelerate):
+        K, rho, tol = self.K, self.rho, self.tol
+        x = np.concatenate([_upper(q), _upper(V)])
+        history: list[np.ndarray] = []
+        residuals: list[np.ndarray] = []
+        best, stalled = np.inf, 0
+        res = np.inf
+        for it in range(1, limit + 1):
+            q_new, V_new, *_ = self.step(q, V, alpha)
+            x_new = np.concatenate([_upper(q_new), _upper(V_new)])
+            r = x_new - x
+            res = float(np.max(np.abs(r))) / max(rho, 1e-300)
+            if res <= tol:
+                return q_new, V_new, it, res
+            if res < 0.5 * best:
+                best, stalled = res, 0
+            else:
+                stalled += 1
+            use = accelerate and res < ANDERSON_FROM and stalled < 10
+            if stalled >= 10:  # acceleration is not helping: plain steps for a while
+                history.clear()
+                residuals.clear()
+                best, stalled = res, -50
+            history.append(x.copy())
+            residuals.append(r)
+            del history[:-5], residuals[:-5]
+            x_next = _anderson(history, residuals) if use and len(history) >= 2 else x_new
+            n = x.size // 2
+            q_try, V_try = _symmetric(x_next[:n], K), _symmetric(x_next[n:], K)
+            if not (_admissible(q_try, rho) and _admissible(V_try, rho)):
+                q_try, V_try, x_next = q_new, V_new, x_new
+                history.clear()
+                residuals.clear()
+            q, V, x = q_try, V_try, x_next
+        raise ConvergenceError(f"Bayes-optimal state evolution of {self.bm.MODEL} at alpha={alpha:g} did not converge "
+                               f"to {tol:g}; try --max-iter, or a looser --tol near a transition",
+                               [res], limit, {"q": q.tolist(), "V": V.tolist()})
+
+    def spectral_radius(self, q: np.ndarray, V: np.ndarray, alpha: float, h: float = 1e-6) -> float:
+        """The spectral radius of the map's Jacobian at ``(q, V)`` (finite differences on the independent
+        entries, steps ``h rho`` kept admissible): below 1 at a fixed point the iteration reaches."""
+        K, rho = self.K, self.rho
+        x = np.concatenate([_upper(q), _upper(V)])
+        n = x.size // 2
+
+        def F(xv):
+            qn, Vn, *_ = self.step(_symmetric(xv[:n], K), _symmetric(xv[n:], K), alpha)
+            return np.concatenate([_upper(qn), _upper(Vn)])
+
+        f0 = F(x)
+        J = np.empty((x.size, x.size))
+        for k in range(x.size):
+            e = np.zeros(x.size)
+            step = h * rho
+            e[k] = step
+            xp = x + e
+            if not (_admissible(_symmetric(xp[:n], K), rho) and _admissible(_symmetric(xp[n:], K), rho)):
+                step = -step
+                xp = x - e
+            J[:, k] = (F(xp) - f0) / step
+        if not np.all(np.isfinite(J)):
+            return 0.0  # a perfect-recovery end (q = rho, V = 0): the map is flat there
+        return float(np.max(np.abs(np.linalg.eigvals(J))))
+
+    def evaluate(self, q: np.ndarray, V: np.ndarray, alpha: float, branch: str) -> BayesPoint:
+        """Everything reported at a fixed point ``(q, V)``: the conjugate, the free entropy
+        ``Phi = psi_c + 1/2 tr(V qhat) + alpha Psi_out``, the test errors, the Nishimori deviations."""
+        en = self.output.energetic(q, V)
+        qhat = alpha * (en.qhat1 + en.qhat1.T) / 2
+        ent = self.prior.entropic(qhat)
+        with np.errstate(all="ignore"):
+            half = 0.5 * float(np.trace(np.where(V > 0, V, 0.0) @ qhat)) if np.all(np.isfinite(qhat)) else 0.0
+        phi = ent.psi_c + half + alpha * en.psi_out
+        tests = self.output.test(q, V)
+        rho = self.rho
+        scale = max(rho, 1e-300)
+        nish = {
+            "teacher_overlap": float(np.max(np.abs(ent.m - ent.q))) / scale,
+            "posterior_variance": float(np.max(np.abs(rho * np.eye(self.K) - ent.q - ent.V))) / scale,
+            "conjugate": float(np.max(np.abs(en.qhat1 - en.twin)) / max(np.max(np.abs(en.qhat1)), 1e-300)),
+            "label_mass": abs(en.mass - 1.0),
+        }
+        reasons = {k: v for k, v in tests.items() if k.endswith("_reason")}
+        return BayesPoint(self.bm.MODEL, float(alpha), branch, dict(self.parameters), np.array(q), np.array(V),
+                          ent.m, qhat, rho, float(phi), en.psi_out, tests.get("eps_g"),
+                          tests.get("classification_error"), False, 0, float("nan"), 0.0, 0.0,
+                          self.plan.describe(), reasons, nish)
+
+
+def _admissible(M: np.ndarray, rho: float) -> bool:
+    """``M`` symmetric positive semi-definite and below ``rho`` (a state of the map)."""
+    if not np.all(np.isfinite(M)):
+        return False
+    w = np.linalg.eigvalsh((M + M.T) / 2)
+    return bool(w[0] >= -1e-14 * rho and w[-1] <= rho * (1 + 1e-9) * M.shape[0])
+
+
+def _anderson(xs: list[np.ndarray], rs: list[np.ndarray]) -> np.ndarray:
+    """Anderson mixing: the combination of the last iterates ``x_k + r_k`` whose residuals cancel best."""
+    X, R = np.array(xs), np.array(rs)
+    if len(xs) < 2:
+        return X[-1] + R[-1]
+    dR = np.diff(R, axis=0)
+    dX = np.diff(X, axis=0)
+    try:
+        gamma, *_ = np.linalg.lstsq(dR.T, R[-1], rcond=1e-12)
+    except np.linalg.LinAlgError:
+        return X[-1] + R[-1]
+    return X[-1] + R[-1] - (dX + dR).T @ gamma
+
+
+# --------------------------------------------------------------------------- error bars
+def with_error_bars(solver: BayesSolver, point: BayesPoint) -> BayesPoint:
+    """The point re-solved on the refined plan from the working one; every reported number gets the bar
+    ``|refined - working|`` plus what the iteration left (``residual / (1 - contraction)``), and the refined
+    values are reported (as :mod:`replica.numeric.accuracy` does for the empirical-risk solver)."""
+    fine_solver = solver.with_plan(solver.plan.refined())
+    fine = fine_solver.solve(point.alpha, point.branch, start=(point.q, point.V))
+    work, best = point.values(), fine.values()
+    left = max(point.residual, fine.residual) / max(1.0 - max(point.contraction, fine.contraction, 0.0), 1e-3)
+    bars = {}
+    for k, v in best.items():
+        w = work.get(k)
+        scale = abs(v) if k in ("free_entropy", "eps_g", "classification_error") else solver.rho
+        bars[k] = (abs(v - w) if w is not None else float("inf")) + left * max(scale, 1e-300) + 1e-15 * max(abs(v), 1)
+    fine.errors = bars
+    fine.iterations += point.iterations
+    fine.seconds += point.seconds
+    fine.quadrature = f"{solver.plan.describe()}; bars from a re-solve on the refined rules"
+    return fine
+
+
+# --------------------------------------------------------------------------- the JSON
+def _matrix(M: np.ndarray):
+    return float(M[0, 0]) if M.shape == (1, 1) else [[float(v) for v in row] for row in M]
+
+
+def point_dict(point: BayesPoint) -> dict[str, Any]:
+    """The JSON of ``replica solve --bayes`` (strict: no NaN; ``null`` with ``<key>_reason``)."""
+    out: dict[str, Any] = {
+        "model": point.model, "mode": "bayes", "alpha": point.alpha, "branch": point.branch,
+        "parameters": point.parameters,
+        "q": _matrix(point.q), "mmse": _matrix(point.mmse), "qhat": _matrix(point.qhat),
+        "rho": point.rho, "eps_g": point.eps_g,
+    }
+    if point.eps_g is None:
+        out["eps_g_reason"] = point.reasons.get("eps_g_reason", "not computed")
+    if point.classification_error is not None:
+        out["classification_error"] = point.classification_error
+    out.update({"free_entropy": point.free_entropy, "converged": point.converged, "iterations": point.iterations,
+                "residual": point.residual, "seconds": point.seconds, "quadrature": point.quadrature,
+                "nishimori": point.nishimori, "errors": point.errors, "notes": point.notes})
+    return out
