@@ -41,6 +41,20 @@ def generate_bayes(name: str, path: Path | None = None, quiet: bool = False) -> 
     return write_bayes_module(derivation, path, declaration=model.declared_in)
 
 
+def bayes_model(model) -> BayesModel:
+    """The Bayes-optimal module of a :class:`~replica.symbolic.model.Model` object, generated in memory (no
+    file, no cache: for a model built in a session or a test)."""
+    import types
+
+    from ..codegen.bayes import generate_bayes_module
+    from ..symbolic.bayes import BayesDerivation
+
+    source = generate_bayes_module(BayesDerivation(model), declaration=getattr(model, "declared_in", None))
+    mod = types.ModuleType(f"replica_bayes_{model.name}")
+    exec(compile(source, f"<Bayes-optimal module of {model.name}>", "exec"), mod.__dict__)
+    return BayesModel.from_module(mod)
+
+
 def load_bayes(name: str) -> BayesModel:
     """The Bayes-optimal module of ``name``, generated into the cache when missing."""
     path = bayes_module_path(name)

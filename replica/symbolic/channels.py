@@ -479,8 +479,6 @@ class Argmax(Channel):
 
 #: functions whose value is constant between the zeros of their (linear) argument
 _SWITCHES = (sp.sign, sp.Heaviside)
-#: the most linear forms a discrete label may switch on (their joint law: Phi, or the bivariate Phi2)
-MAX_SWITCH_FORMS = 2
 
 
 def _switch_atoms(expr: sp.Expr) -> list[sp.Basic]:
@@ -521,17 +519,24 @@ class DiscreteLabel(Channel):
 
     The expression must be piecewise constant: built from ``sign``, ``Heaviside`` and ``Piecewise``
     (strict inequalities) of forms *affine* in the teacher fields, combined by anything. Its law is
-    integrated exactly: the label is a function of the signs ``s`` of those forms (at most
-    :data:`MAX_SWITCH_FORMS`), tabulated once over the ``2^n`` sign patterns, and
+    integrated exactly: the label is a function of the signs of those forms, tabulated once over their
+    sign patterns, and ``Z(y | mu, C)`` sums the probabilities of the patterns with label ``y`` under
+    ``u ~ N(mu, C)``:
 
-        Z(y | mu, C) = sum over the patterns s with label y of P(s_i u_i > 0 for every i),  u ~ N(mu, C),
+    * forms along one direction ``u`` (thresholds ``t_k`` on one linear form, e.g. ``sign(|h*| - t)``
+      written with ``Piecewise``): the label is constant on the intervals between the thresholds, each
+      of probability ``Phi((t_{k+1} - mu)/s) - Phi((t_k - mu)/s)``;
+    * two directions with one switch each (the two-unit committee): orthant probabilities, the bivariate
+      normal CDF (:class:`BivariateNormalCDF`).
 
-    a normal CDF for one form and a bivariate one (:class:`BivariateNormalCDF`) for two. An
-    expression that is not piecewise constant (``h*_1 sign(h*_2)``) or switches on more forms is
-    refused with one line (:class:`~replica.errors.DeclarationError`).
+    An expression that is not piecewise constant (``h*_1 sign(h*_2)``), or switches along more directions,
+    is refused with one line (:class:`~replica.errors.DeclarationError`).
     """
 
     expr: sp.Expr = sp.Integer(0)
+
+    #: the most affine forms an expression may switch on (their sign patterns are tabulated)
+    MAX_FORMS = 8
 
     def __init__(self, expr: sp.Expr, *, label: sp.Symbol = LABEL):
         self.expr = sp.sympify(expr)
@@ -551,9 +556,8 @@ class DiscreteLabel(Channel):
             else:
                 forms.append(u)
                 signs.append((len(forms) - 1, s))
-        if len(forms) > MAX_SWITCH_FORMS:
-            raise DeclarationError(f"channel: the label switches on {len(forms)} forms {[str(f) for f in forms]}; at "
-                                   f"most {MAX_SWITCH_FORMS} are supported (their joint orthant law is Phi or Phi2)")
+        if len(forms) > self.MAX_FORMS:
+            raise DeclarationError(f"channel: the label switches on {len(forms)} forms; at most {self.MAX_FORMS}")
         self._atoms, self._signs = atoms, signs
         table: dict[tuple[int, ...], int] = {}
         for pattern in itertools.product((-1, 1), repeat=len(forms)):
@@ -577,17 +581,20 @@ class DiscreteLabel(Channel):
                 raise DeclarationError(f"channel: the label {self.expr} takes the value {val}; labels must be integers")
             table[pattern] = int(val)
         self._table = table
+        self._raw_forms = tuple(forms)  # affine; read by validate once the teacher fields are known
         self.offsets: tuple = ()
-        self._raw_forms = tuple(forms)  # affine; split into linear forms and offsets by validate
+        self._intervals: tuple | None = None  # (thresholds, label per interval) along one direction
         super().__init__(tuple(forms), label=label)
 
     @property
     def values(self) -> tuple[int, ...]:
+        if self._intervals is not None:
+            return tuple(sorted(set(self._intervals[1])))
         return tuple(sorted(set(self._table.values())))
 
     def validate(self, hstar, defaults) -> None:
-        """The switching forms must be affine in the teacher fields: their constant parts (free of
-        ``hstar``) become the offsets of the orthant probabilities."""
+        """Split the affine forms into linear parts and offsets, and group them by direction: one direction
+        (thresholds on one form) or two with one switch each; refuse anything else."""
         hs = list(hstar)
         zero = {s: 0 for s in hs}
         offsets, linear = [], []
@@ -595,59 +602,125 @@ class DiscreteLabel(Channel):
             c = sp.expand(u.subs(zero))
             offsets.append(c)
             linear.append(sp.expand(u - c))
-        self.forms, self.offsets = tuple(linear), tuple(offsets)
-        for c in offsets:
             extra = c.free_symbols - set(defaults)
             if extra:
                 raise DeclarationError(f"channel: the label's switching point {c} uses {sorted(map(str, extra))}; "
                                        "declare them as parameters")
+        groups: list[list[tuple[int, sp.Expr]]] = []  # per direction: (form index, scale to the direction)
+        for i, L in enumerate(linear):
+            for g in groups:
+                ratio = _proportional(L, linear[g[0][0]], hs)
+                if ratio is not None:
+                    g.append((i, ratio))
+                    break
+            else:
+                groups.append([(i, sp.Integer(1))])
+        if len(groups) == 1:
+            base = linear[groups[0][0][0]]
+            cuts = []
+            for i, c in groups[0]:
+                if not c.is_number:
+                    raise DeclarationError(f"channel: the form {linear[i]} is a multiple of {base} with a parameter "
+                                           f"factor {c}; write the thresholds on one form")
+                cuts.append((sp.simplify(-offsets[i] / c), i, int(sp.sign(c))))
+            order = sorted(cuts, key=lambda t: float(sp.sympify(t[0]).subs(defaults)))
+            values = [float(sp.sympify(t[0]).subs(defaults)) for t in order]
+            if any(b <= a for a, b in zip(values, values[1:])):
+                raise DeclarationError(f"channel: the label's thresholds {[str(t[0]) for t in order]} coincide at the "
+                                       "defaults")
+            labels = []
+            for k in range(len(order) + 1):  # interval k: above the first k thresholds, below the rest
+                pattern = [0] * len(linear)
+                for rank, (_, i, sgn) in enumerate(order):
+                    pattern[i] = sgn if rank < k else -sgn
+                labels.append(self._table[tuple(pattern)])
+            self._intervals = (tuple(t[0] for t in order), tuple(labels))
+            self.forms, self.offsets = (base,), (sp.Integer(0),)
+        elif len(groups) == 2 and all(len(g) == 1 for g in groups):
+            self._intervals = None
+            self.forms, self.offsets = tuple(linear), tuple(offsets)
+        else:
+            raise DeclarationError(f"channel: the label switches along {len(groups)} directions of the teacher fields "
+                                   f"with {len(linear)} thresholds; supported: thresholds on one form, or two forms "
+                                   "with one switch each (their joint law is Phi or the bivariate Phi2)")
         super().validate(hs, defaults)
 
     def _offset(self, k: int) -> sp.Expr:
         return self.offsets[k] if self.offsets else sp.Integer(0)
 
     def likelihood(self, y, mean, cov) -> sp.Expr:
-        n = len(self.forms)
-        sd = [sp.sqrt(cov[k, k]) for k in range(n)]
-        z = [(mean[k] + self._offset(k)) / sd[k] for k in range(n)]
         by_value: dict[int, list] = {v: [] for v in self.values}
-        for pattern, v in self._table.items():
-            if n == 1:
-                p = normal_cdf(pattern[0] * z[0])
-            else:
-                r = cov[0, 1] / (sd[0] * sd[1])
-                p = BivariateNormalCDF(pattern[0] * z[0], pattern[1] * z[1], pattern[0] * pattern[1] * r)
-            by_value[v].append(p)
+        if self._intervals is not None:
+            cuts, labels = self._intervals
+            sd = sp.sqrt(cov[0, 0])
+            n = len(cuts)
+            for k, v in enumerate(labels):
+                if k == 0:
+                    p = normal_cdf((cuts[0] - mean[0]) / sd)
+                elif k == n:
+                    p = normal_cdf((mean[0] - cuts[-1]) / sd)
+                else:
+                    p = normal_cdf((cuts[k] - mean[0]) / sd) - normal_cdf((cuts[k - 1] - mean[0]) / sd)
+                by_value[v].append(p)
+        else:
+            sd = [sp.sqrt(cov[k, k]) for k in range(2)]
+            z = [(mean[k] + self._offset(k)) / sd[k] for k in range(2)]
+            r = cov[0, 1] / (sd[0] * sd[1])
+            for pattern, v in self._table.items():
+                by_value[v].append(BivariateNormalCDF(pattern[0] * z[0], pattern[1] * z[1], pattern[0] * pattern[1] * r))
         pieces = [(sp.Add(*by_value[v]), sp.Eq(y, v)) for v in self.values]
         pieces[-1] = (pieces[-1][0], True)
         return sp.Piecewise(*pieces) if len(pieces) > 1 else pieces[0][0]
 
     def transitions(self):
+        if self._intervals is not None:
+            return [(t, 0, sp.Integer(0)) for t in self._intervals[0]]
         return [(-self._offset(k), k, sp.Integer(0)) for k in range(len(self.forms))]
 
     def probabilities(self, u, params=None):
         u = np.atleast_2d(np.asarray(u, dtype=float))
-        shifted = [u[k] + _numeric(self._offset(k), params) for k in range(len(self.forms))]
-        signs = np.stack([np.where(s > 0, 1, -1) for s in shifted])
         labels = np.empty(u.shape[1])
-        for pattern, v in self._table.items():
-            labels[np.all(signs == np.array(pattern)[:, None], axis=0)] = v
+        if self._intervals is not None:
+            cuts = np.array([_numeric(t, params) for t in self._intervals[0]])
+            labels[:] = np.asarray(self._intervals[1], dtype=float)[np.searchsorted(cuts, u[0], side="right")]
+        else:
+            shifted = [u[k] + _numeric(self._offset(k), params) for k in range(2)]
+            signs = np.stack([np.where(s > 0, 1, -1) for s in shifted])
+            for pattern, v in self._table.items():
+                labels[np.all(signs == np.array(pattern)[:, None], axis=0)] = v
         return np.stack([(labels == v).astype(float) for v in self.values])
 
     def parameters(self) -> set[sp.Symbol]:
         out: set[sp.Symbol] = set()
         for c in self.offsets:
             out |= c.free_symbols
+        for t in (self._intervals[0] if self._intervals is not None else ()):
+            out |= sp.sympify(t).free_symbols
         return out
 
     @property
     def symmetric(self) -> bool:
+        if self._intervals is not None:
+            cuts, labels = self._intervals
+            return (all(sp.simplify(a + b) == 0 for a, b in zip(cuts, reversed(cuts)))
+                    and all(a == -b for a, b in zip(labels, reversed(labels))))
         if any(c != 0 for c in self.offsets):
             return False
         return all(self._table[tuple(-s for s in p)] == -v for p, v in self._table.items())
 
     def describe(self, tex) -> str:
         return rf"{tex(self.label)} = {tex(self.expr)}"
+
+
+def _proportional(a: sp.Expr, b: sp.Expr, variables) -> sp.Expr | None:
+    """``c`` with ``a = c b`` (linear forms in ``variables``), ``None`` if they are not proportional."""
+    ca = [sp.diff(a, v) for v in variables]
+    cb = [sp.diff(b, v) for v in variables]
+    k = next((i for i, x in enumerate(cb) if x != 0), None)
+    if k is None:
+        return None
+    c = sp.simplify(ca[k] / cb[k])
+    return c if all(sp.simplify(x - c * y) == 0 for x, y in zip(ca, cb)) else None
 
 
 def conditional_law(forms: Sequence[sp.Expr], laws: dict[sp.Symbol, sp.Expr], residual: Sequence[sp.Symbol]

@@ -16,6 +16,7 @@ from ...numeric.rule_plan import plan_line
 from ...numeric.report import error_dict, result_dict  # noqa: F401 -- the JSON contract, re-exported
 from ...numeric.stability import perturbed_replicons, replicon_summary, state_error
 from ...runtime.progress import Stages
+from .bayes import add_solve_flags as add_bayes_flags, run_solve as run_bayes
 from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
                      parameters_from_args, prox_from_args, rule_from_args)
 
@@ -43,6 +44,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="a GLM (ridge, logistic, ...) on structured data: columns k, lambda, theta give the input "
                         "covariance diag(lambda) and the teacher weights theta (docs/how-to/structured_data.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_bayes_flags(p)
     p.add_argument("--no-replicon", dest="replicon", action="store_false",
                    help="skip the replicon (RS stability of the fixed point, under a second at the paper's point; "
                         "docs/explanation/replicon.md): no 'replicon'/'rs_stable' in the output")
@@ -51,6 +53,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.bayes:
+        return run_bayes(args)
     validation.sample_complexity(args.alpha, "alpha")
     check_numeric_args(args)
     module = load_module(args.model)
