@@ -43,7 +43,7 @@ ROOT = LIBRARY.parent
 GENERATOR_PACKAGES = ("symbolic", "codegen")
 #: where each kind of artifact is written from: the code generator's package for a module, the LaTeX
 #: writer for an export (file names); its hash covers these and what they import from the packages
-WRITERS = {"module": ("codegen/",), "export": ("latex.py",), "bayes": ("codegen/bayes.py",)}
+WRITERS = {"module": ("codegen/",), "export": ("latex.py",), "bayes": ("codegen/bayes.py", "bayes_latex.py")}
 #: writer files that do not decide an artifact kind although its prefix covers them (the Bayes-optimal
 #: module's writer is not the empirical-risk module's)
 NOT_WRITERS = {"module": ("codegen/bayes.py",)}

@@ -91,6 +91,13 @@ def bayes_functions(d: BayesDerivation) -> list[Function]:
                  [out.log_z, list(out.g), [e for row in out.dg for e in row]],
                  "log Z_out(y; omega, V), g_out = d log Z_out / d omega (K) and d g_out / d omega (K*K).",
                  node_args=("_omega", "_y")))
+    if out.values is not None:  # every label value at once: their law's pieces (normal CDFs) computed once
+        at = [{out.label: v} for v in out.values]
+        fns.append(F("output_laws", [("_omega", out.omega), ("_V", V_syms), p_arg],
+                     [[out.log_z.subs(a) for a in at], [g.subs(a) for a in at for g in out.g],
+                      [e.subs(a) for a in at for row in out.dg for e in row]],
+                     "output_law at every label value of LABEL_VALUES: log Z_out (n), g_out (n*K), dg (n*K*K).",
+                     node_args=("_omega",)))
     if out.forms:
         fns.append(F("output_switches", [p_arg],
                      [[e for row in out.forms for e in row], list(out.offsets), list(out.extra)],

@@ -36,11 +36,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ConvergenceError, ParameterError
+from ..errors import ConvergenceError, InvalidStateError, ParameterError
 from .bayes_model import BayesModel
 from .kinks import LADDER, PanelPlan, _base_grid, composite_normal_rule
 from .quadrature import gauss_hermite, hermite_1d, legendre_1d
@@ -51,6 +51,15 @@ BRANCHES = ("uninformed", "informed")
 EPS_START = 1e-6
 #: the posterior covariance below this (times rho) is perfect recovery: the output side is evaluated there
 V_FLOOR = 1e-300
+#: a label probability below this at a node is dropped from the output averages (its contribution is far below
+#: float resolution; g_out, a ratio of underflowing numbers, is not finite there)
+Z_DEAD = 1e-200
+#: a K x K overlap whose second eigenvalue is below this (relative) is of rank one: a one-dimensional rule
+RANK_ONE = 1e-12
+#: two switch forms get their own tensor rule where their correlation matrix has eigenvalues above this
+FORM_RULE_MIN_EIG = 0.2
+#: the panel boundaries around a switch of the two-form rule, in units of its width
+FORM_LADDER = np.array([-8.0, -4.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 4.0, 8.0])
 #: the default fixed-point tolerance (relative to rho)
 TOL = 1e-12
 #: Anderson acceleration starts below this residual (plain iterations before: what AMP follows)
@@ -84,16 +93,14 @@ class BayesPlan:
 
 
 def psd_sqrt(M: np.ndarray) -> np.ndarray:
-    """A factor ``C`` with ``C C^T = M`` for a symmetric positive semi-definite ``M`` (Cholesky where it is
-    definite, the symmetric root otherwise: a committee's unspecialised ``q`` is singular)."""
+    """The symmetric square root of a symmetric positive semi-definite ``M`` (``C C^T = M``): it commutes with
+    permutations of the units, so that a rule in ``xi`` treats exchangeable units alike (a Cholesky factor
+    would not), and it exists at a committee's singular unspecialised ``q``."""
     M = np.asarray(M, dtype=float)
     if M.shape == (1, 1):
         return np.sqrt(np.maximum(M, 0.0))
-    try:
-        return np.linalg.cholesky(M)
-    except np.linalg.LinAlgError:
-        w, U = np.linalg.eigh((M + M.T) / 2)
-        return U * np.sqrt(np.clip(w, 0.0, None))
+    w, U = np.linalg.eigh((M + M.T) / 2)
+    return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
 
 
 def _upper(M: np.ndarray) -> np.ndarray:
@@ -345,17 +352,89 @@ class OutputNumerics:
         else:
             self.forms = np.zeros((0, self.K))
 
-    def rule(self, q: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(xi, omega, weights)``: the rule in ``xi`` (boundaries where the label law switches) and the
-        fields ``omega = C xi``, ``C C^T = q``."""
+    def rule(self, q: np.ndarray, V: np.ndarray, points: Sequence[float] = ()
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(nodes, omega, weights, axis)``: the rule (boundaries where the label law switches, and at ``points``
+        of a one-dimensional rule) and the fields ``omega`` at its nodes; ``axis`` is the vector with
+        ``omega = axis * eta`` when the rule is one-dimensional in ``eta`` (one field, or ``q`` of rank one),
+        else ``None`` (the nodes are ``xi`` with ``omega = q^{1/2} xi``, or ``omega`` itself for two switch forms)."""
         C = psd_sqrt(q)
+        axis = None
+        if self.K == 1:
+            axis = C[:, 0]
+        else:
+            w, U = np.linalg.eigh((q + q.T) / 2)
+            if w[-2] <= RANK_ONE * max(w[-1], 1e-300):  # q of rank one (a committee's unspecialised state): the
+                axis = U[:, -1] * math.sqrt(max(w[-1], 0.0))  # fields move along one direction, a 1-D rule
         lines = []
         for f, o, e in zip(self.forms, getattr(self, "offsets", ()), getattr(self, "extra", ())):
-            n = C.T @ f
-            w = math.sqrt(max(float(f @ V @ f) + e, 0.0))
-            lines.append((n, -o, w))
+            n = np.array([float(f @ axis)]) if axis is not None else C.T @ f
+            lines.append((n, -o, math.sqrt(max(float(f @ V @ f) + e, 0.0))))
+        if axis is not None:
+            lines += [(np.array([1.0]), float(x), 0.0) for x in points]
+            eta, wts = normal_rule(1, lines, self.plan, smooth=not self.bm.discrete and not points)
+            return eta, axis[:, None] * eta, wts, axis
+        if self.K == 2 and len(lines) == 2:
+            rule = self._form_rule(q, V)
+            if rule is not None:
+                return (*rule, None)
         xi, wts = normal_rule(self.K, lines, self.plan, smooth=not self.bm.discrete)
-        return xi, C @ xi, wts
+        return xi, C @ xi, wts, None
+
+    def _test_points(self, axis: np.ndarray, eta: np.ndarray, V: np.ndarray, labs) -> list[float]:
+        """Where the most probable label changes along a one-dimensional rule (bisected to 1e-15): the kinks
+        of the classification error's and the Bayes risk's integrands, put on panel boundaries."""
+        best = np.argmax(np.stack([Z for _, Z, *_ in labs]), axis=0)
+        out = []
+        for k in np.nonzero(best[1:] != best[:-1])[0]:
+            a, b = float(eta[0, k]), float(eta[0, k + 1])
+            ia, ib = best[k], best[k + 1]
+            for _ in range(60):
+                mid = 0.5 * (a + b)
+                Z = np.exp(self.bm.output_laws(axis[:, None] * np.array([[mid]]), _upper(V), self.p)[0][:, 0])
+                if Z[ia] >= Z[ib]:
+                    a = mid
+                else:
+                    b = mid
+                if b - a <= 1e-15 * max(1.0, abs(a)):
+                    break
+            out.append(0.5 * (a + b))
+        return out
+
+    def _form_rule(self, q: np.ndarray, V: np.ndarray):
+        """Two switch forms ``u = J omega`` of two fields: a tensor composite rule in the standardised forms
+        ``t = u / sd(u)``, panel boundaries around each form's switch on its own axis, the weights the
+        Gaussian density of ``t`` (correlation ``R``); ``None`` where ``J`` is singular or ``R`` nearly so
+        (a committee near its unspecialised state: the Gauss-Hermite rule in ``xi`` serves there)."""
+        J = self.forms
+        if abs(np.linalg.det(J)) < 1e-12 * np.abs(J).max() ** 2:
+            return None
+        S = J @ q @ J.T
+        sd = np.sqrt(np.clip(np.diag(S), 0.0, None))
+        if np.any(sd <= 0):
+            return None
+        R = S / np.outer(sd, sd)
+        if np.linalg.eigvalsh(R)[0] < FORM_RULE_MIN_EIG:
+            return None
+        axes = []
+        plan = self.plan.panels
+        # two dimensions: half the order per panel, twice the spacing, a sparser ladder, |t| <= 8 (the normal
+        # density is below 1e-13 beyond): ~1e4 nodes, refined with the plan for the error bars
+        axis = PanelPlan(order=max(3, plan.order // 2), spacing=2 * plan.spacing, cut=8.0, split=plan.split)
+        for k in range(2):
+            w = math.sqrt(max(float(J[k] @ V @ J[k]) + self.extra[k], 0.0)) / sd[k]
+            b = np.concatenate([_base_grid(axis), -self.offsets[k] / sd[k] + w * FORM_LADDER])
+            b = np.unique(b[np.isfinite(b) & (np.abs(b) < axis.cut)])
+            t, wn = composite_normal_rule(b, axis, floor=0.0)
+            axes.append((t, wn / np.exp(-0.5 * t * t) * math.sqrt(2 * math.pi)))  # plain Gauss-Legendre weights
+        t1, t2 = np.meshgrid(axes[0][0], axes[1][0], indexing="ij")
+        w1, w2 = np.meshgrid(axes[0][1], axes[1][1], indexing="ij")
+        t = np.stack([t1.ravel(), t2.ravel()])
+        Rinv = np.linalg.inv(R)
+        dens = np.exp(-0.5 * np.einsum("kn,kl,ln->n", t, Rinv, t)) / (2 * math.pi * math.sqrt(np.linalg.det(R)))
+        wts = (w1 * w2).ravel() * dens
+        omega = np.linalg.solve(J, sd[:, None] * t)
+        return omega, omega, wts
 
     def labels(self, omega: np.ndarray, V: np.ndarray):
         """Per label node: ``(y, weight, log Z, g, dg)`` at the fields ``omega (K, N)``: every label value with
@@ -367,10 +446,12 @@ class OutputNumerics:
 
     def _labels(self, omega, Vv, out):
         if self.bm.discrete:
-            for y in self.bm.LABEL_VALUES:
-                yy = np.full(omega.shape[1:], y)
-                logZ, g, dg = self.bm.output_law(omega, yy[None], Vv, self.p)
-                out.append((yy, np.exp(logZ), logZ, g, dg))
+            logZ, g, dg = self.bm.output_laws(omega, Vv, self.p)
+            n, K = len(self.bm.LABEL_VALUES), self.K
+            g = np.reshape(g, (n, K) + np.shape(logZ)[1:])
+            dg = np.reshape(dg, (n, K * K) + np.shape(logZ)[1:])
+            for k, y in enumerate(self.bm.LABEL_VALUES):
+                out.append((np.full(omega.shape[1:], y), np.exp(logZ[k]), logZ[k], g[k], dg[k]))
         else:
             mean, var = self.bm.label_law(omega, Vv, self.p)  # (2, N)
             x, w = hermite_1d(self.plan.label_order)
@@ -384,14 +465,19 @@ class OutputNumerics:
         """The output side at ``(q, V)`` (see :class:`EnergeticAverages`)."""
         K = self.K
         V = np.asarray(V, dtype=float) + V_FLOOR * np.eye(K)
-        _, omega, wts = self.rule(q, V)
+        _, omega, wts, _ = self.rule(q, V)
         qh, tw = np.zeros((K, K)), np.zeros((K, K))
         psi = mass = 0.0
         with np.errstate(all="ignore"):
             for _, Z, logZ, g, dg in self.labels(omega, V):
                 g = np.reshape(g, (K,) + np.shape(Z))
                 dg = np.reshape(dg, (K, K) + np.shape(Z))
-                live = Z > 0
+                # a label of probability below Z_DEAD at a node adds nothing a float sum keeps (its g and dg,
+                # ratios of underflowing numbers, are not computed there)
+                live = Z > Z_DEAD
+                if not (np.all(np.isfinite(g[:, live])) and np.all(np.isfinite(dg[:, :, live]))):
+                    raise InvalidStateError("g_out", f"the label law's g_out is not finite at q = {q.tolist()}, "
+                                                     f"V = {V.tolist()}", {"q": q.tolist(), "V": V.tolist()})
                 wz = np.where(live, Z * wts, 0.0)
                 qh += np.einsum("kn,ln,n->kl", np.where(live, g, 0.0), np.where(live, g, 0.0), wz)
                 tw -= np.einsum("kln,n->kl", np.where(live, dg, 0.0), wz)
@@ -405,8 +491,13 @@ class OutputNumerics:
         student field), with ``<key>_reason`` where one is not defined."""
         K = self.K
         V = np.asarray(V, dtype=float) + V_FLOOR * np.eye(K)
-        _, omega, wts = self.rule(q, V)
+        eta, omega, wts, axis = self.rule(q, V)
         labs = self.labels(omega, V)
+        if self.bm.discrete and axis is not None:
+            points = self._test_points(axis, eta, V, labs)
+            if points:
+                eta, omega, wts, axis = self.rule(q, V, points)
+                labs = self.labels(omega, V)
         out: dict[str, Any] = {}
         if self.bm.discrete:
             best = np.max(np.stack([Z for _, Z, *_ in labs]), axis=0)

@@ -54,6 +54,7 @@ class BayesModel:
     prior_log_density: Fn = None
     prior_kinks: Fn = None
     output_law: Fn = None
+    output_laws: Fn = None
     output_switches: Fn = None
     label_law: Fn = None
     test_loss: Fn = None

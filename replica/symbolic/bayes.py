@@ -49,7 +49,7 @@ from ..errors import DeclarationError
 from .channels import Channel, NormalCDF
 from .model import Model
 from .priors import Density, Prior, QuadraticTerm
-from .symbols import symbol, symmetric_matrix
+from .symbols import LATEX_NAMES, symbol, symmetric_matrix
 
 ALPHA = symbol("alpha", r"\alpha")
 
@@ -117,6 +117,10 @@ class OutputLaw:
     noise_variance: sp.Expr | None = None
 
 
+def _tex(expr) -> str:
+    return sp.latex(expr, symbol_names=dict(LATEX_NAMES))
+
+
 def continuous_label(model: Model) -> tuple[sp.Expr, sp.Expr, sp.Symbol]:
     """A continuous label read off the loss: ``(y, noise variance, the loss in (h, Y))``.
 
@@ -178,7 +182,7 @@ def output_law(model: Model, K: int) -> OutputLaw:
             extra.append(sp.sympify(var))
         log_z = stable_log(Z)
         law = OutputLaw(omega, V, y, tuple(ch.values), Z, log_z, [], [], forms, offsets, extra,
-                        description=ch.describe(sp.latex))
+                        description=ch.describe(_tex))
     else:
         ylab, var, _ = continuous_label(model)
         g0 = ylab.subs({z: 0 for z in model.noise})
@@ -193,7 +197,7 @@ def output_law(model: Model, K: int) -> OutputLaw:
         s2 = sp.expand((av.T * V * av)[0, 0] + var)
         Z = sp.exp(-(y - m) ** 2 / (2 * s2)) / sp.sqrt(2 * sp.pi * s2)
         log_z = -(y - m) ** 2 / (2 * s2) - sp.log(2 * sp.pi * s2) / 2
-        desc = rf"y = {sp.latex(g0)} + \sqrt{{{sp.latex(var)}}}\, z, \quad z \sim \mathcal{{N}}(0, 1)"
+        desc = rf"y = {_tex(g0)} + \sqrt{{{_tex(var)}}}\, z, \quad z \sim \mathcal{{N}}(0, 1)"
         law = OutputLaw(omega, V, y, None, Z, log_z, [], [], mean=m, variance=s2, description=desc,
                         noise_variance=var)
     law.g = [sp.diff(law.log_z, w) for w in omega]

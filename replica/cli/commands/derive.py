@@ -15,7 +15,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--latex", metavar="FILE", help="write a standalone LaTeX document")
     p.add_argument("--markdown", metavar="FILE", help="write Markdown with $$ blocks")
     p.add_argument("--write", action="store_true",
-                   help="write derivations/<model>.tex and .md (the committed exports)")
+                   help="write derivations/<model>.tex and .md (the committed exports; with --bayes "
+                        "derivations/<model>_bayes.tex and .md)")
+    p.add_argument("--bayes", action="store_true",
+                   help="the Bayes-optimal free entropy and saddle point instead (prior, Z_0, Z_out, f_a, g_out; "
+                        "docs/how-to/bayes_optimal.md)")
     p.set_defaults(func=run)
     return p
 
@@ -32,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, flag):
             check_output_file(getattr(args, flag), flag)
     model = load_model(args.model)
+    if args.bayes:
+        return _run_bayes(args, model)
     d = Derivation(model)
     print(f"# {model.name}: {model.description}")
     print("\nTrace potential:\n  Psi_t =", d.trace_potential)
@@ -50,5 +56,33 @@ def run(args: argparse.Namespace) -> int:
         tex_path = tex_path or DERIVATIONS_DIR / f"{canonical(model.name)}.tex"
         md_path = md_path or DERIVATIONS_DIR / f"{canonical(model.name)}.md"
     for path in write_latex(d, tex_path, md_path):
+        print(f"\nwrote {path}")
+    return 0
+
+
+def _run_bayes(args: argparse.Namespace, model) -> int:
+    """``replica derive MODEL --bayes``."""
+    import sympy as sp
+
+    from ...symbolic.bayes import BayesDerivation
+    from ...symbolic.bayes_latex import write_bayes_latex
+
+    d = BayesDerivation(model)
+    out, inp = d.output, d.input
+    print(f"# {model.name}: Bayes-optimal inference (teacher fields per token K = {d.K})")
+    print(f"\nPrior: {inp.prior!r}" + (f", rho = E w^2 = {d.rho}" if d.rho is not None else ""))
+    if inp.log_z0 is not None:
+        print("  log Z_0(B, A) =", sp.sstr(inp.log_z0))
+        print("  f_a = d log Z_0 / dB =", [sp.sstr(f) for f in inp.f_a])
+    else:
+        print("  log p(w) =", inp.log_density)
+    print("\nLabel law: Z_out(y; omega, V) =", sp.sstr(out.Z))
+    print("  g_out = d log Z_out / d omega =", [sp.sstr(g) for g in out.g])
+    print("\nSaddle point: q = E[f_a f_a^T],  qhat = alpha E[sum_y Z_out g_out g_out^T]  (omega = q^(1/2) xi, V = rho - q)")
+    tex_path, md_path = args.latex, args.markdown
+    if args.write:
+        tex_path = tex_path or DERIVATIONS_DIR / f"{canonical(model.name)}_bayes.tex"
+        md_path = md_path or DERIVATIONS_DIR / f"{canonical(model.name)}_bayes.md"
+    for path in write_bayes_latex(d, tex_path, md_path):
         print(f"\nwrote {path}")
     return 0
