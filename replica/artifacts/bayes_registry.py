@@ -4,7 +4,7 @@ The module (:mod:`replica.codegen.bayes`) lives in ``<cache>/bayes/<model>-<decl
 (``<cache>``: :func:`replica.artifacts.cache.default_cache_dir`), its name carrying the declaration's and
 the Bayes-optimal generator's hashes (:mod:`replica.artifacts.freshness`, kind ``bayes``): a stale module
 is never loaded, a fresh one is imported without sympy, a missing one is generated (seconds; said on
-stderr).
+stderr when it is a terminal).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def generate_bayes(name: str, path: Path | None = None, quiet: bool = False) -> 
     model = load_model(name)
     derivation = BayesDerivation(model)  # refuses what has no Bayes-optimal free entropy, before any notice
     path = path or bayes_module_path(name)
-    if not quiet:
+    if not quiet and sys.stderr.isatty():  # on a terminal only: a script reading stderr gets one line on failure
         print(f"replica: generating the Bayes-optimal module of {model.name} (a few seconds)", file=sys.stderr)
     return write_bayes_module(derivation, path, declaration=model.declared_in)
 

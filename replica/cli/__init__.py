@@ -88,7 +88,12 @@ def _add_model_flags(p: argparse.ArgumentParser | None, rest: list[str]) -> None
         from ..artifacts.registry import load_module
 
         try:
-            module = load_module(name)
+            if "--bayes" in rest:  # the Bayes-optimal module (same parameters), not the empirical-risk one
+                from ..artifacts.bayes_registry import load_bayes
+
+                module = load_bayes(name)
+            else:
+                module = load_module(name)
         except ReplicaError:
             module = None
     add_model_flags(p, module)

@@ -54,6 +54,8 @@ V_FLOOR = 1e-300
 #: a label probability below this at a node is dropped from the output averages (its contribution is far below
 #: float resolution; g_out, a ratio of underflowing numbers, is not finite there)
 Z_DEAD = 1e-200
+#: coordinate-descent sweeps of the Bayes risk of a loss of several student fields
+RISK_SWEEPS = 12
 #: a K x K overlap whose second eigenvalue is below this (relative) is of rank one: a one-dimensional rule
 RANK_ONE = 1e-12
 #: two switch forms get their own tensor rule where their correlation matrix has eigenvalues above this
@@ -502,11 +504,6 @@ class OutputNumerics:
         if self.bm.discrete:
             best = np.max(np.stack([Z for _, Z, *_ in labs]), axis=0)
             out["classification_error"] = float(1.0 - best @ wts)
-        if self.bm.R != 1:
-            out["eps_g"] = None
-            out["eps_g_reason"] = (f"the Bayes risk of a loss of {self.bm.R} student fields (a minimum over R^{self.bm.R} "
-                                   "per test point) is not computed")
-            return out
         ys = [y for y, *_ in labs]
         ws = [Z for _, Z, *_ in labs]
         if self.bm.discrete:
@@ -518,18 +515,34 @@ class OutputNumerics:
             lo, hi = mean - 12 * sd, mean + 12 * sd
 
         def risk(h):
-            total = np.zeros(h.shape)
+            total = np.zeros(h.shape[1:])
             for y, w in zip(ys, ws):
-                total += w * np.asarray(self.bm.test_loss(h[None], y[None], self.p), dtype=float)
+                total += w * np.asarray(self.bm.test_loss(h, y[None], self.p), dtype=float)
             return total
 
-        out["eps_g"] = float(golden_minimum(risk, lo, hi) @ wts)
+        R = self.bm.R
+        h = np.zeros((R, omega.shape[1]))
+        best = risk(h)
+        # one student field: one golden-section search per node; several: coordinate descent (golden section
+        # along each field in turn) until a sweep gains nothing (a local minimum of a non-convex loss)
+        for _ in range(1 if R == 1 else RISK_SWEEPS):
+            before = best.copy()
+            for k in range(R):
+                def along(x, k=k):
+                    hh = h.copy()
+                    hh[k] = x
+                    return risk(hh)
+
+                best, h[k] = golden_minimum(along, lo, hi)
+            if np.max(np.abs(before - best)) <= 1e-13 * max(float(np.max(np.abs(best))), 1e-300):
+                break
+        out["eps_g"] = float(best @ wts)
         return out
 
 
-def golden_minimum(f, lo: np.ndarray, hi: np.ndarray, iterations: int = 90) -> np.ndarray:
-    """``min f`` on ``[lo, hi]`` per node, by golden-section search (a unimodal ``f``: the expected value of a
-    convex loss), vectorised over the nodes; the bracket shrinks by ``0.618^iterations``."""
+def golden_minimum(f, lo: np.ndarray, hi: np.ndarray, iterations: int = 90) -> tuple[np.ndarray, np.ndarray]:
+    """``(min f, argmin f)`` on ``[lo, hi]`` per node, by golden-section search (a unimodal ``f``: the expected
+    value of a convex loss), vectorised over the nodes; the bracket shrinks by ``0.618^iterations``."""
     r = (math.sqrt(5.0) - 1.0) / 2.0
     a, b = lo.astype(float).copy(), hi.astype(float).copy()
     c, d = b - r * (b - a), a + r * (b - a)
@@ -544,7 +557,11 @@ def golden_minimum(f, lo: np.ndarray, hi: np.ndarray, iterations: int = 90) -> n
         fx = f(x)
         fc, fd, c, d = (np.where(left, fx, fd), np.where(left, fc, fx), np.where(left, c_new, d),
                         np.where(left, c, d_new))
-    return np.minimum(np.minimum(fc, fd), np.minimum(f(a), f(b)))
+    cand = np.stack([fc, fd, f(a), f(b)])
+    arg = np.stack([c, d, a, b])
+    k = np.argmin(cand, axis=0)
+    idx = np.arange(cand.shape[1]) if cand.ndim == 2 else ()
+    return cand[k, idx], arg[k, idx]
 
 
 # --------------------------------------------------------------------------- the fixed point

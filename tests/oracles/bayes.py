@@ -108,12 +108,16 @@ def binary_perceptron_alpha_alg() -> float:
 
 # --------------------------------------------------------------------------- generic priors (quadrature)
 def prior_psi(density: Callable[[np.ndarray], np.ndarray] | None, A: float, pieces=(), atoms=(),
-              nodes: int = 60, hermite: int = 120) -> tuple[float, float]:
-    """``(psi_P0(A), E f_a^2)`` of a prior with a density on the intervals ``pieces`` (each ``(lo, hi)``, a
-    composite Gauss-Legendre rule of ``nodes`` points on each of 8 panels) plus point masses ``atoms``
-    (``(value, weight)``; the density is normalised to ``1 - sum of weights``): ``E_{w*} E_xi log Z_0`` with
-    ``Z_0(B) = int dP0(w) exp(B w - A w^2/2)`` as a log-sum-exp over the rule, ``xi`` on ``hermite`` panels of
-    16 Gauss-Legendre points on ``[-12, 12]`` (``A`` of order 1: every integrand is smooth on these scales)."""
+              nodes: int = 40, panels: int = 400) -> tuple[float, float]:
+    """``(psi_P0(A), E f_a^2)`` of a prior with a density on the intervals ``pieces`` (a composite Gauss-Legendre
+    rule of ``nodes`` points on each of 8 panels per interval) plus point masses ``atoms`` (``(value, weight)``;
+    the density normalised to ``1 - sum of weights``).
+
+    With ``B = A w* + sqrt(A) xi`` the law of ``B`` is ``p(B) = phi(B / sqrt A) / sqrt A * Z_0(B)`` (integrate
+    ``w*`` against the Gaussian of ``xi``: the exponent is the one of ``Z_0``), so
+    ``psi = int dB p(B) log Z_0(B)`` and ``E f_a^2 = int dB p(B) (Z_1 / Z_0)^2``: one integral over ``B``
+    (``panels`` panels of 16 Gauss-Legendre points) of ``Z_0``, ``Z_1 = int dP0(w) w exp(...)`` on the rule
+    of ``w`` (log-sum-exp)."""
     values, weights = [a for a, _ in atoms], [w for _, w in atoms]
     if density is not None:
         gx, gw = np.polynomial.legendre.leggauss(nodes)
@@ -130,17 +134,21 @@ def prior_psi(density: Callable[[np.ndarray], np.ndarray] | None, A: float, piec
         weights += list(dens)
     w = np.array(values)
     logc = np.log(np.array(weights))
-    # xi on a composite Gauss-Legendre rule (Gauss-Hermite converges slowly on tanh^2 of a line)
-    gx, gw = np.polynomial.legendre.leggauss(16)
-    edges = np.linspace(-12.0, 12.0, hermite + 1)
-    x = ((edges[:-1] + edges[1:])[:, None] / 2 + np.diff(edges)[:, None] / 2 * gx).ravel()
-    hw = (np.diff(edges)[:, None] / 2 * gw).ravel() * phi(x)
     s = math.sqrt(A)
-    B = A * w[:, None] + s * x[None, :]                                   # (teacher, xi)
-    expo = logc[None, None, :] + B[..., None] * w[None, None, :] - A * w[None, None, :] ** 2 / 2
-    top = expo.max(axis=-1, keepdims=True)
-    e = np.exp(expo - top)
-    logZ = top[..., 0] + np.log(e.sum(axis=-1))
-    fa = (e * w).sum(axis=-1) / e.sum(axis=-1)
-    pw = np.array(weights)
-    return float(pw @ (logZ @ hw)), float(pw @ ((fa ** 2) @ hw))
+    bmax = A * np.max(np.abs(w)) + 14 * s
+    gx, gw = np.polynomial.legendre.leggauss(16)
+    edges = np.linspace(-bmax, bmax, panels + 1)
+    B = ((edges[:-1] + edges[1:])[:, None] / 2 + np.diff(edges)[:, None] / 2 * gx).ravel()
+    wB = (np.diff(edges)[:, None] / 2 * gw).ravel()
+    psi = q = 0.0
+    for chunk in np.array_split(np.arange(B.size), max(1, B.size // 512)):
+        b = B[chunk]
+        expo = logc[None, :] + b[:, None] * w[None, :] - A * w[None, :] ** 2 / 2
+        top = expo.max(axis=1, keepdims=True)
+        e = np.exp(expo - top)
+        logZ = top[:, 0] + np.log(e.sum(axis=1))
+        fa = (e * w).sum(axis=1) / e.sum(axis=1)
+        pB = np.exp(-0.5 * b * b / A + logZ) / (SQRT2PI * s)
+        psi += float((wB[chunk] * pB) @ logZ)
+        q += float((wB[chunk] * pB) @ fa ** 2)
+    return psi, q
