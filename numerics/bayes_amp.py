@@ -38,7 +38,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from replica.numeric.bayes import V_FLOOR, BayesSolver, _upper
+from replica.numeric.bayes import V_FLOOR, BayesSolver, upper_entries
 from replica.numeric.bayes_model import BayesModel
 
 __all__ = ["BayesProblem", "make_bayes_problem", "BayesAMP", "state_evolution", "run_bayes_amp", "main"]
@@ -73,7 +73,7 @@ def sample_teacher(solver: BayesSolver, d: int, rng: np.random.Generator) -> np.
 def sample_labels(solver: BayesSolver, hstar: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Labels drawn from the declared law at the teacher's fields ``hstar`` (``n x K``)."""
     bm, K = solver.bm, solver.K
-    V0 = _upper(V_FLOOR * np.eye(K))
+    V0 = upper_entries(V_FLOOR * np.eye(K))
     omega = hstar.T
     if bm.discrete:
         with np.errstate(all="ignore"):
@@ -107,7 +107,7 @@ class BayesAMP:
     def g_out(self, omega: np.ndarray, V: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         bm, K = self.solver.bm, self.solver.K
         with np.errstate(all="ignore"):
-            _, g, dg = bm.output_law(omega.T, self.problem.y[None, :], _upper(V + V_FLOOR * np.eye(K)), self.solver.p)
+            _, g, dg = bm.output_law(omega.T, self.problem.y[None, :], upper_entries(V + V_FLOOR * np.eye(K)), self.solver.p)
         g = np.reshape(g, (K, -1)).T
         dg = np.reshape(dg, (K, K, -1)).transpose(2, 0, 1)
         return np.nan_to_num(g), np.nan_to_num(dg)

@@ -392,3 +392,22 @@ def test_cli_solve_and_phase_bayes_json():
     assert "alpha_spec" not in out
     bad = _cli("solve", "ridge", "--bayes", "--alpha", "1", "--param", "Delta=0")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Delta" in bad.stderr
+
+
+def test_bayes_export():
+    """The LaTeX/Markdown export of the Bayes-optimal derivation: the prior, Z_0 and f_a in closed form, Z_out and
+    g_out, the saddle point in the f_a / g_out form and the Nishimori identities; balanced environments."""
+    import re
+
+    from replica.artifacts.registry import load_model
+    from replica.symbolic.bayes import BayesDerivation
+    from replica.symbolic.bayes_latex import latex_document, markdown_document
+
+    d = BayesDerivation(load_model("binary_perceptron"))
+    tex, md = latex_document(d), markdown_document(d)
+    for env in set(re.findall(r"\\begin\{(\w+\*?)\}", tex)):
+        assert tex.count(rf"\begin{{{env}}}") == tex.count(rf"\end{{{env}}}")
+    for piece in (r"\delta(w - 1)", r"\tanh{\left(B \right)}", r"f_a f_a^\top", r"g_\mathrm{out} g_\mathrm{out}^\top",
+                  r"\Phi\left(\frac{\omega y}{\sqrt{V}}\right)", "Nishimori", r"h^{*}"):
+        assert piece in tex and piece in md, piece
+    assert "replica-artifact:" in tex.splitlines()[0]

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -105,13 +105,14 @@ def psd_sqrt(M: np.ndarray) -> np.ndarray:
     return (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
 
 
-def _upper(M: np.ndarray) -> np.ndarray:
+def upper_entries(M: np.ndarray) -> np.ndarray:
     """The independent entries of a symmetric matrix (upper triangle, row-major), node axes kept."""
     K = M.shape[0]
     return np.stack([M[i, j] for i in range(K) for j in range(i, K)])
 
 
-def _symmetric(entries: np.ndarray, K: int) -> np.ndarray:
+def from_upper_entries(entries: np.ndarray, K: int) -> np.ndarray:
+    """The symmetric ``K x K`` matrix of its independent entries (:func:`upper_entries`' inverse)."""
     out = np.empty((K, K) + np.shape(entries)[1:])
     k = 0
     for i in range(K):
@@ -230,7 +231,7 @@ class PriorNumerics:
             b = np.broadcast_to(vals.reshape((-1, 1) + (1,) * len(tail)), (wts.size, 1) + tail)
             G = np.zeros((wts.size, 1, 1) + tail)
             return c0, b, G
-        c0, b, G = self.bm.prior_terms(_upper(np.asarray(A, dtype=float)), self.p)
+        c0, b, G = self.bm.prior_terms(upper_entries(np.asarray(A, dtype=float)), self.p)
         n = self.bm.N_TERMS
         tail = np.shape(c0)[1:]
         return (np.asarray(c0, dtype=float).reshape((n,) + tail), np.asarray(b, dtype=float).reshape((n, K) + tail),
@@ -393,7 +394,7 @@ class OutputNumerics:
             ia, ib = best[k], best[k + 1]
             for _ in range(60):
                 mid = 0.5 * (a + b)
-                Z = np.exp(self.bm.output_laws(axis[:, None] * np.array([[mid]]), _upper(V), self.p)[0][:, 0])
+                Z = np.exp(self.bm.output_laws(axis[:, None] * np.array([[mid]]), upper_entries(V), self.p)[0][:, 0])
                 if Z[ia] >= Z[ib]:
                     a = mid
                 else:
@@ -441,7 +442,7 @@ class OutputNumerics:
     def labels(self, omega: np.ndarray, V: np.ndarray):
         """Per label node: ``(y, weight, log Z, g, dg)`` at the fields ``omega (K, N)``: every label value with
         weight ``Z`` (``exp(log Z)``), or Gauss-Hermite nodes of a continuous label's law (weight the rule's)."""
-        Vv = _upper(V)
+        Vv = upper_entries(V)
         out = []
         with np.errstate(all="ignore"):  # far from a switch at a tiny V: Z = 0 there, g and dg overflow
             return self._labels(omega, Vv, out)
@@ -510,7 +511,7 @@ class OutputNumerics:
             span = max(abs(v) for v in self.bm.LABEL_VALUES) + 1.0
             lo, hi = np.full(omega.shape[1], -50.0 * span), np.full(omega.shape[1], 50.0 * span)
         else:
-            mean, var = self.bm.label_law(omega, _upper(V), self.p)  # (2, N)
+            mean, var = self.bm.label_law(omega, upper_entries(V), self.p)  # (2, N)
             sd = np.sqrt(var)
             lo, hi = mean - 12 * sd, mean + 12 * sd
 
@@ -686,14 +687,14 @@ class BayesSolver:
 
     def _iterate(self, q, V, alpha, limit, accelerate):
         K, rho, tol = self.K, self.rho, self.tol
-        x = np.concatenate([_upper(q), _upper(V)])
+        x = np.concatenate([upper_entries(q), upper_entries(V)])
         history: list[np.ndarray] = []
         residuals: list[np.ndarray] = []
         best, stalled = np.inf, 0
         res = np.inf
         for it in range(1, limit + 1):
             q_new, V_new, *_ = self.step(q, V, alpha)
-            x_new = np.concatenate([_upper(q_new), _upper(V_new)])
+            x_new = np.concatenate([upper_entries(q_new), upper_entries(V_new)])
             r = x_new - x
             res = float(np.max(np.abs(r))) / max(rho, 1e-300)
             if res <= tol:
@@ -712,7 +713,7 @@ class BayesSolver:
             del history[:-5], residuals[:-5]
             x_next = _anderson(history, residuals) if use and len(history) >= 2 else x_new
             n = x.size // 2
-            q_try, V_try = _symmetric(x_next[:n], K), _symmetric(x_next[n:], K)
+            q_try, V_try = from_upper_entries(x_next[:n], K), from_upper_entries(x_next[n:], K)
             if not (_admissible(q_try, rho) and _admissible(V_try, rho)):
                 q_try, V_try, x_next = q_new, V_new, x_new
                 history.clear()
@@ -726,12 +727,12 @@ class BayesSolver:
         """The spectral radius of the map's Jacobian at ``(q, V)`` (finite differences on the independent
         entries, steps ``h rho`` kept admissible): below 1 at a fixed point the iteration reaches."""
         K, rho = self.K, self.rho
-        x = np.concatenate([_upper(q), _upper(V)])
+        x = np.concatenate([upper_entries(q), upper_entries(V)])
         n = x.size // 2
 
         def F(xv):
-            qn, Vn, *_ = self.step(_symmetric(xv[:n], K), _symmetric(xv[n:], K), alpha)
-            return np.concatenate([_upper(qn), _upper(Vn)])
+            qn, Vn, *_ = self.step(from_upper_entries(xv[:n], K), from_upper_entries(xv[n:], K), alpha)
+            return np.concatenate([upper_entries(qn), upper_entries(Vn)])
 
         f0 = F(x)
         J = np.empty((x.size, x.size))
@@ -740,7 +741,7 @@ class BayesSolver:
             step = h * rho
             e[k] = step
             xp = x + e
-            if not (_admissible(_symmetric(xp[:n], K), rho) and _admissible(_symmetric(xp[n:], K), rho)):
+            if not (_admissible(from_upper_entries(xp[:n], K), rho) and _admissible(from_upper_entries(xp[n:], K), rho)):
                 step = -step
                 xp = x - e
             J[:, k] = (F(xp) - f0) / step

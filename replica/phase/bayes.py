@@ -34,7 +34,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ConvergenceError, ParameterError
-from ..numeric.bayes import BayesPoint, BayesSolver, EPS_START, _symmetric, _upper
+from ..numeric.bayes import BayesPoint, BayesSolver, EPS_START, upper_entries
 
 #: two fixed points are the same branch when their overlaps differ by less than this (times rho)
 SAME = 1e-7
@@ -110,9 +110,9 @@ def weak_recovery_operator(solver: BayesSolver, h: float = 1e-4) -> tuple[np.nda
             en = solver.output.energetic(q, rho * np.eye(K) - q)
             A = (en.qhat1 + en.qhat1.T) / 2
             ent = solver.prior.entropic(A)
-            cols.append(_upper((ent.q + ent.q.T) / 2) / (step * rho))
+            cols.append(upper_entries((ent.q + ent.q.T) / 2) / (step * rho))
         # columns are the images of the directions; express them on the entry basis
-        P = np.array([_upper(D) for D in basis]).T
+        P = np.array([upper_entries(D) for D in basis]).T
         return np.array(cols).T @ np.linalg.inv(P)
 
     m1, m2 = response(h), response(2 * h)
@@ -373,8 +373,8 @@ def permutable(solver: BayesSolver, trials: int = 3, seed: int = 0) -> bool:
             for y in labels:
                 yy = np.full((1, 4), float(y))
                 with np.errstate(all="ignore"):
-                    a = bm.output_law(omega, yy, _upper(V), solver.p)[0]
-                    b = bm.output_law(P @ omega, yy, _upper(P @ V @ P.T), solver.p)[0]
+                    a = bm.output_law(omega, yy, upper_entries(V), solver.p)[0]
+                    b = bm.output_law(P @ omega, yy, upper_entries(P @ V @ P.T), solver.p)[0]
                 if not np.allclose(a, b, rtol=1e-10, atol=1e-12):
                     return False
     return True

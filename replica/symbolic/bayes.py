@@ -46,7 +46,7 @@ from functools import cached_property
 import sympy as sp
 
 from ..errors import DeclarationError
-from .channels import Channel, NormalCDF
+from .channels import NormalCDF
 from .model import Model
 from .priors import Density, Prior, QuadraticTerm
 from .symbols import LATEX_NAMES, symbol, symmetric_matrix

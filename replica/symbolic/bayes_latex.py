@@ -18,7 +18,7 @@ from .latex import Eq, Text, _escape, _tex_eq, tex
 
 
 def _sections(d: BayesDerivation) -> list[tuple[str, list]]:
-    m, out, inp, K = d.model, d.output, d.input, d.K
+    out, inp, K = d.output, d.input, d.K
     vec = K > 1
     w = r"w \in \mathbb{R}^{%d}" % K if vec else r"w \in \mathbb{R}"
     model = [

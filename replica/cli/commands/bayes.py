@@ -44,7 +44,8 @@ def add_phase_flags(p: argparse.ArgumentParser) -> None:
                    help="with --bayes: alpha grid on which the branches are followed (default 24, geometric)")
 
 
-def _numerics(args: argparse.Namespace, max_iter_default: int) -> tuple[float, int]:
+def _numerics(args: argparse.Namespace) -> tuple[float, int]:
+    """``--tol`` and ``--max-iter``: the Bayes-optimal defaults unless they were given."""
     tol = BAYES_TOL if args.tol == ERM_TOL else args.tol
     max_iter = BAYES_MAX_ITER if args.max_iter in ERM_MAX_ITER else args.max_iter
     return tol, max_iter
@@ -57,7 +58,7 @@ def _solver(args: argparse.Namespace):
 
     bm = load_bayes(args.model)
     params = parameters_from_args(bm, args)
-    tol, max_iter = _numerics(args, BAYES_MAX_ITER)
+    tol, max_iter = _numerics(args)
     return BayesSolver(bm, params, tol=tol, max_iter=max_iter), params
 
 
