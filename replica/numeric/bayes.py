@@ -145,6 +145,54 @@ def normal_rule(K: int, lines: list[tuple[np.ndarray, float, float]], plan: Baye
     return x[None, :], wts
 
 
+def two_dimensional(plan: BayesPlan) -> PanelPlan:
+    """The panels of each axis of a two-dimensional composite rule: half the order per panel, twice the spacing,
+    ``|t| <= 8`` (the normal density is below 1e-13 beyond), with :data:`FORM_LADDER` around the switches: ~1e4
+    nodes, refined with the plan for the error bars."""
+    p = plan.panels
+    return PanelPlan(order=max(3, p.order // 2), spacing=2 * p.spacing, cut=8.0, split=p.split)
+
+
+def nested_rule(lines: list[tuple[np.ndarray, float, float]], plan: BayesPlan) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``(2, N)`` and weights for ``E_{z ~ N(0, I_2)}`` of an integrand that switches across the lines
+    ``n . z = c`` (width ``w``): an outer composite rule along the lines' mean normal, an inner one across it per
+    outer node, whose panel boundaries sit where each line crosses that node's inner axis. The outer rule has
+    boundaries where a line sweeps through the inner Gaussian (around ``c / n_1``, on the scale
+    ``(w + |n_2|) / |n_1|``). For the test-point averages of two fields whose lines are nearly parallel (a
+    committee near its unspecialised state), where a tensor rule resolves neither."""
+    normals = np.array([np.ravel(n) for n, _, _ in lines])
+    lengths = np.linalg.norm(normals, axis=1)
+    use = lengths > 1e-300
+    if not np.any(use):
+        rule = gauss_hermite(2, plan.hermite)
+        return rule.nodes, rule.weights
+    G = sum(np.outer(n / l, n / l) for n, l in zip(normals[use], lengths[use]))
+    _, U = np.linalg.eigh(G)
+    e1, e2 = U[:, -1], U[:, 0]                       # outer axis: the lines' mean normal
+    rot = [(float(n @ e1), float(n @ e2), c, w) for (n, c, w), ok in zip(lines, use) if ok]
+    axis = two_dimensional(plan)
+    outer = [_base_grid(axis)]
+    for n1, n2, c, w in rot:
+        if abs(n1) > 1e-300:
+            outer.append(c / n1 + (w + abs(n2)) / abs(n1) * FORM_LADDER)
+    b = np.concatenate(outer)
+    b = np.unique(b[np.isfinite(b) & (np.abs(b) < axis.cut)])
+    x1, w1 = composite_normal_rule(b, axis, floor=0.0)
+    nodes, weights = [], []
+    base = _base_grid(axis)
+    for a, wa in zip(x1, w1):
+        inner = [base]
+        for n1, n2, c, w in rot:
+            if abs(n2) > 1e-300:
+                inner.append((c - n1 * a) / n2 + w / abs(n2) * FORM_LADDER)
+        bi = np.concatenate(inner)
+        bi = np.unique(bi[np.isfinite(bi) & (np.abs(bi) < axis.cut)])
+        x2, w2 = composite_normal_rule(bi, axis, floor=0.0)
+        nodes.append(a * e1[:, None] + x2[None, :] * e2[:, None])
+        weights.append(wa * w2)
+    return np.concatenate(nodes, axis=1), np.concatenate(weights)
+
+
 # --------------------------------------------------------------------------- the prior
 @dataclass
 class EntropicAverages:
@@ -420,10 +468,7 @@ class OutputNumerics:
         if np.linalg.eigvalsh(R)[0] < FORM_RULE_MIN_EIG:
             return None
         axes = []
-        plan = self.plan.panels
-        # two dimensions: half the order per panel, twice the spacing, a sparser ladder, |t| <= 8 (the normal
-        # density is below 1e-13 beyond): ~1e4 nodes, refined with the plan for the error bars
-        axis = PanelPlan(order=max(3, plan.order // 2), spacing=2 * plan.spacing, cut=8.0, split=plan.split)
+        axis = two_dimensional(self.plan)
         for k in range(2):
             w = math.sqrt(max(float(J[k] @ V @ J[k]) + self.extra[k], 0.0)) / sd[k]
             b = np.concatenate([_base_grid(axis), -self.offsets[k] / sd[k] + w * FORM_LADDER])
@@ -503,8 +548,18 @@ class OutputNumerics:
                 labs = self.labels(omega, V)
         out: dict[str, Any] = {}
         if self.bm.discrete:
-            best = np.max(np.stack([Z for _, Z, *_ in labs]), axis=0)
-            out["classification_error"] = float(1.0 - best @ wts)
+            c_omega, c_wts, c_labs = omega, wts, labs
+            if self.K == 2 and axis is None and self._form_rule(q, V) is None:
+                # the map's tensor Gauss-Hermite rule is accurate for its smooth integrands, not for the kinks of
+                # the max over labels: a nested rule across the switch lines (the Bayes risk of a smooth loss
+                # is smooth in omega and stays on the map's rule)
+                C = psd_sqrt(q)
+                lines = [(C.T @ f, -o, math.sqrt(max(float(f @ V @ f) + e, 0.0)))
+                         for f, o, e in zip(self.forms, self.offsets, self.extra)]
+                xi, c_wts = nested_rule(lines, self.plan)
+                c_labs = self.labels(C @ xi, V)
+            best = np.max(np.stack([Z for _, Z, *_ in c_labs]), axis=0)
+            out["classification_error"] = float(1.0 - best @ c_wts)
         ys = [y for y, *_ in labs]
         ws = [Z for _, Z, *_ in labs]
         if self.bm.discrete:
@@ -541,9 +596,20 @@ class OutputNumerics:
         return out
 
 
-def golden_minimum(f, lo: np.ndarray, hi: np.ndarray, iterations: int = 90) -> tuple[np.ndarray, np.ndarray]:
-    """``(min f, argmin f)`` on ``[lo, hi]`` per node, by golden-section search (a unimodal ``f``: the expected
-    value of a convex loss), vectorised over the nodes; the bracket shrinks by ``0.618^iterations``."""
+def golden_minimum(f, lo: np.ndarray, hi: np.ndarray, iterations: int = 70, scan: int = 121
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``(min f, argmin f)`` on ``[lo, hi]`` per node, vectorised over the nodes: the best of ``scan`` points
+    (dense near the middle of the bracket, sinh-spaced), then golden-section search between its neighbours
+    (``f`` unimodal there: the expected value of a convex loss, or of a saturating one such as ``tanh``, whose
+    plateaus would mislead a golden search over the whole bracket)."""
+    grid = np.sinh(np.linspace(-5.0, 5.0, scan)) / math.sinh(5.0)
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    pts = mid[None, :] + half[None, :] * grid[:, None]
+    vals = np.stack([f(p) for p in pts])
+    k = np.argmin(vals, axis=0)
+    cols = np.arange(vals.shape[1])
+    lo = pts[np.maximum(k - 1, 0), cols]
+    hi = pts[np.minimum(k + 1, scan - 1), cols]
     r = (math.sqrt(5.0) - 1.0) / 2.0
     a, b = lo.astype(float).copy(), hi.astype(float).copy()
     c, d = b - r * (b - a), a + r * (b - a)

@@ -162,8 +162,8 @@ def continuous_label(model: Model) -> tuple[sp.Expr, sp.Expr, sp.Symbol]:
 def output_law(model: Model, K: int) -> OutputLaw:
     """The :class:`OutputLaw` of ``model``'s label (see the module docstring)."""
     hs = list(model.hstar)
-    omega = [symbol(f"omega_{k + 1}", rf"\omega_{{{k + 1}}}") for k in range(K)] if K > 1 else \
-        [symbol("omega", r"\omega")]
+    # named omega_k in code (a bare "omega" is the attention study's parameter name), spelled omega in LaTeX
+    omega = [symbol(f"omega_{k + 1}", rf"\omega_{{{k + 1}}}" if K > 1 else r"\omega") for k in range(K)]
     V = symmetric_matrix("V", K)
     ch = model.channel
     if ch is not None:
