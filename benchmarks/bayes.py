@@ -38,7 +38,7 @@ def _fresh(args: list[str]) -> tuple[float, dict]:
 def point() -> list[dict]:
     """Warm Bayes-optimal points against the scipy oracle of the same point."""
     sys.path.insert(0, str(ROOT))
-    from replica.artifacts.bayes_registry import load_bayes
+    from replica.registry.bayes import load_bayes
     from replica.numeric.bayes import BayesSolver, with_error_bars
     from tests.oracles import bayes as oracle
 

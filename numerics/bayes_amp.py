@@ -162,7 +162,7 @@ def run_bayes_amp(model: str | BayesModel, alpha: float, d: int = 2000, seeds: i
     (the trace over units for ``K > 1``), against the state evolution after as many iterations and its
     fixed point from the uninformed start."""
     if isinstance(model, str):
-        from replica.artifacts.bayes_registry import load_bayes
+        from replica.registry.bayes import load_bayes
 
         model = load_bayes(model)
     solver = BayesSolver(model, parameters)

@@ -11,7 +11,7 @@ import sympy as sp
 from replica import (L2, Density, DiscreteLabel, Domain, Gaussian, GaussBernoulli, Model, Rademacher, Sign, TokenStatistics,
                      fields, parameter, symbol, teacher_fields)
 from replica.errors import DeclarationError, ParameterError
-from replica.artifacts.bayes_registry import bayes_model
+from replica.registry.bayes import bayes_model
 from replica.numeric.bayes import BayesPlan, BayesSolver, with_error_bars
 from replica.numeric.kinks import PanelPlan
 from tests.oracles import bayes as oracle
@@ -211,7 +211,7 @@ def test_output_potential_derivative_and_stationarity(sign_binary):
 def test_erm_ridge_at_lambda_delta_is_bayes_optimal(ridge_bo):
     """Ridge with lambda = Delta and a Gaussian teacher is the posterior mean: its test error equals the
     Bayes-optimal one (the empirical-risk solver, an independent code path)."""
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.numeric.solver import Solver
 
     module = load_module("ridge")
@@ -299,7 +299,7 @@ def test_erm_refuses_a_prior_it_would_misrepresent():
 # --------------------------------------------------------------------------- committees
 @pytest.fixture(scope="module")
 def committee():
-    from replica.artifacts.bayes_registry import load_bayes
+    from replica.registry.bayes import load_bayes
 
     return load_bayes("committee_sign")
 
@@ -399,7 +399,7 @@ def test_bayes_export():
     g_out, the saddle point in the f_a / g_out form and the Nishimori identities; balanced environments."""
     import re
 
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
     from replica.symbolic.bayes import BayesDerivation
     from replica.symbolic.bayes_latex import latex_document, markdown_document
 

@@ -29,23 +29,23 @@ COMMITTEE = "committee_sign"
 
 
 def _erm(name: str, alphas: Sequence[float], key: str) -> list[float | None]:
-    from ..artifacts.registry import load_module
     from ..errors import ReplicaError
-    from ..numeric.solver import Solver
+    from ..numeric.point import PointOptions, solve_point
+    from ..registry import load_module
 
     module = load_module(name)
-    solver = Solver(module, {})
+    options = PointOptions(error_bars=False, replicon=False, companion_residual=False)
     out = []
     for a in alphas:
         try:
-            out.append(float(solver.solve_best(a).observables[key]))
+            out.append(float(solve_point(module, {}, a, options).fp.observables[key]))
         except ReplicaError:
             out.append(None)
     return out
 
 
 def _bayes(name: str, alphas: Sequence[float], key: str) -> list[float | None]:
-    from ..artifacts.bayes_registry import load_bayes
+    from ..registry.bayes import load_bayes
     from ..errors import ReplicaError
     from ..numeric.bayes import BayesSolver
 
@@ -106,7 +106,7 @@ def committee_figure(out: Path, alphas: Sequence[float], dpi: int, say, erm_poin
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..artifacts.bayes_registry import load_bayes
+    from ..registry.bayes import load_bayes
     from ..numeric.bayes import BayesSolver
     from ..phase.bayes import alpha_spec, unspecialised_point
 

@@ -1,9 +1,9 @@
 """The typed interface of a generated Bayes-optimal module (:mod:`replica.codegen.bayes`).
 
 :class:`BayesModel` is the module read once and checked: its metadata, and the vectorised functions
-built from its kernels with :func:`replica.numeric.generated_model.vectorised` (outputs allocated at the
+built from its kernels with :func:`replica.interface.generated_model.vectorised` (outputs allocated at the
 broadcast shape of the node arguments). This module also defines the array helpers the kernels call
-(those of :mod:`replica.numeric.generated_model`, plus ``_log_ndtr``). No sympy.
+(those of :mod:`replica.interface.generated_model`, plus ``_log_ndtr``). No sympy.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import ParameterError
-from .generated_model import _bvn, _erfc, _exp, _ndtr, _where, vectorised  # noqa: F401  (kernel helpers)
+from ..interface.generated_model import _bvn, _erfc, _exp, _ndtr, _where, vectorised  # noqa: F401  (kernel helpers)
 
 
 def _log_ndtr(u):

@@ -3,7 +3,9 @@
 The flags are added to the ``solve`` and ``phase`` parsers (:func:`add_solve_flags`, :func:`add_phase_flags`);
 with ``--bayes`` those commands hand over to :func:`run_solve` / :func:`run_phase` before loading the
 empirical-risk module. The model's Bayes-optimal module is generated into the cache on first use
-(:mod:`replica.artifacts.bayes_registry`).
+(:mod:`replica.registry.bayes`). The command line loads it once, while it parses (``args.generated_model``);
+the empirical-risk solve beside a point loads the model's other module and goes through the one pipeline
+(:func:`replica.numeric.point.solve_point`).
 """
 from __future__ import annotations
 
@@ -52,11 +54,15 @@ def _numerics(args: argparse.Namespace) -> tuple[float, int]:
 
 
 def _solver(args: argparse.Namespace):
-    from ...artifacts.bayes_registry import load_bayes
     from ...numeric.bayes import BayesSolver
-    from ...numeric.parameter_flags import parameters_from_args
+    from ...numeric.bayes_model import BayesModel
+    from ..flags import parameters_from_args
 
-    bm = load_bayes(args.model)
+    bm = getattr(args, "generated_model", None)
+    if not isinstance(bm, BayesModel):  # parsed otherwise than by replica.cli.parse
+        from ...registry.bayes import load_bayes
+
+        bm = load_bayes(args.model)
     params = parameters_from_args(bm, args)
     tol, max_iter = _numerics(args)
     return BayesSolver(bm, params, tol=tol, max_iter=max_iter), params
@@ -91,12 +97,13 @@ def run_solve(args: argparse.Namespace) -> int:
 def _erm_beside(args, params, point) -> tuple[dict | None, str | None]:
     """The empirical-risk solve of the same point (its test error and classification error beside the
     Bayes-optimal ones), or ``None`` and why."""
-    from ...artifacts.registry import load_module
-    from ...numeric.solver import Solver
+    from ...numeric.point import PointOptions, solve_point
+    from ...registry import load_module
 
     try:
         module = load_module(args.model)
-        fp = Solver(module, params).solve_best(args.alpha)
+        fp = solve_point(module, params, args.alpha, PointOptions(error_bars=False, replicon=False,
+                                                                   companion_residual=False)).fp
     except ReplicaError as exc:
         return None, f"the empirical-risk solve failed: {exc}"
     erm = {"eps_g": fp.observables.get("eps_g"), "converged": bool(getattr(fp, "converged", True))}
