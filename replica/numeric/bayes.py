@@ -548,7 +548,7 @@ class OutputNumerics:
                 labs = self.labels(omega, V)
         out: dict[str, Any] = {}
         if self.bm.discrete:
-            c_omega, c_wts, c_labs = omega, wts, labs
+            c_wts, c_labs = wts, labs
             if self.K == 2 and axis is None and self._form_rule(q, V) is None:
                 # the map's tensor Gauss-Hermite rule is accurate for its smooth integrands, not for the kinks of
                 # the max over labels: a nested rule across the switch lines (the Bayes risk of a smooth loss
@@ -738,13 +738,15 @@ class BayesSolver:
         t0 = time.perf_counter()
         q, V = start if start is not None else self.start(branch)
         limit = max_iter or self.max_iter
-        q, V, it, res = self._iterate(np.array(q, dtype=float), np.array(V, dtype=float), alpha, limit, True)
-        radius = self.spectral_radius(q, V, alpha)
+        q, V, it, res, ratio, accelerated = self._iterate(np.array(q, dtype=float), np.array(V, dtype=float), alpha,
+                                                          limit, True)
+        # plain iterations converge only to a stable fixed point; an accelerated end is checked
+        radius = self.spectral_radius(q, V, alpha) if accelerated else ratio
         if radius > 1.0:
             q0, V0 = start if start is not None else self.start(branch)
-            q, V, extra, res = self._iterate(np.array(q0, dtype=float), np.array(V0, dtype=float), alpha, limit, False)
+            q, V, extra, res, radius, _ = self._iterate(np.array(q0, dtype=float), np.array(V0, dtype=float), alpha,
+                                                        limit, False)
             it += extra
-            radius = self.spectral_radius(q, V, alpha)
         point = self.evaluate(q, V, alpha, branch)
         point.iterations, point.residual, point.converged = it, res, True
         point.contraction = radius
@@ -757,14 +759,15 @@ class BayesSolver:
         history: list[np.ndarray] = []
         residuals: list[np.ndarray] = []
         best, stalled = np.inf, 0
-        res = np.inf
+        res, ratio, accelerated = np.inf, 0.0, False
         for it in range(1, limit + 1):
             q_new, V_new, *_ = self.step(q, V, alpha)
             x_new = np.concatenate([upper_entries(q_new), upper_entries(V_new)])
             r = x_new - x
-            res = float(np.max(np.abs(r))) / max(rho, 1e-300)
+            res_prev, res = res, float(np.max(np.abs(r))) / max(rho, 1e-300)
+            ratio = res / res_prev if np.isfinite(res_prev) and res_prev > 0 else 0.0
             if res <= tol:
-                return q_new, V_new, it, res
+                return q_new, V_new, it, res, ratio, accelerated
             if res < 0.5 * best:
                 best, stalled = res, 0
             else:
@@ -778,6 +781,7 @@ class BayesSolver:
             residuals.append(r)
             del history[:-5], residuals[:-5]
             x_next = _anderson(history, residuals) if use and len(history) >= 2 else x_new
+            accelerated = accelerated or x_next is not x_new
             n = x.size // 2
             q_try, V_try = from_upper_entries(x_next[:n], K), from_upper_entries(x_next[n:], K)
             if not (_admissible(q_try, rho) and _admissible(V_try, rho)):

@@ -165,7 +165,7 @@ def _bisect_jump(solver: BayesSolver, lo: float, hi: float, xtol: float) -> tupl
     below = _solve(solver, lo, "uninformed")
     while hi - lo > xtol * hi:
         mid = 0.5 * (lo + hi)
-        u = _solve(solver, mid, "uninformed", start=(below.q, below.V) if below is not None else None)
+        u = _solve(solver, mid, "uninformed", start=_seeded(below) if below is not None else None)
         i = _solve(solver, mid, "informed")
         jumped = u is None or i is None or _same(u, i)
         if jumped:
@@ -293,9 +293,17 @@ def thresholds(solver: BayesSolver, alpha_min: float = 0.05, alpha_max: float = 
 
 
 def _warm(points: list) -> tuple[np.ndarray, np.ndarray] | None:
-    """The last uninformed fixed point as the next start (the branch moves continuously until it jumps)."""
+    """The last uninformed fixed point as the next start (the branch moves continuously until it jumps), with the
+    uninformed start's seed ``EPS_START rho I`` added: a committee's unspecialised state is exactly invariant,
+    and the seed is what lets the iteration leave it where it has become unstable, as from a random start."""
     last = points[-1] if points else None
-    return (last.q, last.V) if last is not None else None
+    return _seeded(last) if last is not None else None
+
+
+def _seeded(p: BayesPoint) -> tuple[np.ndarray, np.ndarray]:
+    K = p.q.shape[0]
+    q = np.minimum(p.q + EPS_START * p.rho * np.eye(K), p.rho)
+    return q, p.rho * np.eye(K) - q
 
 
 def _crossing(out: BayesThresholds, solver: BayesSolver, fine: BayesSolver, grid, unin, inf, distinct) -> None:
