@@ -78,7 +78,7 @@ def main(argv=None) -> int:
         return 0
     for r in out["point"]:
         print(f"point {r['model']:<18} {r['seconds']:.3f} s warm (target <= 1 s); oracle {r['oracle_seconds']:.2f} s "
-              f"(x{r['ratio']:.0f}); |q - q_oracle| = {r['deviation']:.1e}")
+              f"(x{r['ratio']:.2g}); |q - q_oracle| = {r['deviation']:.1e}")
     ph = out["phase"]
     print(f"replica phase binary_perceptron --bayes: {ph['seconds']:.1f} s fresh (target <= 60 s), one solve "
           f"{ph['baseline_seconds']:.1f} s (x{ph['ratio']:.1f}); alpha_it = {ph['alpha_it']:.6f}, alpha_alg = "
