@@ -56,8 +56,9 @@ class BayesProblem:
 
 
 def sample_teacher(solver: BayesSolver, d: int, rng: np.random.Generator) -> np.ndarray:
-    """``d`` teacher rows from the prior's mixture components (a density prior: its grid nodes, jittered
-    uniformly within their panels' resolution is not attempted -- the grid is the law integrated)."""
+    """``d`` teacher rows from the prior's mixture components. A prior written as a density is sampled on the
+    grid the state evolution integrates (its nodes with their weights), so AMP and the state evolution see
+    the same law."""
     pn = solver.prior
     which = rng.choice(pn.weights.size, size=d, p=pn.weights / pn.weights.sum())
     K = solver.K

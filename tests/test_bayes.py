@@ -350,7 +350,7 @@ def test_committee_alpha_spec(committee):
 @pytest.mark.parametrize("alpha", [0.5, 1.0, 2.5])
 def test_bayes_amp_follows_state_evolution(sign_gauss, alpha):
     """Sum-product GAMP at d = 2000 over 6 seeds: the mean overlap W^T W*/d agrees with the state evolution's
-    fixed point within 3 standard errors (and within 0.02 absolutely), and q = m (Nishimori) per run."""
+    fixed point within 3 standard errors (+ 1e-3 for the O(1/d) bias), and q = m (Nishimori) per run."""
     from numerics.bayes_amp import BayesAMP, make_bayes_problem
 
     solver = BayesSolver(sign_gauss)
@@ -361,6 +361,20 @@ def test_bayes_amp_follows_state_evolution(sign_gauss, alpha):
     assert abs(m.mean() - ref) <= 3 * se + 1e-3, (m.mean(), se, ref)
     for r in runs:
         assert abs(r["q"][0, 0] - r["m"][0, 0]) < 0.05
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["binary_perceptron", "committee_sign"])
+def test_bayes_amp_follows_state_evolution_beyond_the_gaussian_glm(name):
+    """The same check for a +-1 prior (the tanh denoiser) and a two-unit committee (matrix ``g_out`` of a
+    three-valued label), at alpha = 1 (below the binary perceptron's jump and the committee's specialisation),
+    through ``run_bayes_amp``: d = 2000, 6 seeds, the mean overlap within 3 standard errors (+ 1e-3 for the
+    O(1/d) bias) of the fixed point, and q = m (Nishimori). Measured: 1.4 and 0.3 standard errors."""
+    from numerics.bayes_amp import run_bayes_amp
+
+    r = run_bayes_amp(name, 1.0, d=2000, seeds=6)
+    assert abs(r["m"] - r["fixed_point"]) <= 3 * r["m_se"] + 1e-3, r
+    assert abs(r["q"] - r["m"]) < 0.05, r
 
 
 # --------------------------------------------------------------------------- the command line
