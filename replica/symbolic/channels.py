@@ -241,12 +241,13 @@ class Channel:
                 raise DeclarationError(f"channel: parameter {s} is not declared in Model(parameters=...)")
 
 
-def _numeric(expr: sp.Expr, params: dict[str, float] | None) -> float:
+def _numeric(expr: sp.Expr, params: dict[str, float] | None, what: str = "channel") -> float:
+    """``expr`` at the parameter values ``params``; a symbol left without a value is an error naming ``what``."""
     val = sp.sympify(expr)
     if params:
         val = val.subs({s: params[s.name] for s in val.free_symbols if s.name in params})
     if val.free_symbols:
-        raise ValueError(f"channel: give values for {sorted(map(str, val.free_symbols))}")
+        raise ValueError(f"{what}: give values for {sorted(map(str, val.free_symbols))}")
     return float(val)
 
 

@@ -38,6 +38,7 @@ import numpy as np
 import sympy as sp
 
 from ..errors import DeclarationError
+from .channels import _numeric as _numeric_value
 from .symbols import symbol
 
 #: the weight variable of a prior's density (its LaTeX spelling: ``w``)
@@ -237,12 +238,7 @@ def _name_of(expr: sp.Expr, fallback: str) -> str:
 
 
 def _numeric(expr, params: dict[str, float] | None) -> float:
-    val = sp.sympify(expr)
-    if params:
-        val = val.subs({s: params[s.name] for s in val.free_symbols if s.name in params})
-    if val.free_symbols:
-        raise ValueError(f"prior: give values for {sorted(map(str, val.free_symbols))}")
-    return float(val)
+    return _numeric_value(expr, params, "prior")
 
 
 @dataclass(repr=False)

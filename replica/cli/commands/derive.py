@@ -51,13 +51,7 @@ def run(args: argparse.Namespace) -> int:
     print("\nSaddle-point equations (energetic side; dPsi_y/dx = -E[dF/dx at h = argmin F]):")
     for eq in d.saddle_point.energetic:
         print(f"  {eq.lhs} = {sp.sstr(eq.rhs)}")
-    tex_path, md_path = args.latex, args.markdown
-    if args.write:
-        tex_path = tex_path or DERIVATIONS_DIR / f"{canonical(model.name)}.tex"
-        md_path = md_path or DERIVATIONS_DIR / f"{canonical(model.name)}.md"
-    for path in write_latex(d, tex_path, md_path):
-        print(f"\nwrote {path}")
-    return 0
+    return _write_exports(args, model.name, lambda tex, md: write_latex(d, tex, md))
 
 
 def _run_bayes(args: argparse.Namespace, model) -> int:
@@ -79,10 +73,15 @@ def _run_bayes(args: argparse.Namespace, model) -> int:
     print("\nLabel law: Z_out(y; omega, V) =", sp.sstr(out.Z))
     print("  g_out = d log Z_out / d omega =", [sp.sstr(g) for g in out.g])
     print("\nSaddle point: q = E[f_a f_a^T],  qhat = alpha E[sum_y Z_out g_out g_out^T]  (omega = q^(1/2) xi, V = rho - q)")
+    return _write_exports(args, model.name, lambda tex, md: write_bayes_latex(d, tex, md), "_bayes")
+
+
+def _write_exports(args: argparse.Namespace, name: str, write, suffix: str = "") -> int:
+    """The exports asked for (``--latex``, ``--markdown``; ``--write``: both, beside the declarations)."""
     tex_path, md_path = args.latex, args.markdown
     if args.write:
-        tex_path = tex_path or DERIVATIONS_DIR / f"{canonical(model.name)}_bayes.tex"
-        md_path = md_path or DERIVATIONS_DIR / f"{canonical(model.name)}_bayes.md"
-    for path in write_bayes_latex(d, tex_path, md_path):
+        tex_path = tex_path or DERIVATIONS_DIR / f"{canonical(name)}{suffix}.tex"
+        md_path = md_path or DERIVATIONS_DIR / f"{canonical(name)}{suffix}.md"
+    for path in write(tex_path, md_path):
         print(f"\nwrote {path}")
     return 0
