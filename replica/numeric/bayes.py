@@ -743,23 +743,37 @@ class BayesSolver:
         # plain iterations converge only to a stable fixed point; an accelerated end is checked
         radius = self.spectral_radius(q, V, alpha) if accelerated else ratio
         if radius > 1.0:
+            # plain steps from the start pass by the unstable point and leave it along its unstable direction;
+            # they are accelerated again only once they have left it and converge elsewhere (a committee's
+            # specialised state contracts slowly: ~130 plain steps at alpha = 3). An accelerated end that is
+            # unstable again is redone with plain steps only.
             q0, V0 = start if start is not None else self.start(branch)
-            q, V, extra, res, radius, _ = self._iterate(np.array(q0, dtype=float), np.array(V0, dtype=float), alpha,
-                                                        limit, False)
+            x0 = (np.array(q0, dtype=float), np.array(V0, dtype=float))
+            avoid = np.concatenate([upper_entries(q), upper_entries(V)])
+            q, V, extra, res, radius, accelerated = self._iterate(*x0, alpha, limit, True, avoid=avoid)
             it += extra
+            if accelerated:
+                radius = self.spectral_radius(q, V, alpha)
+                if radius > 1.0:
+                    q, V, extra, res, radius, _ = self._iterate(*x0, alpha, limit, False)
+                    it += extra
         point = self.evaluate(q, V, alpha, branch)
         point.iterations, point.residual, point.converged = it, res, True
         point.contraction = radius
         point.seconds = time.perf_counter() - t0
         return point
 
-    def _iterate(self, q, V, alpha, limit, accelerate):
+    def _iterate(self, q, V, alpha, limit, accelerate, avoid: np.ndarray | None = None):
+        """Iterate the map from ``(q, V)``: ``(q, V, iterations, residual, last residual ratio, accelerated)``.
+        With ``avoid`` (an unstable fixed point's independent entries) acceleration waits until the iterates
+        have left it: ten times farther than their closest approach, residuals falling for three steps."""
         K, rho, tol = self.K, self.rho, self.tol
         x = np.concatenate([upper_entries(q), upper_entries(V)])
         history: list[np.ndarray] = []
         residuals: list[np.ndarray] = []
         best, stalled = np.inf, 0
         res, ratio, accelerated = np.inf, 0.0, False
+        closest, falling, away = np.inf, 0, avoid is None
         for it in range(1, limit + 1):
             q_new, V_new, *_ = self.step(q, V, alpha)
             x_new = np.concatenate([upper_entries(q_new), upper_entries(V_new)])
@@ -768,11 +782,20 @@ class BayesSolver:
             ratio = res / res_prev if np.isfinite(res_prev) and res_prev > 0 else 0.0
             if res <= tol:
                 return q_new, V_new, it, res, ratio, accelerated
+            if not away:
+                dist = float(np.max(np.abs(x_new - avoid)))
+                closest = min(closest, dist)
+                falling = falling + 1 if dist > 10 * closest and ratio < 1.0 else 0
+                if falling >= 3:
+                    away = True
+                    history.clear()
+                    residuals.clear()
+                    best, stalled = res, 0
             if res < 0.5 * best:
                 best, stalled = res, 0
             else:
                 stalled += 1
-            use = accelerate and res < ANDERSON_FROM and stalled < 10
+            use = accelerate and away and res < ANDERSON_FROM and stalled < 10
             if stalled >= 10:  # acceleration is not helping: plain steps for a while
                 history.clear()
                 residuals.clear()
