@@ -14,7 +14,7 @@ import sympy as sp
 from replica import L2, DiscreteLabel, Domain, Model, TokenStatistics, fields, parameter, teacher_fields
 
 h, hs = fields(1, 2), teacher_fields(1, 2)
-lam = parameter("lam", r"\lambda")
+lam = parameter("lam", r"\lambda", "strength of the $\\ell_2$ penalty")
 channel = DiscreteLabel(sp.sign(sp.sign(hs[0, 0]) + sp.sign(hs[0, 1])))
 y = channel.label
 
