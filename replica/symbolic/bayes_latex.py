@@ -7,14 +7,13 @@ identities and what is reported. Same layout as the empirical-risk export (:mod:
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import sympy as sp
 
 from ..artifacts.freshness import current_stamp
 from .bayes import BayesDerivation
-from .latex import Eq, Text, _escape, _tex_eq, tex
+from .latex import Eq, Text, _escape, _tex_eq, markdown_item, tex, write_documents
 
 
 def _sections(d: BayesDerivation) -> list[tuple[str, list]]:
@@ -113,22 +112,11 @@ def markdown_document(d: BayesDerivation) -> str:
     for title, items in _sections(d):
         out += [f"## {title}", ""]
         for it in items:
-            if isinstance(it, Text):
-                out += [re.sub(r"\\textit\{([^}]*)\}", r"*\1*", it.text), ""]
-            else:
-                rel = f" &{it.rel} " if it.rel else " & "
-                out += ["$$", r"\begin{aligned}", it.lhs + rel + it.rows[0], r"\end{aligned}", "$$", ""]
+            out += markdown_item(it)
     return "\n".join(out)
 
 
 def write_bayes_latex(d: BayesDerivation, tex_path: str | Path | None = None, md_path: str | Path | None = None
                       ) -> list[Path]:
     """Write the ``.tex`` and/or ``.md`` export of the Bayes-optimal derivation; returns the written paths."""
-    from ..artifacts.outputs import atomic_write_text
-
-    written = []
-    if tex_path is not None:
-        written.append(atomic_write_text(tex_path, latex_document(d)))
-    if md_path is not None:
-        written.append(atomic_write_text(md_path, markdown_document(d)))
-    return written
+    return write_documents(tex_path, lambda: latex_document(d), md_path, lambda: markdown_document(d))
