@@ -162,7 +162,7 @@ def test_prior_potential_and_derivatives(name):
                                                           "name": f"prior_{name}"}))
     solver = BayesSolver(bm)
     pn = solver.prior
-    tol = 1e-9 if name != "laplace" else 3e-7  # the Laplace kink: the density grid converges algebraically
+    tol = 1e-9  # the rules' error, measured: <= 2e-12 for every prior here (the Laplace kink is a panel boundary)
     for A in (0.4, 2.5):
         ent = pn.entropic(np.array([[A]]))
         psi = ent.psi_c + 0.5 * A * pn.rho
