@@ -1009,6 +1009,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--trace", action="store_true", help="include the per-iteration summary statistics")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--sum-product", action="store_true",
+                   help="Bayes-optimal AMP instead (the declared prior's posterior-mean denoiser and the declared "
+                        "label law's g_out), against its state evolution: numerics/bayes_amp.py, whose flags apply")
     module = None
     name = peek_positional(p, list(argv)) if argv is not None else None
     if name is not None:
@@ -1028,6 +1031,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .checks import run_cli
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    if "--sum-product" in argv:  # the Bayes-optimal (sum-product) mode
+        from .bayes_amp import main as sum_product
+
+        return sum_product([a for a in argv if a != "--sum-product"])
     return run_cli(build_parser(argv), _run, argv)  # SIGTERM ends like Ctrl-C: one line, no traceback
 
 

@@ -43,7 +43,10 @@ ROOT = LIBRARY.parent
 GENERATOR_PACKAGES = ("symbolic", "codegen")
 #: where each kind of artifact is written from: the code generator's package for a module, the LaTeX
 #: writer for an export (file names); its hash covers these and what they import from the packages
-WRITERS = {"module": ("codegen/",), "export": ("latex.py",)}
+WRITERS = {"module": ("codegen/",), "export": ("latex.py",), "bayes": ("codegen/bayes.py", "bayes_latex.py")}
+#: writer files that do not decide an artifact kind although its prefix covers them (the Bayes-optimal
+#: module's writer is not the empirical-risk module's)
+NOT_WRITERS = {"module": ("codegen/bayes.py",)}
 
 STAMP = re.compile(r"replica-artifact: version=(\S+) declaration=(\S+) generator=(\S+)")
 
@@ -87,7 +90,8 @@ def generator_files(kind: str = "module") -> list[Path]:
     pool = _package_files()
     lib = str(LIBRARY) + os.sep
     todo = [f for f in pool if any(f[len(lib):].replace(os.sep, "/").startswith(w) or os.path.basename(f) == w
-                                   for w in WRITERS[kind])]
+                                   for w in WRITERS[kind])
+            and f[len(lib):].replace(os.sep, "/") not in NOT_WRITERS.get(kind, ())]
     seen = set(todo)
     while todo:
         f = todo.pop()

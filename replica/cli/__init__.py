@@ -128,7 +128,12 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Name
         from ..registry import load_module
 
         try:
-            module = load_module(name)
+            if "--bayes" in rest:  # the Bayes-optimal module (same parameters), not the empirical-risk one
+                from ..registry.bayes import load_bayes
+
+                module = load_bayes(name)
+            else:
+                module = load_module(name)
         except ReplicaError:
             if not wants_help:  # the command cannot run without it: say why, in one line
                 raise

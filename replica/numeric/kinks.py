@@ -82,17 +82,18 @@ class PanelPlan:
         return f"order={self.order}, spacing={self.spacing:g}, cut={self.cut:g}, split={self.split}"
 
 
-def composite_normal_rule(breaks: np.ndarray, plan: PanelPlan) -> tuple[np.ndarray, np.ndarray]:
+def composite_normal_rule(breaks: np.ndarray, plan: PanelPlan, floor: float = 1e-14) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights for ``E_{xi ~ N(0,1)} f(xi)`` on ``[-cut, cut]``: Gauss--Legendre on every
     panel between consecutive ``breaks`` (sorted, inside ``[-cut, cut]``), the normal density in
-    the weights."""
+    the weights. Panels narrower than ``floor`` relative to their position are dropped (0: every panel
+    kept, for a transition of width ``1e-150`` around ``xi = 0``)."""
     b = np.unique(np.concatenate([[-plan.cut, plan.cut],
                                   np.clip(breaks[np.isfinite(breaks)], -plan.cut, plan.cut)]))
     if plan.split > 1:
         t = np.arange(plan.split) / plan.split
         b = np.unique(np.concatenate([(b[:-1, None] + t[None, :] * np.diff(b)[:, None]).ravel(), b[-1:]]))
     a, c = b[:-1], b[1:]
-    keep = c - a > 1e-14 * (1.0 + np.abs(a))
+    keep = c - a > floor * (1.0 + np.abs(a))
     a, c = a[keep], c[keep]
     x, w = legendre_1d(plan.order)
     half, mid = 0.5 * (c - a), 0.5 * (c + a)

@@ -25,13 +25,17 @@ transitions a quadrature must resolve, :meth:`Channel.transitions`) and its samp
 * :class:`Thresholds` -- ``y = k`` for ``t_k < u < t_{k+1}`` (ordinal labels ``0..K``), optionally
   with Gaussian noise of variance ``Delta`` on ``u`` (ordered probit);
 * :class:`Argmax` -- ``y = argmax_k u_k`` over two or three classes (labels ``0, .., K-1``; three
-  through the bivariate normal CDF :class:`BivariateNormalCDF`).
+  through the bivariate normal CDF :class:`BivariateNormalCDF`);
+* :class:`DiscreteLabel` -- any piecewise-constant sympy expression of the teacher fields, e.g. the
+  committee machine's ``sign(sign(h*_1) + sign(h*_2))``, its law integrated over the sign patterns of
+  the (at most two) affine forms it switches on.
 
 A continuous label (``y = h* + sqrt(Delta) z``, any ``y = g(h*, noise)``) needs no channel: it is
 written into the loss directly and averaged in the integrand, as before.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import ClassVar, Sequence
 
@@ -245,12 +249,13 @@ class Channel(Factor):
                 raise DeclarationError(f"channel: parameter {s} is not declared in Model(parameters=...)")
 
 
-def _numeric(expr: sp.Expr, params: dict[str, float] | None) -> float:
+def _numeric(expr: sp.Expr, params: dict[str, float] | None, what: str = "channel") -> float:
+    """``expr`` at the parameter values ``params``; a symbol left without a value is an error naming ``what``."""
     val = sp.sympify(expr)
     if params:
         val = val.subs({s: params[s.name] for s in val.free_symbols if s.name in params})
     if val.free_symbols:
-        raise ValueError(f"channel: give values for {sorted(map(str, val.free_symbols))}")
+        raise ValueError(f"{what}: give values for {sorted(map(str, val.free_symbols))}")
     return float(val)
 
 
@@ -480,6 +485,252 @@ class Argmax(Channel):
         # u^*: the teacher's forms (the student's logits, where a loss has them, are u)
         names = ", ".join(f"u^{{*}}_{{{k}}}" for k in self.values)
         return rf"{tex(self.label)} = \operatorname{{argmax}}_k u^{{*}}_k, \quad ({names}) = ({forms})"
+
+
+#: functions whose value is constant between the zeros of their (linear) argument
+_SWITCHES = (sp.sign, sp.Heaviside)
+
+
+def _switch_atoms(expr: sp.Expr) -> list[sp.Basic]:
+    """The innermost switching subexpressions of ``expr``: ``sign(u)``, ``Heaviside(u)`` and relations
+    ``u > v`` (inside ``Piecewise`` conditions, ``And``/``Or``) whose arguments contain no other switch."""
+    out: list[sp.Basic] = []
+
+    def walk(e: sp.Basic) -> bool:  # whether e contains a switch
+        inner = [walk(a) for a in e.args] if e.args else []
+        has = any(inner)
+        if isinstance(e, _SWITCHES) or (isinstance(e, sp.core.relational.Relational) and not
+                                        isinstance(e, (sp.Eq, sp.Ne))):
+            if not has and e not in out:
+                out.append(e)
+            return True
+        if isinstance(e, (sp.Eq, sp.Ne)):
+            raise DeclarationError(f"channel: the label uses the condition {e}, an event of probability zero; "
+                                   "write it with sign, Heaviside or strict inequalities")
+        return has
+
+    walk(sp.sympify(expr))
+    return out
+
+
+def _switch_argument(atom: sp.Basic) -> tuple[sp.Expr, int]:
+    """``(u, s)``: the atom is a function of the sign of ``s u`` being positive."""
+    if isinstance(atom, _SWITCHES):
+        return sp.sympify(atom.args[0]), 1
+    if isinstance(atom, (sp.StrictGreaterThan, sp.GreaterThan)):
+        return atom.lhs - atom.rhs, 1
+    return atom.lhs - atom.rhs, -1  # < and <=
+
+
+@dataclass
+class DiscreteLabel(Channel):
+    """A discrete label written as a sympy expression of the teacher fields, e.g. the two-unit committee
+    machine ``y = sign(sign(h*_1) + sign(h*_2))`` (values ``-1, 0, 1``).
+
+    The expression must be piecewise constant: built from ``sign``, ``Heaviside`` and ``Piecewise``
+    (strict inequalities) of forms *affine* in the teacher fields, combined by anything. Its law is
+    integrated exactly: the label is a function of the signs of those forms, tabulated once over their
+    sign patterns, and ``Z(y | mu, C)`` sums the probabilities of the patterns with label ``y`` under
+    ``u ~ N(mu, C)``:
+
+    * forms along one direction ``u`` (thresholds ``t_k`` on one linear form, e.g. ``sign(|h*| - t)``
+      written with ``Piecewise``): the label is constant on the intervals between the thresholds, each
+      of probability ``Phi((t_{k+1} - mu)/s) - Phi((t_k - mu)/s)``;
+    * two directions with one switch each (the two-unit committee): orthant probabilities, the bivariate
+      normal CDF (:class:`BivariateNormalCDF`).
+
+    An expression that is not piecewise constant (``h*_1 sign(h*_2)``), or switches along more directions,
+    is refused with one line (:class:`~replica.errors.DeclarationError`).
+    """
+
+    expr: sp.Expr = sp.Integer(0)
+
+    #: the most affine forms an expression may switch on (their sign patterns are tabulated)
+    MAX_FORMS = 8
+
+    def __init__(self, expr: sp.Expr, *, label: sp.Symbol = LABEL):
+        self.expr = sp.sympify(expr)
+        atoms = _switch_atoms(self.expr)
+        if not atoms:
+            raise DeclarationError(f"channel: the label {self.expr} switches on no sign, Heaviside or inequality: "
+                                   "a continuous label is written into the loss (with noise), not as a DiscreteLabel")
+        forms: list[sp.Expr] = []
+        signs = []
+        for a in atoms:
+            u, s = _switch_argument(a)
+            u = sp.expand(u)
+            if u in forms:
+                signs.append((forms.index(u), s))
+            elif sp.expand(-u) in forms:
+                signs.append((forms.index(sp.expand(-u)), -s))
+            else:
+                forms.append(u)
+                signs.append((len(forms) - 1, s))
+        if len(forms) > self.MAX_FORMS:
+            raise DeclarationError(f"channel: the label switches on {len(forms)} forms; at most {self.MAX_FORMS}")
+        self._atoms, self._signs = atoms, signs
+        table: dict[tuple[int, ...], int] = {}
+        for pattern in itertools.product((-1, 1), repeat=len(forms)):
+            subs = {}
+            for a, (k, s) in zip(atoms, signs):
+                v = s * pattern[k]
+                if isinstance(a, sp.sign):
+                    subs[a] = sp.Integer(v)
+                elif isinstance(a, sp.Heaviside):
+                    subs[a] = sp.Integer(1 if v > 0 else 0)
+                else:
+                    subs[a] = sp.true if v > 0 else sp.false
+            val = self.expr.xreplace(subs)
+            val = sp.piecewise_fold(val) if val.has(sp.Piecewise) else val
+            val = sp.simplify(val) if not val.is_number else val
+            if not val.is_number or not val.is_real:
+                raise DeclarationError(f"channel: the label {self.expr} is not piecewise constant in the teacher "
+                                       f"fields (between the sign changes of {[str(f) for f in forms]} it is {val}); "
+                                       "write it with sign, Heaviside or Piecewise of linear forms")
+            if not val.is_integer:
+                raise DeclarationError(f"channel: the label {self.expr} takes the value {val}; labels must be integers")
+            table[pattern] = int(val)
+        self._table = table
+        self._raw_forms = tuple(forms)  # affine; read by validate once the teacher fields are known
+        self.offsets: tuple = ()
+        self._intervals: tuple | None = None  # (thresholds, label per interval) along one direction
+        super().__init__(tuple(forms), label=label)
+
+    @property
+    def values(self) -> tuple[int, ...]:
+        if self._intervals is not None:
+            return tuple(sorted(set(self._intervals[1])))
+        return tuple(sorted(set(self._table.values())))
+
+    def validate(self, hstar, defaults) -> None:
+        """Split the affine forms into linear parts and offsets, and group them by direction: one direction
+        (thresholds on one form) or two with one switch each; refuse anything else."""
+        hs = list(hstar)
+        zero = {s: 0 for s in hs}
+        offsets, linear = [], []
+        for u in self._raw_forms:
+            c = sp.expand(u.subs(zero))
+            offsets.append(c)
+            linear.append(sp.expand(u - c))
+            extra = c.free_symbols - set(defaults)
+            if extra:
+                raise DeclarationError(f"channel: the label's switching point {c} uses {sorted(map(str, extra))}; "
+                                       "declare them as parameters")
+        groups: list[list[tuple[int, sp.Expr]]] = []  # per direction: (form index, scale to the direction)
+        for i, L in enumerate(linear):
+            for g in groups:
+                ratio = _proportional(L, linear[g[0][0]], hs)
+                if ratio is not None:
+                    g.append((i, ratio))
+                    break
+            else:
+                groups.append([(i, sp.Integer(1))])
+        if len(groups) == 1:
+            base = linear[groups[0][0][0]]
+            cuts = []
+            for i, c in groups[0]:
+                if not c.is_number:
+                    raise DeclarationError(f"channel: the form {linear[i]} is a multiple of {base} with a parameter "
+                                           f"factor {c}; write the thresholds on one form")
+                cuts.append((sp.simplify(-offsets[i] / c), i, int(sp.sign(c))))
+            order = sorted(cuts, key=lambda t: float(sp.sympify(t[0]).subs(defaults)))
+            values = [float(sp.sympify(t[0]).subs(defaults)) for t in order]
+            if any(b <= a for a, b in zip(values, values[1:])):
+                raise DeclarationError(f"channel: the label's thresholds {[str(t[0]) for t in order]} coincide at the "
+                                       "defaults")
+            labels = []
+            for k in range(len(order) + 1):  # interval k: above the first k thresholds, below the rest
+                pattern = [0] * len(linear)
+                for rank, (_, i, sgn) in enumerate(order):
+                    pattern[i] = sgn if rank < k else -sgn
+                labels.append(self._table[tuple(pattern)])
+            self._intervals = (tuple(t[0] for t in order), tuple(labels))
+            self.forms, self.offsets = (base,), (sp.Integer(0),)
+        elif len(groups) == 2 and all(len(g) == 1 for g in groups):
+            self._intervals = None
+            self.forms, self.offsets = tuple(linear), tuple(offsets)
+        else:
+            raise DeclarationError(f"channel: the label switches along {len(groups)} directions of the teacher fields "
+                                   f"with {len(linear)} thresholds; supported: thresholds on one form, or two forms "
+                                   "with one switch each (their joint law is Phi or the bivariate Phi2)")
+        super().validate(hs, defaults)
+
+    def _offset(self, k: int) -> sp.Expr:
+        return self.offsets[k] if self.offsets else sp.Integer(0)
+
+    def likelihood(self, y, mean, cov) -> sp.Expr:
+        by_value: dict[int, list] = {v: [] for v in self.values}
+        if self._intervals is not None:
+            cuts, labels = self._intervals
+            sd = sp.sqrt(cov[0, 0])
+            n = len(cuts)
+            for k, v in enumerate(labels):
+                if k == 0:
+                    p = normal_cdf((cuts[0] - mean[0]) / sd)
+                elif k == n:
+                    p = normal_cdf((mean[0] - cuts[-1]) / sd)
+                else:
+                    p = normal_cdf((cuts[k] - mean[0]) / sd) - normal_cdf((cuts[k - 1] - mean[0]) / sd)
+                by_value[v].append(p)
+        else:
+            sd = [sp.sqrt(cov[k, k]) for k in range(2)]
+            z = [(mean[k] + self._offset(k)) / sd[k] for k in range(2)]
+            r = cov[0, 1] / (sd[0] * sd[1])
+            for pattern, v in self._table.items():
+                by_value[v].append(BivariateNormalCDF(pattern[0] * z[0], pattern[1] * z[1], pattern[0] * pattern[1] * r))
+        pieces = [(sp.Add(*by_value[v]), sp.Eq(y, v)) for v in self.values]
+        pieces[-1] = (pieces[-1][0], True)
+        return sp.Piecewise(*pieces) if len(pieces) > 1 else pieces[0][0]
+
+    def transitions(self):
+        if self._intervals is not None:
+            return [(t, 0, sp.Integer(0)) for t in self._intervals[0]]
+        return [(-self._offset(k), k, sp.Integer(0)) for k in range(len(self.forms))]
+
+    def probabilities(self, u, params=None):
+        u = np.atleast_2d(np.asarray(u, dtype=float))
+        labels = np.empty(u.shape[1])
+        if self._intervals is not None:
+            cuts = np.array([_numeric(t, params) for t in self._intervals[0]])
+            labels[:] = np.asarray(self._intervals[1], dtype=float)[np.searchsorted(cuts, u[0], side="right")]
+        else:
+            shifted = [u[k] + _numeric(self._offset(k), params) for k in range(2)]
+            signs = np.stack([np.where(s > 0, 1, -1) for s in shifted])
+            for pattern, v in self._table.items():
+                labels[np.all(signs == np.array(pattern)[:, None], axis=0)] = v
+        return np.stack([(labels == v).astype(float) for v in self.values])
+
+    def parameters(self) -> set[sp.Symbol]:
+        out: set[sp.Symbol] = set()
+        for c in self.offsets:
+            out |= c.free_symbols
+        for t in (self._intervals[0] if self._intervals is not None else ()):
+            out |= sp.sympify(t).free_symbols
+        return out
+
+    @property
+    def symmetric(self) -> bool:
+        if self._intervals is not None:
+            cuts, labels = self._intervals
+            return (all(sp.simplify(a + b) == 0 for a, b in zip(cuts, reversed(cuts)))
+                    and all(a == -b for a, b in zip(labels, reversed(labels))))
+        if any(c != 0 for c in self.offsets):
+            return False
+        return all(self._table[tuple(-s for s in p)] == -v for p, v in self._table.items())
+
+    def describe(self, tex) -> str:
+        return rf"{tex(self.label)} = {tex(self.expr)}"
+
+
+def _proportional(a: sp.Expr, b: sp.Expr, variables) -> sp.Expr | None:
+    """``c`` with ``a = c b`` (linear forms in ``variables``), ``None`` if they are not proportional."""
+    ca = [sp.diff(a, v) for v in variables]
+    cb = [sp.diff(b, v) for v in variables]
+    k = next((i for i, x in enumerate(cb) if x != 0), None)
+    if k is None:
+        return None
+    c = sp.simplify(ca[k] / cb[k])
+    return c if all(sp.simplify(x - c * y) == 0 for x, y in zip(ca, cb)) else None
 
 
 def conditional_law(forms: Sequence[sp.Expr], laws: dict[sp.Symbol, sp.Expr], residual: Sequence[sp.Symbol]

@@ -19,7 +19,10 @@ from functools import cached_property
 
 import sympy as sp
 
+from ..errors import DeclarationError
 from .model import Model
+from .priors import Density, Gaussian
+from .regularizers import L2
 from .order_parameters import OrderParameters
 from .potentials import (GaussianMoreauEnvelope, energetic_potential, entropic_potential,
                          trace_potential, validity_conditions)
@@ -68,6 +71,26 @@ class SaddlePoint:
         yield from self.energetic
 
 
+def check_erm_prior(model: Model) -> None:
+    """The empirical-risk equations see the teacher only through a Gaussian teacher row of unit second
+    moment (the teacher's fields are Gaussian whatever its prior; an l2 penalty's closed form needs the
+    second moment only). Refuse, with one line, a prior they would misrepresent."""
+    prior = model.prior
+    if isinstance(prior, Gaussian) and prior.mean_ == 0 and prior.variance == 1:
+        return
+    if isinstance(prior, Density):
+        moment = prior.moments({s.name: v for s, v in model.defaults.items()})[2] if not prior.parameters() else None
+        unit = moment is not None and abs(moment - 1) < 1e-9
+    else:
+        unit = sp.simplify(prior.second_moment() - 1) == 0
+    if unit and isinstance(model.regularizer, L2):
+        return
+    why = ("its second moment is not 1" if not unit else
+           "a non-quadratic penalty's entropic average would need the prior's law, not its second moment")
+    raise DeclarationError(f"prior: the empirical-risk equations assume a Gaussian teacher of unit variance and {prior!r} "
+                           f"differs where it matters ({why}); use it with replica solve --bayes")
+
+
 def _maybe_simplify(expr: sp.Expr, max_ops: int = 400) -> sp.Expr:
     """Simplify small expressions (readable LaTeX); leave big ones to CSE in the generator."""
     if sp.count_ops(expr) > max_ops:
@@ -86,6 +109,7 @@ class Derivation:
 
     def __init__(self, model: Model):
         self.model = model
+        check_erm_prior(model)
         self.order_parameters = model.order_parameters()
         self.alpha = ALPHA
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import sympy as sp
 from sympy.printing.latex import LatexPrinter
@@ -1327,23 +1328,34 @@ def markdown_document(d: Derivation) -> str:
             out += [f"- ${it.symbol}$: {it.meaning}" for it in items] + [""]
             continue
         for it in items:
-            if isinstance(it, Text):
-                out += [re.sub(r"\\textit\{([^}]*)\}", r"*\1*", it.text), ""]
-            else:
-                rel = f" &{it.rel} " if it.rel else " & "
-                body = (r" \\" + "\n").join([it.lhs + rel + it.rows[0]] + [r"&\quad " + r for r in it.rows[1:]])
-                out += ["$$", r"\begin{aligned}", body, r"\end{aligned}", "$$", ""]
+            out += markdown_item(it)
     return "\n".join(out)
+
+
+def markdown_item(it: "Eq | Text") -> list[str]:
+    """The Markdown lines of one item of a section: a paragraph, or an ``aligned`` display block."""
+    if isinstance(it, Text):
+        return [re.sub(r"\\textit\{([^}]*)\}", r"*\1*", it.text), ""]
+    rel = f" &{it.rel} " if it.rel else " & "
+    body = (r" \\" + "\n").join([it.lhs + rel + it.rows[0]] + [r"&\quad " + r for r in it.rows[1:]])
+    return ["$$", r"\begin{aligned}", body, r"\end{aligned}", "$$", ""]
+
+
+def write_documents(tex_path: str | Path | None, tex_text: Callable[[], str], md_path: str | Path | None,
+                    md_text: Callable[[], str]) -> list[Path]:
+    """Write the ``.tex`` export ``tex_text()`` and/or the ``.md`` export ``md_text()`` where a path is given;
+    returns the written paths."""
+    from ..artifacts.outputs import atomic_write_text
+
+    written = []
+    if tex_path is not None:
+        written.append(atomic_write_text(tex_path, tex_text()))
+    if md_path is not None:
+        written.append(atomic_write_text(md_path, md_text()))
+    return written
 
 
 def write_latex(d: Derivation, tex_path: str | Path | None = None, md_path: str | Path | None = None
                 ) -> list[Path]:
     """Write the ``.tex`` and/or ``.md`` export; returns the written paths."""
-    from ..artifacts.outputs import atomic_write_text
-
-    written = []
-    if tex_path is not None:
-        written.append(atomic_write_text(tex_path, latex_document(d)))
-    if md_path is not None:
-        written.append(atomic_write_text(md_path, markdown_document(d)))
-    return written
+    return write_documents(tex_path, lambda: latex_document(d), md_path, lambda: markdown_document(d))

@@ -15,7 +15,9 @@ A :class:`Model` says *what* is learnt, never *how* the equations look:
   (``transition``) and a baseline the test error is compared with (``baseline``);
 * the observables it reports (:mod:`replica.symbolic.observables`; the test loss ``eps_g`` always);
 * optionally a teacher *channel* (:mod:`replica.symbolic.channels`): a discrete label ``y`` whose law given
-  the teacher fields enters the Gaussian measure; the loss is then written in ``h`` and ``y``.
+  the teacher fields enters the Gaussian measure; the loss is then written in ``h`` and ``y``;
+* the teacher's *prior* (:mod:`replica.symbolic.priors`, default :class:`~replica.symbolic.priors.Gaussian`):
+  the law of the teacher's weights, which Bayes-optimal inference (:mod:`replica.symbolic.bayes`) uses.
 
 :class:`replica.symbolic.derivation.Derivation` turns it into potentials and saddle-point equations.
 """
@@ -37,6 +39,7 @@ from .losses import Loss, analyse, as_loss, check_continuous, check_convex
 from .observables import EntropicObservable, Observable, StateObservable, TestObservable, with_test_loss
 from .order_parameters import OrderParameters, TokenReduction, check_families
 from .permutations import SPECIALISED, UNSPECIALISED, UnitAnsatz, UnitBlocks, unit_blocks
+from .priors import Prior, as_prior
 from .regularizers import L2, Regularizer, SeparableRegularizer
 from .symbols import check_field_count
 from ..validation import real
@@ -144,6 +147,12 @@ class Model:
         too) and ``unspecialised`` (every student unit alike to every teacher unit), and the
         transition between them. ``False``: the full matrices, no unit branches. ``True``: the
         ansatz, and an error if no units are exchangeable.
+    prior:
+        The law of every entry of the teacher's weights (:mod:`replica.symbolic.priors`:
+        :class:`~replica.symbolic.priors.Gaussian` (default), ``Rademacher()``, ``GaussBernoulli(rho)``, or a
+        sympy density of one symbol). Bayes-optimal inference (``replica solve --bayes``) integrates it; the
+        empirical-risk equations use the teacher's second moment only and accept a prior whose second
+        moment is 1 with an l2 penalty (or the Gaussian one with any penalty).
     """
 
     name: str
@@ -169,6 +178,7 @@ class Model:
     unit_symmetry: bool | None = None
     #: the loss as a factor (:mod:`replica.symbolic.factors`): what was declared, or the generic one
     loss_factor: Loss | None = field(default=None, init=False, repr=False, compare=False)
+    prior: Prior | sp.Expr | None = None
 
     def __post_init__(self) -> None:
         self._check_factor_roles()
@@ -178,6 +188,7 @@ class Model:
         self.hstar = sp.Matrix(self.hstar)
         self.noise = tuple(self.noise)
         self._defaults = self._flatten_parameters(self.parameters)
+        self.prior = as_prior(self.prior)
         self.domains = {**self._implied_domains(), **dict(self.domains)}
         extra = self.data.label_constraints() if self.data is not None else []
         if extra:  # a label law in the parameters must stay a probability law
@@ -330,6 +341,7 @@ class Model:
             self.channel.validate(list(self.hstar), self._defaults)
             if self.channel.label in set(self.h) | set(self.hstar) | set(self.noise) | set(self._defaults):
                 raise DeclarationError(f"channel: label symbol {self.channel.label} is already used by the model")
+        self.prior.validate(self._defaults)
         self.regularizer.validate(r)
         reg_free = self.regularizer.parameters() - set(self._defaults)
         if reg_free:
@@ -400,6 +412,8 @@ class Model:
         ``p in [0, 1]``), so that a bad value is refused before solving."""
         out: dict[sp.Symbol, Domain] = {}
         for sym, (low, high) in getattr(self.regularizer, "implied_domains", lambda: {})().items():
+            out[sym] = Domain(low, high)
+        for sym, (low, high) in self.prior.implied_domains().items():
             out[sym] = Domain(low, high)
         ch = self.channel
         while ch is not None:

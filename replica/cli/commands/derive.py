@@ -17,6 +17,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--write", action="store_true",
                    help="write <model>.tex and .md beside the declaration (for a shipped model: "
                         "derivations/<model>.tex and .md, the committed exports)")
+    p.add_argument("--bayes", action="store_true",
+                   help="the Bayes-optimal free entropy and saddle point instead (prior, Z_0, Z_out, f_a, g_out; "
+                        "docs/how-to/bayes_optimal.md)")
     p.set_defaults(func=run)
     return p
 
@@ -32,11 +35,14 @@ def run(args: argparse.Namespace) -> int:
     tex_path, md_path = args.latex, args.markdown
     declaration = declaration_path(args.model)
     if args.write:  # beside the declaration: a user's file never writes into the package's derivations/
-        tex_path = tex_path or declaration.with_suffix(".tex")
-        md_path = md_path or declaration.with_suffix(".md")
+        stem = declaration.stem + ("_bayes" if args.bayes else "")
+        tex_path = tex_path or declaration.with_name(stem + ".tex")
+        md_path = md_path or declaration.with_name(stem + ".md")
     # before deriving and printing, not after
     check_output_files({"latex": tex_path, "markdown": md_path}, {"model": declaration})
     model = load_model(args.model)
+    if args.bayes:
+        return _run_bayes(model, tex_path, md_path)
     d = Derivation(model)
     print(f"# {model.name}: {model.description}")
     print("\nTrace potential:\n  Psi_t =", d.trace_potential)
@@ -51,5 +57,29 @@ def run(args: argparse.Namespace) -> int:
     for eq in d.saddle_point.energetic:
         print(f"  {eq.lhs} = {sp.sstr(eq.rhs)}")
     for path in write_latex(d, tex_path, md_path):
+        print(f"\nwrote {path}")
+    return 0
+
+
+def _run_bayes(model, tex_path, md_path) -> int:
+    """``replica derive MODEL --bayes``: print the Bayes-optimal equations, write the exports asked for."""
+    import sympy as sp
+
+    from ...symbolic.bayes import BayesDerivation
+    from ...symbolic.bayes_latex import write_bayes_latex
+
+    d = BayesDerivation(model)
+    out, inp = d.output, d.input
+    print(f"# {model.name}: Bayes-optimal inference (teacher fields per token K = {d.K})")
+    print(f"\nPrior: {inp.prior!r}" + (f", rho = E w^2 = {d.rho}" if d.rho is not None else ""))
+    if inp.log_z0 is not None:
+        print("  log Z_0(B, A) =", sp.sstr(inp.log_z0))
+        print("  f_a = d log Z_0 / dB =", [sp.sstr(f) for f in inp.f_a])
+    else:
+        print("  log p(w) =", inp.log_density)
+    print("\nLabel law: Z_out(y; omega, V) =", sp.sstr(out.Z))
+    print("  g_out = d log Z_out / d omega =", [sp.sstr(g) for g in out.g])
+    print("\nSaddle point: q = E[f_a f_a^T],  qhat = alpha E[sum_y Z_out g_out g_out^T]  (omega = q^(1/2) xi, V = rho - q)")
+    for path in write_bayes_latex(d, tex_path, md_path):
         print(f"\nwrote {path}")
     return 0

@@ -12,6 +12,7 @@ from ...artifacts import jsonio
 from ... import validation
 from ...errors import ParameterError
 from ...runtime.progress import Progress
+from .bayes import add_phase_flags as add_bayes_flags, run_phase as run_bayes
 from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args, model_of,
                      parameters_from_args, prox_from_args, rule_from_args)
 
@@ -105,6 +106,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="only alpha_c and alpha_l, from a few root-finder solves (much faster); 'curves' then "
                         "hold just those points and spinodals are not searched for")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_bayes_flags(p)
     p.set_defaults(func=run, check_args=check_args)
     return p
 
@@ -200,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
     from ...phase import SolverSettings, phase_point  # the phase machinery (scipy), only for this command
     from ...phase.common import resolve_pair
 
+    if args.bayes:
+        return run_bayes(args)
     module = model_of(args)
     params = parameters_from_args(module, args)
     pair = None

@@ -10,6 +10,7 @@ from ... import validation
 from ...numeric.point import REASONS, solve_point
 from ...numeric.report import error_dict, result_dict  # noqa: F401 -- the JSON contract, re-exported
 from ...runtime.progress import Stages
+from .bayes import add_solve_flags as add_bayes_flags, run_solve as run_bayes
 from .common import (add_numeric_flags, add_parameter_flags, check_features_args, check_numeric_args, options_from_args,
                      parameters_from_args, point_model)
 
@@ -40,6 +41,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--ratio", metavar="P/D", default=None,
                    help="features per input dimension p/d of --features, as 1.5 or 3/2")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_bayes_flags(p)
     p.add_argument("--no-replicon", dest="replicon", action="store_false",
                    help="skip the replicon (RS stability of the fixed point, under a second at the paper's point; "
                         "docs/explanation/replicon.md): no 'replicon'/'rs_stable' in the output")
@@ -56,6 +58,8 @@ def check_args(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.bayes:
+        return run_bayes(args)
     module = point_model(args)
     params = parameters_from_args(module, args)
     options = options_from_args(args, branch=args.branch, default_quadrature="auto")
