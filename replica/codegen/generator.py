@@ -18,7 +18,7 @@ import sympy as sp
 from ..symbolic.derivation import Derivation
 from ..errors import DeclarationError
 from ..artifacts.freshness import current_stamp
-from ..symbolic.losses import analyse
+from ..symbolic.losses import analyse, kink_conditions, kinked_label_derivative, teacher_kinks
 from ..symbolic.observables import EntropicObservable, StateObservable, TestObservable
 from ..artifacts.outputs import atomic_write_text
 from ..symbolic.order_parameters import ORDER_FAMILIES
@@ -64,6 +64,9 @@ def model_functions(d: Derivation) -> list[Function]:
     grad = [sp.diff(B, s) for s in h_syms]
     hess = [sp.diff(g, s) for g in grad for s in h_syms]
     pgrad = sp_eqs.energetic_gradient
+    label_kinks = _teacher_kink_conditions(d)
+    if label_kinks:  # a kinked label: sign / Heaviside of its derivative as Piecewise (both backends)
+        pgrad = {k: kinked_label_derivative(v) for k, v in pgrad.items()}
     intermediates = env.intermediates
     starts = [[sp.sympify(e).subs(intermediates) for e in s] for s in env.starts]
     at_test = dict(zip(h_syms, prox_center_symbols(m)))  # the test fields have the law of the centres
@@ -123,6 +126,11 @@ def model_functions(d: Derivation) -> list[Function]:
                      "The state observables (STATE_OBSERVABLES order): functions of the order parameters."))
     if env.pieces is not None:
         out += _piecewise_functions(d, z_arg, x_arg, p_arg)
+    if label_kinks:
+        out.append(F("teacher_kinks", [z_arg, x_arg, p_arg], [label_kinks],
+                     "Where a kinked label changes branch: expressions of the nodes whose sign flips there "
+                     "(N_TEACHER_KINKS, ...), located by the kink-aware rule.", node_args=("_z",)))
+        _meta(d)["teacher_kinks"] = len(label_kinks)
     if env.label is not None and len(h_syms) == 1:
         out += _kink_rule_functions(d, z_arg, x_arg, p_arg, tests)
     if m.target is not None:
@@ -223,6 +231,23 @@ def _piecewise_functions(d: Derivation, z_arg, x_arg, p_arg) -> list[Function]:
                      "d(W F(b(x)))/dx along every breakpoint b (N_BREAKS * len(ORDER_PARAMETERS), ...).",
                      node_args=("_z",)))
     _meta(d)["piecewise"] = (len(breaks), len(branches), width, closed, moving)
+    return out
+
+
+def _teacher_kink_conditions(d: Derivation) -> list[sp.Expr]:
+    """The kinked label's branch conditions (:func:`replica.symbolic.losses.kink_conditions`) in the
+    Gaussians of the energetic average and the order parameters (empty without a kinked label; a
+    channel's label is in the measure, not in the loss)."""
+    m, env = d.model, d.energetic_potential
+    if env.label is not None or m.loss is None:
+        return []
+    kinks = teacher_kinks(m.loss, list(m.hstar) + list(m.noise), list(m.h))
+    out = []
+    for k in kinks:
+        for c in kink_conditions(k):
+            e = sp.sympify(c).subs(env.intermediates)
+            if e.free_symbols and not any(sp.simplify(e - o) == 0 for o in out):
+                out.append(e)
     return out
 
 
@@ -483,6 +508,10 @@ def _channel_header(d: Derivation) -> str:
         out += (f"# Piecewise loss (replica.symbolic.losses): exact prox by replica.numeric.prox.piecewise_prox\n"
                 f"PIECEWISE = True\nN_BREAKS = {nb}\nN_BRANCHES = {nbr}\nSTATIONARY_ROOTS = {width}\n"
                 f"STATIONARY_CLOSED = {closed!r}\nMOVING_BREAKS = {moving!r}\n")
+    if "teacher_kinks" in meta:
+        out += (f"# A kinked label (Abs, Max of the teacher fields): teacher_kinks(z, x, p) changes sign where it\n"
+                f"# changes branch (replica.numeric.kinks places panel boundaries there)\n"
+                f"N_TEACHER_KINKS = {meta['teacher_kinks']}\n")
     states = tuple(o.name for o in m.observables if isinstance(o, StateObservable))
     if states:
         out += f"STATE_OBSERVABLES = {states!r}\n"
