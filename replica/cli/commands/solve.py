@@ -16,6 +16,7 @@ from ...numeric.rule_plan import plan_line
 from ...numeric.report import error_dict, result_dict  # noqa: F401 -- the JSON contract, re-exported
 from ...numeric.stability import perturbed_replicons, replicon_summary, state_error
 from ...runtime.progress import Stages
+from .rsb import check_rsb, run as run_rsb
 from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
                      parameters_from_args, prox_from_args, rule_from_args)
 
@@ -43,6 +44,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="a GLM (ridge, logistic, ...) on structured data: columns k, lambda, theta give the input "
                         "covariance diag(lambda) and the teacher weights theta (docs/how-to/structured_data.md)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--rsb", type=int, default=0, metavar="K",
+                   help="steps of replica-symmetry breaking: 1 solves the zero-temperature 1RSB saddle point (q0, q1, "
+                        "delta_q, the Parisi parameter where the complexity vanishes) from the replica-symmetric one "
+                        "(docs/how-to/rsb.md); 0 (default) replica symmetry")
     p.add_argument("--no-replicon", dest="replicon", action="store_false",
                    help="skip the replicon (RS stability of the fixed point, under a second at the paper's point; "
                         "docs/explanation/replicon.md): no 'replicon'/'rs_stable' in the output")
@@ -53,6 +58,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     validation.sample_complexity(args.alpha, "alpha")
     check_numeric_args(args)
+    if check_rsb(args.rsb):
+        return run_rsb(args)
     module = load_module(args.model)
     if args.spectrum is not None:  # the Gaussian covariate data law (sympy: the per-mode entropic term)
         from ...symbolic.spectral_modes import gcm_module
