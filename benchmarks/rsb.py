@@ -1,0 +1,95 @@
+"""The zero-temperature 1RSB point as users run it (``replica solve ... --rsb 1``), against the replica-symmetric
+solve of the same point, both in fresh processes of the same run::
+
+    python -m benchmarks.rsb [--paper-alpha 0.8] [--repeat 1] [--json] [--skip-paper]
+
+* ``glm``: ``replica solve phase_retrieval --alpha 2 --branch uninformative --rsb 1 --json`` (a GLM-sized
+  1RSB point with its error bars and the replica-symmetric point it starts from; target <= 30 s on 2
+  cores), baseline ``replica solve phase_retrieval --alpha 2 --branch uninformative --json``;
+* ``paper``: ``replica solve attention --omega 0.3 --alpha A --branch semantic --rsb 1 --json`` (the
+  paper's model, target <= 10 min), baseline the replica-symmetric command.
+
+Each command runs once untimed first (the on-disk caches a user's second command finds: the generated
+1RSB module, numba's machine code), then ``--repeat`` times timed: wall and CPU seconds (children
+included), the load average. Timings are only meaningful on a quiet machine; benchmarks/RESULTS.md
+records a run. Not a timed test.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+GLM = ["phase_retrieval", "--alpha", "2", "--branch", "uninformative"]
+
+
+def paper(alpha: float) -> list[str]:
+    """The paper's point on the semantic branch."""
+    return ["attention", "--omega", "0.3", "--alpha", f"{alpha:g}", "--branch", "semantic"]
+
+
+def timed(args: list[str], timeout: float) -> dict:
+    """``python -m replica solve ARGS --json`` in a fresh process: wall, CPU (the child's), status, output."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "replica", "solve", *args, "--json"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=timeout)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    row = dict(command="replica solve " + " ".join(args) + " --json", wall_s=round(wall, 2), cpu_s=round(cpu, 2),
+               returncode=out.returncode, load=round(os.getloadavg()[0], 2))
+    if out.returncode == 0:
+        d = json.loads(out.stdout)
+        row.update({k: d.get(k) for k in ("train_loss", "rs_train_loss", "parisi_m", "q1", "q0", "theta")})
+    else:
+        row["error"] = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ""
+    return row
+
+
+def measure(case: list[str], repeat: int, timeout: float) -> dict:
+    """The 1RSB command and its replica-symmetric baseline, warmed once, then ``repeat`` timed runs each."""
+    timed(case + ["--rsb", "1"], timeout)
+    timed(case, timeout)
+    rsb = [timed(case + ["--rsb", "1"], timeout) for _ in range(repeat)]
+    rs = [timed(case, timeout) for _ in range(repeat)]
+    best = min(rsb, key=lambda r: r["wall_s"])
+    base = min(rs, key=lambda r: r["wall_s"])
+    return dict(rsb=rsb, rs=rs, ratio=round(best["wall_s"] / max(base["wall_s"], 1e-9), 2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--paper-alpha", type=float, default=0.8, help="alpha of the paper's point (default 0.8)")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--skip-paper", action="store_true", help="the GLM point only")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "rsb.json"))
+    args = ap.parse_args(argv)
+    res = {"cpus": os.cpu_count(), "glm": measure(GLM, args.repeat, 1800)}
+    if not args.skip_paper:
+        res["paper"] = measure(paper(args.paper_alpha), args.repeat, 3600)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    if args.json:
+        print(json.dumps(res, indent=1))
+    else:
+        for name in ("glm", "paper"):
+            if name in res:
+                r = res[name]
+                for row in r["rsb"] + r["rs"]:
+                    print(f"{name:6s} {row['wall_s']:9.1f} s wall {row['cpu_s']:9.1f} s cpu  load {row['load']:5.2f}  "
+                          f"{row['command']}")
+                print(f"{name:6s} 1RSB / RS wall ratio {r['ratio']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
