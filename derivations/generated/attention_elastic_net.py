@@ -6,7 +6,7 @@ Fields: L=2, r=1, r_t=1. The model's mathematics only, each function once in ker
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
 (and the array helpers of replica.numeric.generated_model).
 """
-# replica-artifact: version=0.1.0 declaration=bc83564209298352 generator=9de35ddc3d7c6b31
+# replica-artifact: version=0.1.0 declaration=bc83564209298352 generator=ef5eb47a829ebf80
 import numpy as np
 
 from replica.numeric.generated_model import _exp, _where
@@ -115,7 +115,7 @@ def entropic_parameter_gradient(_w, _zw, _xhat, _p, _out0):
     qhat, _, _, _ = _xhat
     _, sigma, _, _, _, _, _, _ = _p
     _t0 = (sigma*sigma)
-    _out0[0] = -1/2*w_1*xiw_1*abs(sigma)/np.sqrt(qhat)
+    _out0[0] = -1/2*w_1*xiw_1*np.maximum(sigma, -sigma)/np.sqrt(qhat)
     _out0[1] = (1/2)*_t0*(w_1*w_1)
     _out0[2] = -w_1
     _out0[3] = -_t0*tau_1*w_1

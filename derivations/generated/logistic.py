@@ -6,7 +6,7 @@ Fields: L=1, r=1, r_t=1. The model's mathematics only, each function once in ker
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
 (and the array helpers of replica.numeric.generated_model).
 """
-# replica-artifact: version=0.1.0 declaration=8f746b751e38f339 generator=9de35ddc3d7c6b31
+# replica-artifact: version=0.1.0 declaration=8f746b751e38f339 generator=ef5eb47a829ebf80
 import numpy as np
 
 from replica.numeric.generated_model import _exp, _ndtr, _where
