@@ -2,6 +2,7 @@
 solve of the same point, both in fresh processes of the same run::
 
     python -m benchmarks.rsb [--paper-alpha 0.8] [--repeat 1] [--json] [--skip-paper]
+    python -m benchmarks.rsb paper [--alpha A --branch B]     # the paper's model, m by m (docs/how-to/rsb.md)
 
 * ``glm``: ``replica solve phase_retrieval --alpha 2 --branch uninformative --rsb 1 --json`` (a GLM-sized
   1RSB point with its error bars and the replica-symmetric point it starts from; target <= 30 s on 2
@@ -91,5 +92,76 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+
+
+# --------------------------------------------------------------------------- the paper's model, m by m
+#: (alpha, branch) of the study: the branches the replicon flags at omega = 0.3 (the semantic branch merges into
+#: the agnostic one below alpha_b ~ 0.72)
+PAPER_POINTS = ((0.6, "agnostic"), (0.8, "semantic"), (1.0, "semantic"))
+#: Parisi parameters of the study (the complexity's sign along them), and the rules (outer, inner orders)
+PAPER_M = (100.0, 300.0, 1000.0, 3000.0, 10000.0)
+PAPER_RULES = ((8, 6), (10, 8))
+
+
+def paper_study(alpha: float, branch: str, ms=PAPER_M, rules=PAPER_RULES, log=print) -> dict:
+    """The paper's model (omega = 0.3) at one point: the replica-symmetric point, then the 1RSB saddle point at
+    every Parisi parameter of ``ms`` (warm-started along them) on each nested rule of ``rules``
+    (:class:`replica.numeric.rsb.LaplaceRule`): order parameters, complexity, free entropy, eps_g, residual."""
+    from replica.artifacts.registry import load_model, load_module
+    from replica.codegen.rsb import load_rsb_module
+    from replica.numeric import rsb
+    from replica.numeric.integrators import from_spec
+    from replica.numeric.solver import Solver
+
+    rsm = load_module("attention")
+    mod = rsb.RSBModel.from_module(load_rsb_module(load_model("attention"), quiet=True))
+    rs = Solver(rsm, {"omega": 0.3}, branch=branch, rule=from_spec("auto", rsm, branch))
+    t0 = time.perf_counter()
+    fp = rs.solve_best(alpha)
+    out = dict(alpha=alpha, branch=branch, rs=dict(fp.order, train_loss=fp.train_loss, eps_g=fp.eps_g,
+                                                   seconds=round(time.perf_counter() - t0, 1)), rows=[])
+    log(f"alpha={alpha} {branch}: RS {fp.order} e_t={fp.train_loss:.7g}")
+    for outer, inner in rules:
+        solver = rsb.RSBSolver(mod, rs, rule=rsb.LaplaceRule(mod, outer, inner, rs.symmetries))
+        x = solver.conv.from_rs(fp.x, 0.3, solver.p)
+        for m in ms:
+            t = time.perf_counter()
+            try:
+                st, n = solver.solve_fixed_m(alpha, m, x)
+            except Exception as exc:  # an inadmissible start: recorded, the ladder goes on
+                out["rows"].append(dict(rule=[outer, inner], m=m, error=f"{type(exc).__name__}: {exc}"))
+                log(f"  rule {outer}/{inner} m={m:g}: {exc}")
+                continue
+            pot = solver.potentials(st, alpha)
+            obs, _ = rs.test_observables(solver.conv.rs_state(st.x, "q1"), estimate=False)
+            row = dict(rule=[outer, inner], m=m, kind=solver.classify(st), residual=st.residual(),
+                       order=dict(zip(mod.ORDER_PARAMETERS, map(float, st.x))), complexity=pot["complexity"],
+                       train_loss=-pot["phi"], eps_g=obs["eps_g"], uncorrelated=solver.uncorrelated,
+                       evaluations=n, seconds=round(time.perf_counter() - t, 1))
+            out["rows"].append(row)
+            log(f"  rule {outer}/{inner} m={m:g}: {row['kind']} {row['order']} Sigma={row['complexity']:.3g} "
+                f"e_t={row['train_loss']:.7g} res={row['residual']:.1e} ({row['seconds']} s)")
+            if row["kind"] == "solved":
+                x = st.x
+    return out
+
+
+def paper_main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.rsb paper [--alpha A --branch B]``: :func:`paper_study` on :data:`PAPER_POINTS`
+    (or one point), appended as JSON lines to ``benchmarks/results/rsb_paper.jsonl``."""
+    ap = argparse.ArgumentParser(description=paper_study.__doc__.split("\n\n")[0])
+    ap.add_argument("--alpha", type=float, default=None)
+    ap.add_argument("--branch", default=None)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "rsb_paper.jsonl"))
+    args = ap.parse_args(argv)
+    points = [(args.alpha, args.branch)] if args.alpha is not None else PAPER_POINTS
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    for alpha, branch in points:
+        res = paper_study(alpha, branch, log=lambda s: print(s, flush=True))
+        with open(args.out, "a") as fh:
+            fh.write(json.dumps(res) + "\n")
+    return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(paper_main(sys.argv[2:]) if sys.argv[1:2] == ["paper"] else main())

@@ -16,7 +16,6 @@ phase retrieval, square loss on ``|h|`` with ``y = |h*|``, whose Moreau envelope
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -78,6 +77,38 @@ def test_phase_retrieval_rs_against_closed_form(pr):
     assert fp.order["V_1"] == pytest.approx(ref["V"], rel=1e-10)
     assert fp.conjugates["qhat_1"] == pytest.approx(ref["qh"], rel=1e-10)
     assert fp.phi == pytest.approx(ref["phi"], rel=1e-10)
+
+
+@pytest.mark.slow
+def test_relu_teacher_rs_against_closed_form(tmp_path):
+    """A ReLU teacher with noise, y = max(0, h*) + sqrt(Delta) z, square loss, l2 (a kinked label): the square
+    loss makes it ridge regression with a nonlinear teacher, whose RS equations close on the moments
+    E max(0, h*)^2 = E max(0, h*) h* = rho / 2 (written here by hand). `replica solve` against them, within
+    its bars."""
+    decl = tmp_path / "relu_teacher.py"
+    decl.write_text(
+        "import sympy as sp\n"
+        "from replica import L2, Domain, Model, TokenStatistics, fields, parameter, symbol, teacher_fields\n"
+        "h, hs = fields(1, 1), teacher_fields(1, 1)\n"
+        "z = symbol('noise', 'z')\n"
+        "Delta, lam = parameter('Delta', r'\\Delta'), parameter('lam', r'\\lambda')\n"
+        "model = Model(name='relu_teacher', description='ReLU teacher with noise', h=h, hstar=hs,\n"
+        "    loss=sp.Rational(1, 2) * (sp.Max(0, hs[0]) + sp.sqrt(Delta) * z - h[0]) ** 2, noise=[z],\n"
+        "    data=TokenStatistics.isotropic(1, 1), regularizer=L2(lam), parameters={Delta: 0.1, lam: 0.1},\n"
+        "    domains={Delta: Domain(0, None), lam: Domain(0, None)})\n")
+    alpha, delta, lam = 2.0, 0.1, 0.1
+    out = run_cli("solve", decl, "--alpha", alpha, "--json", "--no-replicon", timeout=1800)
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    q, V, th = 0.5, 0.5, 0.3      # the closed form: iterate the RS map written out
+    for _ in range(2000):
+        c = 0.5 + delta - th + q    # E (y - omega)^2, rho = 1
+        vh, qh, thh = alpha / (1 + V), alpha * c / (1 + V) ** 2, alpha / (2 * (1 + V))
+        q, V, th = (qh + thh ** 2) / (lam + vh) ** 2, 1 / (lam + vh), thh / (lam + vh)
+    eps_g = 0.5 * (0.5 + delta - th + q)
+    for key, ref in (("q", q), ("V", V), ("theta", th), ("eps_g", eps_g)):
+        assert abs(d[key] - ref) <= d["errors"][key] + 1e-12, (key, d[key], ref, d["errors"][key])
+        assert abs(d[key] - ref) <= 1e-6 * abs(ref), key
 
 
 # --------------------------------------------------------------------------- 1RSB: the reduction to RS

@@ -37,11 +37,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Mapping, Optional
+from typing import Callable, Optional
 
 import numpy as np
 
-from ..errors import ConvergenceError, InvalidStateError, ParameterError
+from ..errors import ConvergenceError, InvalidStateError
 from .compiled import compiled, resolve_backend
 from .energetic import chunk_map
 from .generated_model import vectorised
@@ -59,6 +59,10 @@ TOL = 1e-10
 Q0_ZERO = 1e-200
 #: ``q0 / q1`` below which a field-free branch's solution is followed as uncorrelated (``q0 = 0``)
 Q0_SMALL = 1e-4
+#: the relative residual at which a fixed-m solution is accepted, and the spread ``(q1 - q0) / q1`` below which
+#: a solution whose map shrinks it further is the flow to replica symmetry
+ACCEPT = 1e-8
+SMALL_SPREAD = 1e-4
 #: damped steps of the fixed-point map before Powell's hybrid method takes over
 PICARD_STEPS = 4
 #: Parisi parameters tried, in units of ``alpha / (e_t + floor)``, before the root of the complexity is
@@ -718,6 +722,9 @@ class RSBSolver:
         #: symmetry makes q0 = 0 an exact solution (uncorrelated states), followed where the
         #: iteration drives q0 to 0 (:attr:`uncorrelated`)
         self.field_free = all(f not in F or self.pinned[F[f]].all() for f in ("m", "theta"))
+        #: the relative step of the Newton solves' differences: a rule that moves with the state through
+        #: differences of its own (Laplace) makes the map noisier than a fixed one
+        self.fd_step = 1e-5 if isinstance(self.rule, LaplaceRule) else 1e-7
         self.uncorrelated = False
         self.evaluations = 0
 
@@ -756,8 +763,8 @@ class RSBSolver:
             raise InvalidStateError("energetic average", "not finite at the 1RSB state", None)
         xhat = np.asarray(mod.energetic_update(avg.grad, alpha, np.array([pm])), dtype=float)
         xhat[self.pinned_hat] = 0.0
-        if collapsed:  # q0hat = q1hat exactly in the limit
-            xhat[np.asarray(self.mod.FAMILIES.get("q0", []))] = xhat[np.asarray(self.mod.FAMILIES.get("q0", []))]
+        if collapsed:  # q0hat = q1hat exactly in the limit (equal up to round-off by construction)
+            xhat[self._q0hat] = xhat[self._q1hat]
         return xhat, avg
 
     def _collapsed_average(self, rule: NestedRule, x: np.ndarray, pm: float) -> NestedAverage:
@@ -907,6 +914,16 @@ class RSBSolver:
         return dict(psi_t=psi_t, psi_w=psi_w, psi_y=psi_y, phi=psi_t + psi_w + alpha * psi_y, dphi_dm=dphi,
                     complexity=-pm * pm * dphi)
 
+    def classify(self, st: RSBState) -> str:
+        """``collapsed`` (``q1 - q0`` vanished, or is small and the map shrinks it further: the flow goes to
+        replica symmetry), ``solved`` (residual below :data:`ACCEPT`) or ``unconverged``."""
+        if st.collapsed:
+            return "collapsed"
+        spread = self.spread(st.x)
+        if spread < SMALL_SPREAD and not self.uncorrelated and self.spread(st.mapped) < spread * (1 - 1e-6):
+            return "collapsed"
+        return "solved" if st.residual() <= max(ACCEPT, 10 * self.tol) else "unconverged"
+
     # ------------------------------------------------------------ unknowns
     def _layout(self) -> None:
         """The free unknowns: ``q0``, ``D = q1 - q0`` (for the diagonal entries: both >= 0, where the
@@ -1012,7 +1029,8 @@ class RSBSolver:
                                       np.max(np.abs(like[self._q1])), np.abs(like)))
         if bracket is not None:
             typical = np.append(typical, 1.0)
-        v = newton(fun, v0, lo, hi, tol=self.tol, max_eval=NEWTON_EVALS * (v0.size + 1), typical=typical)
+        v = newton(fun, v0, lo, hi, tol=self.tol, max_eval=NEWTON_EVALS * (v0.size + 1), typical=typical,
+                   fd_step=self.fd_step)
         final = states.get(v.tobytes())
         if final is None:
             m = pm if bracket is None else float(np.exp(v[-1]))
@@ -1027,13 +1045,14 @@ NEWTON_EVALS = 12
 
 
 def newton(fun: Callable[[np.ndarray], Optional[np.ndarray]], v0: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-           tol: float = TOL, max_eval: int = 200, typical: np.ndarray | None = None) -> np.ndarray:
+           tol: float = TOL, max_eval: int = 200, typical: np.ndarray | None = None, fd_step: float = 1e-7
+           ) -> np.ndarray:
     """A root of ``fun`` in the box ``[lo, hi]`` from ``v0``: Newton steps with a forward-difference
     Jacobian (one-sided into the box), Broyden updates while steps succeed, backtracking on ``|fun|``
     and projection onto the box (a root on a bound, ``q0 = 0`` or ``q1 - q0 = 0``, is reached in a
     step). ``fun`` returns ``None`` at an inadmissible point; ``typical``: the size of each unknown (the
     difference steps are ``1e-7`` of it: an unknown near its bound 0 is not differenced on its own
-    round-off). Returns the best point found."""
+    round-off; ``fd_step``: the relative difference step). Returns the best point found."""
     typ = np.abs(v0) if typical is None else np.maximum(np.abs(typical), 1e-300)
     used = [0]
 
@@ -1051,7 +1070,7 @@ def newton(fun: Callable[[np.ndarray], Optional[np.ndarray]], v0: np.ndarray, lo
         n = v.size
         J = np.empty((r.size, n))
         for i in range(n):
-            h = 1e-7 * max(abs(v[i]), typ[i], 1e-6 * (np.max(np.abs(v)) or 1.0))
+            h = fd_step * max(abs(v[i]), typ[i], 1e-6 * (np.max(np.abs(v)) or 1.0))
             if v[i] + h > hi[i]:
                 h = -h
             vi = v.copy()
@@ -1188,58 +1207,95 @@ def solve(solver: "RSBSolver", alpha: float, fp: FixedPoint, spread: float = 0.3
     m = float(m0) if m0 is not None else m_scale(solver, fp, alpha)
     x = solver.conv.from_rs(fp.x, spread, solver.p)
     ladder: list[tuple[float, RSBState, float]] = []
-    collapses = []
+    collapses: list[float] = []
+    failed: list[float] = []
     lo_m, hi_m = m * M_LADDER[0], m * M_LADDER[-1]
-    direction = 0
+    direction = 1
     bracket = None
     while lo_m <= m <= hi_m:
-        st, _ = solver.solve_fixed_m(alpha, m, x)
+        try:
+            st, _ = solver.solve_fixed_m(alpha, m, x)
+        except InvalidStateError as exc:  # the start is outside the admissible domain at this m
+            failed.append(m)
+            say(f"1RSB at m = {m:.4g}: no fixed point ({exc})")
+            m = m * 3.0 if direction > 0 else m / 3.0
+            continue
         if (solver.field_free and not solver.uncorrelated and not st.collapsed
                 and np.max(st.x[solver._q0] / np.maximum(st.x[solver._q1], 1e-300)) < Q0_SMALL):
             say(f"1RSB at m = {m:.4g}: q0 -> 0 on a field-free branch; following the uncorrelated solution q0 = 0")
             solver.uncorrelated = True
             st, _ = solver.solve_fixed_m(alpha, m, st.x)
-        if st.collapsed:
+        kind = solver.classify(st)
+        if kind == "collapsed":
             collapses.append(m)
             say(f"1RSB at m = {m:.4g}: collapses onto replica symmetry (q1 - q0 -> 0)")
             if len(collapses) >= 2 and max(collapses) >= 10 * min(collapses) and not ladder:
                 return _collapsed(solver, fp, alpha, t0, n0, collapses)
-            m = m * 3.0 if direction >= 0 else m / 3.0
-            direction = direction or 1
             x = solver.conv.from_rs(fp.x, spread, solver.p)
-            continue
-        sig = solver.potentials(st, alpha)["complexity"]
-        say(f"1RSB at m = {m:.4g}: q0 = {st.x[solver._q0][0]:.6g}, q1 = {st.x[solver._q1][0]:.6g}, "
-            f"complexity {sig:.4g} (residual {st.residual():.2e})")
-        ladder.append((m, st, sig))
-        x = st.x
-        if len(ladder) >= 2 and np.sign(ladder[-1][2]) != np.sign(ladder[-2][2]):
-            (m_a, s_a, g_a), (m_b, s_b, g_b) = ladder[-2], ladder[-1]
-            bracket = (min(m_a, m_b), max(m_a, m_b))
-            break
-        step = 3.0 if sig > 0 else 1.0 / 3.0
-        direction = 1 if sig > 0 else -1
-        m *= step
+        elif kind == "unconverged":
+            failed.append(m)
+            say(f"1RSB at m = {m:.4g}: no fixed point (residual {st.residual():.2e})")
+        else:
+            sig = solver.potentials(st, alpha)["complexity"]
+            say(f"1RSB at m = {m:.4g}: q0 = {st.x[solver._q0][0]:.6g}, q1 = {st.x[solver._q1][0]:.6g}, "
+                f"complexity {sig:.4g} (residual {st.residual():.2e})")
+            ladder.append((m, st, sig))
+            x = st.x
+            if len(ladder) >= 2 and np.sign(ladder[-1][2]) != np.sign(ladder[-2][2]):
+                bracket = (ladder[-2], ladder[-1])
+                break
+            direction = 1 if sig > 0 else -1
+        m = m * 3.0 if direction > 0 else m / 3.0
+    where = f"branch {solver.branch}, alpha = {alpha:g}"
     if bracket is None:
-        where = f"branch {solver.branch}, alpha = {alpha:g}"
         if not ladder and collapses:
             return _collapsed(solver, fp, alpha, t0, n0, collapses)
         if not ladder:
-            raise ConvergenceError(f"no 1RSB solution found on {where}", [], 0)
+            raise ConvergenceError(f"no 1RSB fixed point on {where} at m = "
+                                   f"{', '.join(f'{v:.3g}' for v in failed + collapses)}; try another --quadrature "
+                                   "or branch", [], len(failed))
         sign = "positive" if ladder[-1][2] > 0 else "negative"
         to = "infinity" if ladder[-1][2] > 0 else "0"
         raise RunawayError(f"the Parisi parameter runs away to {to} on {where}: the complexity stays {sign} for "
                            f"m in [{min(l[0] for l in ladder):.3g}, {max(l[0] for l in ladder):.3g}]",
                            [abs(l[2]) for l in ladder], len(ladder))
+    (m_a, s_a, g_a), (m_b, s_b, g_b) = bracket
     # interpolate log m linearly in Sigma between the bracket's ends, then solve jointly
-    la, lb = math.log(m_a), math.log(m_b)
     t = g_a / (g_a - g_b)
-    m_start = math.exp(la + t * (lb - la))
-    x_start = (1 - t) * s_a.x + t * s_b.x
-    st, _ = solver.solve_joint(alpha, x_start, m_start, bracket)
+    m_start = math.exp(math.log(m_a) + t * (math.log(m_b) - math.log(m_a)))
+    lo, hi = min(m_a, m_b), max(m_a, m_b)
+    st, _ = solver.solve_joint(alpha, (1 - t) * s_a.x + t * s_b.x, m_start, (lo, hi))
+    if solver.classify(st) != "solved":
+        say(f"1RSB: the joint solve stopped at residual {st.residual():.2e}; bisecting the complexity in m")
+        st = _bisect(solver, alpha, bracket)
     pot = solver.potentials(st, alpha)
     say(f"1RSB solved: m = {st.pm:.6g}, complexity {pot['complexity']:.3g}, residual {st.residual():.2e}")
+    if solver.classify(st) != "solved":
+        raise ConvergenceError(f"the 1RSB saddle point on {where} did not converge (m = {st.pm:.4g}); try another "
+                               "--quadrature", [st.residual()], solver.evaluations - n0)
     return _point(solver, fp, alpha, st, pot, t0, n0)
+
+
+def _bisect(solver: "RSBSolver", alpha: float, bracket) -> RSBState:
+    """The zero of the complexity between the bracket's ends by Brent's method in ``log m`` on converged
+    fixed-m solutions (each warm-started from the nearest end)."""
+    from scipy.optimize import brentq
+
+    (m_a, s_a, _), (m_b, s_b, _) = bracket
+    last: list = [None]
+
+    def sigma(lm: float) -> float:
+        m = math.exp(lm)
+        near = s_a if abs(lm - math.log(m_a)) < abs(lm - math.log(m_b)) else s_b
+        st, _ = solver.solve_fixed_m(alpha, m, near.x)
+        last[0] = st
+        if solver.classify(st) != "solved":
+            raise ConvergenceError(f"no 1RSB fixed point at m = {m:.4g} (residual {st.residual():.2e})",
+                                   [st.residual()], 0)
+        return solver.potentials(st, alpha)["complexity"]
+
+    brentq(sigma, math.log(min(m_a, m_b)), math.log(max(m_a, m_b)), xtol=1e-7, rtol=1e-10)
+    return last[0]
 
 
 def _point(solver: "RSBSolver", fp: FixedPoint, alpha: float, st: RSBState, pot: dict, t0: float, n0: int
@@ -1261,7 +1317,7 @@ def _collapsed(solver: "RSBSolver", fp: FixedPoint, alpha: float, t0: float, n0:
     """The collapse: the 1RSB solution is the replica-symmetric one (``q0 = q1 = q``, ``delta_q = V``,
     ``q0hat = q1hat = qhat``, ``Vhat``, the other families equal), whatever the Parisi parameter; every
     1RSB potential then equals its replica-symmetric value (tests/test_rsb.py checks the identity)."""
-    mod, rsm = solver.mod, solver.rs.module
+    mod = solver.mod
     x = solver.conv.from_rs(fp.x, 0.0)
     xhat = np.zeros(len(mod.CONJUGATES))
     rs_hat = {"q0hat": "qhat", "q1hat": "qhat", "Vhat": "Vhat", "mhat": "mhat", "thetahat": "thetahat"}
@@ -1300,7 +1356,6 @@ def with_error_bars(solver: "RSBSolver", point: RSBPoint, alpha: float,
             fam = _family(mod.FAMILIES, mod.ORDER_PARAMETERS, name)
             rs_name = _rs_name(solver.rs.module, fam, name, mod)
             errs[name] = float(e.get(rs_name, math.nan)) if fam in ("q0", "q1", "delta_q", "m", "theta") else 0.0
-        rsm = solver.rs.module
         rs_hat = {"q0hat": "qhat", "q1hat": "qhat", "Vhat": "Vhat", "mhat": "mhat", "thetahat": "thetahat"}
         for name in point.conjugates:
             fam = name.split("_")[0]
@@ -1322,6 +1377,12 @@ def with_error_bars(solver: "RSBSolver", point: RSBPoint, alpha: float,
     t0 = time.perf_counter()
     m = float(point.parisi_m)
     st, n = fine_solver.solve_joint(alpha, point.state.x, m, (m / 3.0, m * 3.0))
+    if fine_solver.classify(st) != "solved":
+        out = dataclasses.replace(point)
+        out.errors = {k: math.nan for k in point.values()}
+        out.notes = list(point.notes) + [f"no error bars: the re-solve on the refined rule stopped at residual "
+                                         f"{st.residual():.1e}"]
+        return out
     fine = _point(fine_solver, point.rs, alpha, st, fine_solver.potentials(st, alpha), t0, 0)
     fine.evaluations = point.evaluations + n
     fine.seconds = point.seconds + fine.seconds
