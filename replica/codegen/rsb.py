@@ -201,7 +201,7 @@ def _header(rd: RSBDerivation, declaration) -> str:
         f"GAUSSIANS = {tuple(s.name for s in env.gaussians)!r}",
         f"INNER = {tuple(s.name for s in nested.inner)!r}",
         f"N_STARTS = {len(env.starts)}",
-        f"N_OBSERVABLES = 1",
+        "N_OBSERVABLES = 1",
         f"VALIDITY = {tuple(rd.validity.keys())!r}",
         f"CONJUGATE_VALIDITY = {tuple(rd.conjugate_validity.keys()) or ('none',)!r}",
         f"WEIGHTED = {env.weight is not None!r}",
