@@ -430,7 +430,9 @@ class LaplaceRule(TensorRule):
         zeta = mu.T[:, :, None] + np.einsum("nij,jk->ink", chol, t)         # (n, No, Ni)
         logw = -0.5 * (np.sum(zeta ** 2, axis=0) - np.sum(t ** 2, axis=0)[None, :])
         det = np.prod(np.diagonal(chol, axis1=1, axis2=2), axis=1)
-        weights = base.inner_weights * np.exp(logw) * det[:, None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            weights = base.inner_weights * np.exp(np.minimum(logw, 700.0)) * det[:, None]
+        weights = np.where(np.isfinite(weights), weights, 0.0)
         return NestedRule(base.outer, base.outer_weights, zeta, weights, base.label, self.describe())
 
     @staticmethod
@@ -587,7 +589,7 @@ def nested_average(M: np.ndarray, G: np.ndarray, outer_weights: np.ndarray, inne
         Mw = np.where(inner_weights > 0, M, 0.0)
         tM = np.sum(P * Mw, axis=1)
         tM2 = np.sum(P * Mw * Mw, axis=1)
-        tG = np.einsum("kij,ij->ki", np.where(inner_weights[None] > 0, G, 0.0), P)
+        tG = np.einsum("kij,ij->ki", np.where((inner_weights[None] > 0) & (P[None] > 0), G, 0.0), P)
     w = outer_weights if W is None else outer_weights * W
     psi = float(np.sum(w * log_e) / pm)
     grad = -(tG @ w)
