@@ -98,7 +98,7 @@ def d7_branch(variant: str) -> list[dict]:
     """The semantic branch at omega = 0.3 on the degree-7 pair cubature alone (no refinement, no
     bars: the paper's kind of computation), continued down in alpha from alpha = 2."""
     from replica.numeric.quadrature import degree7_pairs
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.numeric.solver import Solver
 
     prox = _convention(variant)

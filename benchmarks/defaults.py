@@ -46,7 +46,7 @@ FIRST_RUN = ["attention", "--omega", "0.3", "--alpha", "2", "--branch", "semanti
 
 _API_CHILD = r"""
 import json, sys, time
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.integrators import from_spec
 from replica.numeric.solver import Solver
 
@@ -116,7 +116,7 @@ def point(name: str) -> list[str]:
     """The flags of ``name``'s typical point (:data:`POINTS`)."""
     if name in POINTS:
         return list(POINTS[name])
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     return ["--alpha", "2", "--branch", next(iter(load_module(name).BRANCHES))]
 
@@ -166,7 +166,7 @@ def bench_first_run() -> tuple[list[dict], dict]:
 def bench_defaults(quick: bool = False, models: list[str] | None = None) -> tuple[list[dict], dict]:
     """The ``defaults`` section: every declared model's default command (``quick``: the paper's
     model and one GLM only), then the first-run row."""
-    from replica.artifacts.registry import declared_models
+    from replica.registry import declared_models
 
     names = models or (["attention_tied", "ridge"] if quick else declared_models())
     rows, data = [], {"models": {}}

@@ -1,4 +1,4 @@
-"""Finite-size calibration of the theory-vs-simulation checks in tests/test_extensions.py.
+"""Finite-size calibration of the theory-vs-simulation checks in tests/test_attention_variants.py.
 
 Runs the simulator (same settings as the tests, seeds 0-4 by default, which the tests do not
 use) at each ``d`` for each point and prints ``(mean - theory, std)`` of every compared quantity,
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-import test_extensions as T  # noqa: E402
+import test_attention_variants as T  # noqa: E402
 
 
 def calibrate(point: str, d: int, seeds) -> dict[str, tuple[float, float]]:

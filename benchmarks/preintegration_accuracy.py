@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from replica.artifacts.registry import load_module  # noqa: E402
+from replica.registry import load_module  # noqa: E402
 
 MOD = load_module("attention_tied")
 from replica.numeric.preintegration import PreintegrationIntegrator, make_integrator  # noqa: E402

@@ -23,7 +23,7 @@ import numpy as np
 
 from replica.numeric.prox import prox
 from replica.numeric.quadrature import QuadratureRule, parse_rule
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.solver import Solver
 
 

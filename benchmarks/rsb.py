@@ -95,26 +95,27 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # --------------------------------------------------------------------------- the paper's model, m by m
-#: (alpha, branch) of the study: the branches the replicon flags at omega = 0.3 (the semantic branch merges into
-#: the agnostic one below alpha_b ~ 0.72)
-PAPER_POINTS = ((0.6, "agnostic"), (0.8, "semantic"), (1.0, "semantic"))
-#: Parisi parameters of the study (the complexity's sign along them), and the rules (outer, inner orders)
-PAPER_M = (100.0, 300.0, 1000.0, 3000.0, 10000.0)
-PAPER_RULES = ((8, 6), (10, 8))
+#: (alpha, branch, Parisi parameters) of the study: the branches the replicon flags at omega = 0.3 (the semantic
+#: branch merges into the agnostic one below alpha_b ~ 0.72), the complexity's sign along the parameters
+PAPER_POINTS = ((0.8, "semantic", (30.0, 100.0, 300.0, 1000.0)), (1.0, "semantic", (100.0, 300.0, 1000.0)),
+                (0.6, "agnostic", (10.0, 30.0, 100.0)))
+PAPER_M = (300.0, 1000.0, 3000.0)
+#: the nested rules (outer, inner orders of :class:`replica.numeric.rsb.LaplaceRule`)
+PAPER_RULES = ((8, 6),)
 
 
 def paper_study(alpha: float, branch: str, ms=PAPER_M, rules=PAPER_RULES, log=print) -> dict:
     """The paper's model (omega = 0.3) at one point: the replica-symmetric point, then the 1RSB saddle point at
     every Parisi parameter of ``ms`` (warm-started along them) on each nested rule of ``rules``
     (:class:`replica.numeric.rsb.LaplaceRule`): order parameters, complexity, free entropy, eps_g, residual."""
-    from replica.artifacts.registry import load_model, load_module
-    from replica.codegen.rsb import load_rsb_module
     from replica.numeric import rsb
+    from replica.registry import load_module
+    from replica.registry.rsb import load_rsb_module
     from replica.numeric.integrators import from_spec
     from replica.numeric.solver import Solver
 
     rsm = load_module("attention")
-    mod = rsb.RSBModel.from_module(load_rsb_module(load_model("attention"), quiet=True))
+    mod = load_rsb_module("attention", quiet=True)
     rs = Solver(rsm, {"omega": 0.3}, branch=branch, rule=from_spec("auto", rsm, branch))
     t0 = time.perf_counter()
     fp = rs.solve_best(alpha)
@@ -154,10 +155,10 @@ def paper_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--branch", default=None)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "rsb_paper.jsonl"))
     args = ap.parse_args(argv)
-    points = [(args.alpha, args.branch)] if args.alpha is not None else PAPER_POINTS
+    points = [(args.alpha, args.branch, PAPER_M)] if args.alpha is not None else PAPER_POINTS
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    for alpha, branch in points:
-        res = paper_study(alpha, branch, log=lambda s: print(s, flush=True))
+    for alpha, branch, ms in points:
+        res = paper_study(alpha, branch, ms, log=lambda s: print(s, flush=True))
         with open(args.out, "a") as fh:
             fh.write(json.dumps(res) + "\n")
     return 0

@@ -139,7 +139,7 @@ def backends() -> list[str]:
 
 
 def tied():
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     return load_module("attention_tied")
 
@@ -227,7 +227,8 @@ def bench_point(quick: bool) -> tuple[list[dict], dict]:
                         note=f"cpu {c:.2f} s, {fp.iterations} iterations"))
         data[f"warm_{b}"] = dict(seconds=w, cpu=c, iterations=fp.iterations)
     code = ("import time; t = time.perf_counter()\n"
-            "from derivations.generated import attention_tied as m\n"
+            "from replica.registry import load_module\n"
+            "m = load_module('attention_tied')\n"
             "from replica.numeric.solver import Solver\n"
             "fp = Solver(m, {'omega': 0.3}, 'semantic').solve(2.0)\n"
             "print(time.perf_counter() - t)")
@@ -256,7 +257,7 @@ import time
 t = time.perf_counter()
 import numpy as np
 from replica.numeric.compiled import compiled
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 m = load_module("attention")
 k = compiled(m)
 z, x, p = np.zeros((4, 1)), np.array([0.1, 10.0, 0.0, 0.15]), np.array(m.DEFAULTS)
@@ -390,8 +391,9 @@ if name.endswith(".py"):
     spec = importlib.util.spec_from_file_location("scratch_" + name.split("/")[-1][:-3], name)
     mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
 else:
-    mod = importlib.import_module("derivations.generated." + name)
-from replica.numeric.generated_model import as_model
+    from replica.registry import load_module
+    mod = load_module(name)
+from replica.interface.generated_model import as_model
 from replica.numeric.solver import Solver
 mod = as_model(mod)
 from replica.numeric.compiled import compiled
@@ -412,8 +414,8 @@ print(json.dumps(out))
 
 
 def _six_module(name: str) -> str:
-    """A generated module name, or a scratch file for rank 2 if no colleague's model exists."""
-    if (ROOT / "derivations" / "generated" / f"{name}.py").exists():
+    """A declared model's name, or a scratch file for rank 2 if no colleague's model exists."""
+    if (ROOT / "derivations" / f"{name}.py").exists():
         return name
     scratch = ROOT / ".replica_cache" / "bench" / f"{name}.py"
     if not scratch.exists():
@@ -451,7 +453,7 @@ GLM_POINTS = (("logistic", 2.0, {"lam": 0.1}), ("hinge", 2.0, {"lam": 0.1}), ("l
 
 
 def bench_glm(quick: bool) -> tuple[list[dict], dict]:
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.numeric.solver import Solver
     from tests.oracles import state_evolution
 

@@ -63,8 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import numpy as np
 
-    from replica.artifacts.registry import load_module
-    from replica.symbolic.spectral_modes import gcm_module
+    from replica.registry import load_module
+    from replica.registry.spectral import gcm_module
     from replica.numeric.spectrum import power_law
 
     iso = load_module("logistic")

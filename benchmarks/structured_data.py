@@ -47,9 +47,9 @@ RF_THEORY_RATIOS = np.unique(np.round(np.concatenate([np.linspace(0.1, 1.8, 18),
 def power_law_curves(say=print) -> list[dict]:
     """Theory and simulation rows of the power-law learning curves."""
     from numerics.structured import SpectralProblem
-    from replica.artifacts.registry import load_model, load_module
+    from replica.registry import load_model, load_module
     from replica.numeric.solver import Solver
-    from replica.symbolic.spectral_modes import gcm_module
+    from replica.registry.spectral import gcm_module
     from replica.numeric.spectrum import power_law
 
     spec = power_law(**POWER_LAW)
@@ -84,9 +84,9 @@ def rf_curve(say=print) -> list[dict]:
     import sympy as sp
     from sklearn.linear_model import Ridge
 
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.numeric.solver import Solver
-    from replica.symbolic.spectral_modes import activation_coefficients, gcm_module
+    from replica.registry.spectral import activation_coefficients, gcm_module
     from replica.numeric.spectrum import random_features
 
     z = sp.Symbol("z", real=True)

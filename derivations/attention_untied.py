@@ -5,7 +5,7 @@ penalty ``lambda_Q/2 |Q|^2 + lambda_K/2 |K|^2`` (``L2([lam_Q, lam_K])``); target
 branches as in :mod:`derivations.attention_tied`. The order parameters are ``2r x 2r`` matrices
 (``q_12`` is the query-key overlap). ``pin_key=True`` substitutes ``h^K := h^Q`` (the constraint
 ``K = Q``): then ``lambda_Q + lambda_K`` plays the role of the tied ``lambda`` (see
-tests/test_extensions.py).
+tests/test_attention_variants.py).
 """
 from __future__ import annotations
 

@@ -126,7 +126,7 @@ show_math([rf"\Psi_w = {tex(derivation.entropic_potential)}"])
 # %% [markdown]
 # ## 2. Both branches at ω = 0.3
 #
-# The generated module (`derivations/generated/attention_tied.py`, numpy only) is what the
+# The generated module (numpy only, built into the cache at first use) is what the
 # solver runs. `Solver(...).solve_best` is what `replica solve` does: cold solves from a few
 # generic starts, keeping the fixed point with the largest free entropy `Φ` (a branch can
 # hold several solutions at one `α`). The quadrature is also the command's: Gauss–Hermite
@@ -135,7 +135,7 @@ show_math([rf"\Psi_w = {tex(derivation.entropic_potential)}"])
 
 # %%
 from replica.numeric.integrators import from_spec
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.solver import Solver, linear_baseline
 
 attention = load_module("attention")

@@ -30,7 +30,7 @@
 # descent. With two fields per token (untied, rank 2) or three tokens, the energetic average is
 # over 6 Gaussians instead of 4: the solver's default there is a tensor Gauss–Hermite rule of
 # order 6 (46 656 nodes; `docs/explanation/quadrature.md`), and the generic start of the solver is far from
-# the fixed points, so each solve starts next to a known one (measured in `tests/test_extensions.py`).
+# the fixed points, so each solve starts next to a known one (measured in `tests/test_attention_variants.py`).
 #
 # **Running it.** From the repository root, `python notebooks/02_untied_and_rank2.py` (or open it
 # with jupytext / Jupyter). Environment variables:
@@ -129,12 +129,12 @@ show_math([f"{tex(eq.lhs)} = {tex(eq.rhs)}" for eq in untied_eqs if eq.lhs.name.
 # ## 2. A fixed point of each
 #
 # Each solve starts next to a fixed point measured at Gauss–Hermite order 8
-# (`tests/test_extensions.py`); with the default order 6 (full run) or order 4 (quick run) the
+# (`tests/test_attention_variants.py`); with the default order 6 (full run) or order 4 (quick run) the
 # fixed point moves a little, within the quadrature error.
 
 # %%
 from replica.numeric.quadrature import gauss_hermite
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.solver import Solver
 
 RULE_6D = gauss_hermite(6, 4) if QUICK else None   # None: the solver's default (GH order 6 in 6-D)
@@ -281,7 +281,7 @@ plt.close(fig)
 show(OUT / "untied_vs_tied_transition.png")
 
 # %% [markdown]
-# Measured with the default rule (`docs/how-to/extensions.md`, `tests/test_extensions.py`): untied
+# Measured with the default rule (`docs/how-to/extensions.md`, `tests/test_attention_variants.py`): untied
 # `Φ_sem − Φ_pos = −2.6e-4` at `α = 2` and untied `α_c ≈ 2.28`, against `+9.2e-4` and `α_c` ≈ <!--n:alpha_c@0.3:2-->1.25<!--/n-->
 # for the tied model. (The tied positional branch holds two solutions at `α = 2`; the gap is
 # taken to the one continued from small `α`, `m ≈ 0.26`, which has the larger `Φ` and is where
@@ -296,7 +296,7 @@ show(OUT / "untied_vs_tied_transition.png")
 # `Q = K = Q*` (`numerics.simulate.run_attention(untied=True)`). Signs are fixed per seed by
 # `θ_1 > 0` (`S` is invariant under flipping `Q` and `K` together). The positional encodings'
 # `O(1/d)` contribution to `ε_g` is negligible here (`p_2 = −p_1`,
-# `tests/test_extensions.py::_output_encoding_term`). Measured at `d = 200` over 5 seeds: biases
+# `tests/test_attention_variants.py::_output_encoding_term`). Measured at `d = 200` over 5 seeds: biases
 # ≤ 2e-3 on `q` and `θ`, seed spread ≈ 8e-3 (`q`) and 1e-2 (`θ`); at `d = 100` some seeds leave
 # the semantic state, hence `d ≥ 200`.
 
@@ -324,7 +324,7 @@ for k in per_seed[0]:
 
 # %% [markdown]
 # The same comparison for every extension, with tolerances from the measured finite-size
-# spread, is `tests/test_extensions.py::test_theory_matches_simulation` (and its `d = 400`
+# spread, is `tests/test_attention_variants.py::test_theory_matches_simulation` (and its `d = 400`
 # slow variant).
 
 # %%

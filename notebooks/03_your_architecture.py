@@ -62,7 +62,7 @@ QUICK = os.environ.get("REPLICA_NOTEBOOK_QUICK", "") not in ("", "0")
 print((ROOT / "derivations" / "linear_attention.py").read_text())
 
 # %%
-from replica.artifacts.registry import load_model
+from replica.registry import load_model
 
 model = load_model("linear_attention")  # derivations/linear_attention.py (the registry notes the file)
 print(model.description)
@@ -120,21 +120,23 @@ print(md[start:start + 900])
 # %% [markdown]
 # ## 4. Generate the solver module
 #
-# `python -m replica generate linear_attention` writes `derivations/generated/linear_attention.py`,
-# the model's mathematics only: numpy functions, plus per-node leaves that `replica.numeric.compiled` turns
-# into a numba unit with the library's generic kernels at first use (cached on disk). Here we
-# generate it into a temporary folder and check it is the committed one (the freshness stamp in its
-# header records the declaration's hash: `replica generate --check` lists stale artifacts).
+# Every command generates the module it needs into the cache at first use;
+# `python -m replica generate linear_attention --out linear_attention.py` writes it where you want to
+# read it: the model's mathematics only, numpy functions, plus per-node leaves that `replica.numeric.compiled`
+# turns into a numba unit with the library's generic kernels at first use (cached on disk). Here we
+# generate it into a temporary folder and check it is the one `load_module` uses (the freshness stamp in its
+# header records the declaration's and the generator's hashes: they name the module in the cache).
 
 # %%
 from replica.codegen import generate_module, write_module
-from replica.artifacts.registry import _import_path
+from replica.registry import _import_path
 
 t0 = time.perf_counter()
 path = write_module(derivation, tmp / "linear_attention.py")
 print(f"generated {path} in {time.perf_counter() - t0:.1f} s")
-committed = ROOT / "derivations" / "generated" / "linear_attention.py"
-print("same as the committed module:", committed.read_text() == path.read_text())
+from replica.registry import load_module
+
+print("same as the cached module:", load_module("linear_attention").path.read_text() == path.read_text())
 module = _import_path(path)
 print(module.ORDER_PARAMETERS, module.GAUSSIANS)
 
@@ -280,4 +282,4 @@ for alpha in sim_alphas:
 #   terms like the encoding term above before blaming the theory.
 # * **Tests.** Add an exact identity of your model (a symmetry, a limit where it reduces to a
 #   known model) and a theory-vs-simulation check whose tolerance comes from the measured
-#   spread over seeds (see `tests/test_extensions.py`).
+#   spread over seeds (see `tests/test_attention_variants.py`).

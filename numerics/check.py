@@ -44,26 +44,21 @@ REASONS = {
 
 
 def theory(module, parameters: Mapping[str, float], alpha: float, branch: str | None,
-           replicon: bool = True, quadrature: str | None = None, error_bars: bool = True) -> dict[str, Any]:
-    """``replica solve MODEL --alpha A --branch B [--quadrature RULE] --json`` in process: the fixed point
-    from the CLI's cold starts, its error bars (one refinement, checked against 1e-3) and the replicon.
-    ``error_bars=False`` skips the bars (their refinement and jump check take minutes for the
-    six-dimensional models): no ``errors`` in the result."""
-    from replica.numeric.accuracy import DEFAULT_ACCURACY, solve_to_accuracy
-    from replica.numeric.report import result_dict
-    from replica.numeric.integrators import from_spec
-    from replica.numeric.solver import Solver
-    from replica.numeric.stability import replicon_summary
+           replicon: bool = True, quadrature: str | None = None, error_bars: bool = True,
+           options=None, solver=None) -> dict[str, Any]:
+    """``replica solve MODEL --alpha A --branch B [--quadrature RULE] --json`` in process, through the
+    one pipeline (:func:`replica.numeric.point.solve_point`): the fixed point from the CLI's cold
+    starts, its error bars (one refinement, checked against 1e-3), the replicon and its bar, the
+    companion rule's residual. ``options``: every option of ``replica solve`` at once (a
+    :class:`~replica.numeric.point.PointOptions`; then ``branch``, ``replicon``, ``quadrature`` and
+    ``error_bars`` are its own); ``error_bars=False`` skips the bars (their refinement and jump check
+    take minutes for the six-dimensional models): no ``errors`` in the result."""
+    from replica.numeric.point import PointOptions, solve_point
 
-    solver = Solver(module, dict(parameters), branch=branch, rule=from_spec(quadrature or "auto", module, branch),
-                    error_estimate=False)
-    fp = solver.solve_best(alpha, scout=solver.scout())
-    if error_bars:
-        fp = solve_to_accuracy(solver, fp, alpha, DEFAULT_ACCURACY, max_levels=1)
-    out = result_dict(module, fp)
-    if replicon:
-        out.update(replicon_summary(module, fp))
-    return out
+    if options is None:
+        options = PointOptions(branch=branch, quadrature=quadrature or "auto", replicon=replicon,
+                               error_bars=error_bars)
+    return solve_point(module, dict(parameters), alpha, options, solver=solver).result
 
 
 def check_theory_result(th: Mapping[str, Any], model: str, alpha: float, branch: str | None,
@@ -194,7 +189,8 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
               tol: float | None = None, max_iter: int = 20000, device: str = "cpu", constrain: bool = True,
               replicon: bool = True, threads: int = 1, theory_result: Mapping[str, Any] | None = None,
               quadrature: str | None = None, theory_bars: bool = True,
-              progress: Callable[[str], None] | None = None, spectrum=None) -> dict[str, Any]:
+              progress: Callable[[str], None] | None = None, spectrum=None, module=None, options=None,
+              solver=None) -> dict[str, Any]:
     """Theory against simulation for ``model`` (a declared name or a path to a ``.py`` file) at
     ``alpha``: the ``replica check`` result (module docstring; keys listed in docs/how-to/check.md).
     ``threads``: BLAS and torch threads of the simulation (default 1: its linear algebra is small,
@@ -203,27 +199,34 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
     (:func:`check_theory_result` checks that it is); ``quadrature``: the solve's energetic rule
     (``replica solve --quadrature``; default ``auto``); ``theory_bars=False``: solve without error bars.
     ``spectrum``: a :class:`replica.numeric.spectrum.Spectrum` for a GLM on structured data (``replica solve
-    --spectrum``; simulated by :class:`numerics.structured.SpectralProblem` at ``d`` = its number of modes)."""
-    from replica.artifacts.registry import load_model, load_module
+    --spectrum``; simulated by :class:`numerics.structured.SpectralProblem` at ``d`` = its number of modes).
+    ``module``: the generated model, loaded once by the caller (on the spectrum's data law when
+    ``spectrum`` is given); ``options``, ``solver``: the theory's
+    :class:`~replica.numeric.point.PointOptions` and the solver built from them (``replica check``
+    passes its flags'), else those of ``replica solve`` with ``quadrature``, ``replicon`` and
+    ``theory_bars``."""
+    from replica.registry import load_model, load_module
 
     from .problem import DEFAULT_TOL, Problem
 
     say = progress or (lambda line: None)
     t0 = time.perf_counter()
-    module = load_module(model)
+    given = module is not None
+    module = module if given else load_module(model)
     decl = load_model(model)
     if spectrum is None:
         problem = Problem(decl, module, parameters)
     else:
         from replica.errors import ParameterError
-        from replica.symbolic.spectral_modes import gcm_module
+        from replica.registry.spectral import gcm_module
 
         from .structured import SpectralProblem
 
         if any(int(d) != spectrum.N for d in ds):
             raise ParameterError("d", f"a spectrum of {spectrum.N} modes is simulated at d = {spectrum.N}, "
                                       f"got {', '.join(str(int(d)) for d in ds)}")
-        module = gcm_module(module, spectrum)
+        if not given:
+            module = gcm_module(module, spectrum)
         problem = SpectralProblem(decl, module, parameters, spectrum)
     from replica.errors import ParameterError
 
@@ -244,7 +247,8 @@ def run_check(model: str, alpha: float, *, parameters: Mapping[str, float] | Non
         say("theory: from the given replica solve result")
     else:
         say(f"theory: {module.MODEL} alpha={alpha:g} branch={branch or 'free'} (replica solve)")
-        th = theory(module, params, alpha, branch, replicon=replicon, quadrature=quadrature, error_bars=theory_bars)
+        th = theory(module, params, alpha, branch, replicon=replicon, quadrature=quadrature, error_bars=theory_bars,
+                    options=options, solver=solver)
     say(f"theory: converged, {th.get('seconds', 0.0):.1f} s"
         + (f"; replicon {th['replicon']:.3g} (RS {'stable' if th['rs_stable'] else 'UNSTABLE'})"
            if th.get("replicon") is not None else ""))
@@ -410,5 +414,5 @@ def plot(res: Mapping[str, Any], path: str) -> None:
     plt.close(fig)
 
 
-def _stderr(line: str) -> None:
+def progress(line: str) -> None:
     print(f"replica check: {line}", file=sys.stderr, flush=True)

@@ -120,7 +120,7 @@ def markdown_table(results: Sequence[dict[str, Any]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: check the models and rewrite the table between the markers of ``--out``."""
     from replica.artifacts import jsonio
-    from replica.artifacts.registry import declared_models
+    from replica.registry import declared_models
 
     p = argparse.ArgumentParser(prog="python -m numerics.check_models", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=None, help="comma-separated models (default: every declared model)")

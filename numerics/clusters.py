@@ -292,7 +292,7 @@ def theory(alpha: float, branch: str, omega: float = 0.3, p_same: float = 0.8,
     simulator's names (``q_1a``...), with ``u_<name>``: the quadrature uncertainty
     ``quadrature_residual · |X|`` (at least 1e-12)."""
     from replica.numeric.integrators import from_spec
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.numeric.solver import Solver
 
     mod = load_module("attention_clusters")

@@ -174,7 +174,7 @@ def theory_point(omega: float, alpha: float, branch: str, lam: float = 0.01,
     key = (round(omega, 12), round(alpha, 12), branch, lam, sigma, continuation)
     if key in _THEORY_CACHE:
         return _THEORY_CACHE[key]
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.numeric.solver import Solver, linear_baseline
 
     module = load_module("attention")

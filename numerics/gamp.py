@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-from replica.numeric.generated_model import GeneratedModel, as_model
+from replica.interface.generated_model import GeneratedModel, as_model
 
 __all__ = [
     "INITS",
@@ -156,7 +156,7 @@ def model_spec(model: str | GeneratedModel, parameters: Mapping[str, float] | No
     import sympy as sp
 
     from replica.errors import ParameterError
-    from replica.artifacts.registry import load_model, load_module
+    from replica.registry import load_model, load_module
     from replica.symbolic.regularizers import L2, SeparableRegularizer
     from replica.numeric.solver import Solver
 
@@ -939,13 +939,15 @@ def expected_convergence(module: GeneratedModel, alpha: float, init: str, parame
     where the RS fixed point is unstable -- replicon >= 1 or a prox switching between minima --
     GAMP cannot settle on it (docs/explanation/replicon.md).
     """
-    from replica.numeric.solver import Solver
-    from replica.numeric.stability import replicon_summary
+    from replica.numeric.point import PointOptions, solve_point
 
     branch = init if init in module.BRANCHES else None
-    fp = Solver(module, parameters or {}, branch=branch).solve_best(alpha)
-    out: dict[str, Any] = {"theory_branch": fp.branch}
-    out.update(replicon_summary(module, fp))
+    # the theory's fixed point and its replicon, through the one pipeline (no bars: only the replicon is read)
+    point = solve_point(module, parameters or {}, alpha,
+                        PointOptions(branch=branch, quadrature=None, error_bars=False, companion_residual=False,
+                                     scout=False))
+    out: dict[str, Any] = {"theory_branch": point.fp.branch}
+    out.update({k: v for k, v in point.result.items() if k.startswith(("replicon", "rs_stable"))})
     out["expected_to_converge"] = out["rs_stable"]
     return out
 
@@ -960,7 +962,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with ``argv``, it has the parameter flags of the model ``argv`` names."""
     from replica.applications import parameter_help
     from replica.errors import ReplicaError
-    from replica.numeric.parameter_flags import add_parameter_flags, peek_positional
+    from replica.cli.flags import add_parameter_flags, peek_positional
 
     p = _Parser(prog="python -m numerics.gamp",
                 description="GAMP (paper Appendix B, Algorithm 1) for a declared model: runs the algorithm "
@@ -1009,7 +1011,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     module = None
     name = peek_positional(p, list(argv)) if argv is not None else None
     if name is not None:
-        from replica.artifacts.registry import load_module
+        from replica.registry import load_module
 
         try:
             module = load_module(name)
@@ -1030,9 +1032,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, prog: str) -> int:
     from replica.artifacts import jsonio
-    from replica.numeric.parameter_flags import parameters_from_args
+    from replica.cli.flags import parameters_from_args
     from replica.errors import ReplicaError
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.runtime.workers import exit_status
 
     try:

@@ -222,7 +222,7 @@ def plot_trajectories(path: str, png: str, show_ds: Sequence[int] | None = None)
 # --------------------------------------------------------------------------- fixed points
 def fixed_point_row(point: str, d: int, seed: int, gd: bool = True) -> dict:
     """Damped GAMP, GD on the same data, and the theory at one fixed-point study point."""
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.numeric.solver import Solver
 
     from .gamp import run_gamp_seed

@@ -116,7 +116,7 @@ def problem(model: str, params: Mapping[str, float]):
 
 @lru_cache(maxsize=32)
 def _problem(model: str, items: tuple):
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     from .problem import Problem
 
@@ -204,15 +204,13 @@ THEORY_KEYS = {"q": "q", "theta": "theta", "train_loss": "train_loss", "test_los
 
 
 def theory(model: str, alpha: float, params: dict[str, float], max_iter: int = 2000) -> dict[str, Any]:
-    """``replica solve MODEL --alpha A --param ... --json`` in process: the replica-symmetric fixed
-    point of the declared model (derivations/MODEL.py), as the CLI solves it."""
-    from replica.numeric.report import result_dict
-    from replica.artifacts.registry import load_module
-    from replica.numeric.solver import Solver
+    """``replica solve MODEL --alpha A --param ... --json --no-replicon`` in process, through the one
+    pipeline (:func:`replica.numeric.point.solve_point`): the replica-symmetric fixed point of the
+    declared model (derivations/MODEL.py) with its error bars, as the CLI solves it."""
+    from replica.numeric.point import PointOptions, solve_point
+    from replica.registry import load_module
 
-    module = load_module(model)
-    fp = Solver(module, params, max_iter=max_iter).solve_best(alpha)
-    return result_dict(module, fp)
+    return solve_point(load_module(model), params, alpha, PointOptions(max_iter=max_iter, replicon=False)).result
 
 
 def compare(res: dict[str, Any], th: dict[str, Any]) -> dict[str, dict[str, float | None]]:

@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import sympy as sp
 
-from replica.numeric.generated_model import GeneratedModel, as_model
+from replica.interface.generated_model import GeneratedModel, as_model
 from replica.errors import ParameterError
 
 from .deps import require

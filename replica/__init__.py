@@ -3,7 +3,7 @@
 Declare a :class:`Model`, derive it with :class:`Derivation`, export LaTeX with
 :func:`replica.symbolic.latex.write_latex`, generate a numeric module with
 :func:`replica.codegen.write_module` (or load one by name, regenerated when stale, with
-:func:`replica.artifacts.registry.load_module`), solve it with :class:`replica.numeric.solver.Solver`, and follow
+:func:`replica.registry.load_module`), solve it with :class:`replica.numeric.solver.Solver`, and follow
 its branches with :mod:`replica.phase`. The layers: docs/explanation/architecture.md.
 
 The symbolic names below are imported lazily, so that solving a generated module

@@ -1,14 +1,57 @@
-"""Helpers shared by the sweep tests: the command line in a fresh process, spec files, the
-thresholds spec both executors' tests compare on, and process checks for the interrupt tests
-(Linux ``/proc`` and ``ps``)."""
+"""What the tests share: the one command-line harness (:func:`run`, :func:`run_cli`, :func:`cli`,
+:func:`spawn`, :func:`run_without` -- every test that runs ``replica`` or a simulator's command
+goes through these), spec files and the thresholds spec the sweep tests compare on, and process
+checks for the interrupt tests (Linux ``/proc`` and ``ps``)."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+# --------------------------------------------------------------------------- the command-line harness
+def run(*args, module: str = "replica", cwd: Path = ROOT, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS`` in a fresh process (default from the repository root), output captured
+    as text; ``kw`` goes to :func:`subprocess.run` (``env=...``)."""
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def run_cli(*args, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    """``replica ARGS`` in a fresh process (:func:`run`)."""
+    return run(*args, timeout=timeout, **kw)
+
+
+def cli(*args) -> tuple[int, str, str]:
+    """``replica ARGS`` in this process: (exit status, stdout, stderr)."""
+    from replica.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse's own errors and --help
+            rc = exc.code
+    return rc, out.getvalue(), err.getvalue()
+
+
+def spawn(*args, module: str = "replica", cwd: Path = ROOT, **kw) -> subprocess.Popen:
+    """``python -m MODULE ARGS`` started, not waited for (the interrupt tests signal it), pipes as text."""
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", module, *map(str, args)], cwd=cwd, text=True, **kw)
+
+
+def run_without(package: str, *argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m <argv>`` with ``package`` made unimportable (as if not installed)."""
+    code = (f"import runpy, sys; sys.modules[{package!r}] = None; sys.argv = {list(argv)!r}; "
+            f"runpy.run_module(sys.argv[0], run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 def ridge_spec(alpha: str, chunk: int) -> str:
     """A ridge sweep over alpha (``alpha``: the TOML of the axis) x three lambda on the centered
@@ -42,12 +85,6 @@ tol = 1e-7
 alpha_max = 3.0
 xtol = 1e-3
 """
-
-
-def run_cli(*args, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
-    """``python -m replica ARGS`` from the repository root, output captured."""
-    return subprocess.run([sys.executable, "-m", "replica", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, **kw)
 
 
 def spec_file(tmp_path: Path, text: str, name: str = "spec.toml") -> Path:

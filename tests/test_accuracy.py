@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -22,11 +20,12 @@ from replica.numeric.accuracy import solve_to_accuracy, values, with_error_bars
 from replica.codegen import write_module
 from replica.numeric.integrators import AlignedEntropicRule
 from replica.numeric.quadrature import gauss_hermite
-from replica.artifacts.registry import _import_path
-from replica.numeric.generated_model import as_model
+from replica.registry import _import_path
+from replica.interface.generated_model import as_model
 from replica.symbolic.regularizers import L1
 from replica.numeric.solver import Solver
 from tests.oracles import state_evolution
+from tests.support import run_cli
 
 #: solve keys (token 1) -> oracle keys
 KEYS = {"q_1": "q", "V_1": "V", "theta_1": "theta", "qhat_1": "qhat", "Vhat_1": "Vhat",
@@ -137,8 +136,7 @@ def test_lasso_tensor_rule_accuracy_1e6_covers_or_says_why(lasso):
     assert any("NOT met" in n and "budget" in n for n in fp.notes), fp.notes
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "replica", *args], capture_output=True, text=True)
+_cli = run_cli
 
 
 def test_cli_json_has_errors_for_every_number_and_accuracy_met():
@@ -223,7 +221,7 @@ def test_iteration_bar_covers_a_poor_newton_jacobian():
     be: the default logistic solve once left q 2.4e-10 off under a 1.5e-10 bar): the corrected
     state's second correction measures the contraction, and the geometric series over it covers
     what the iteration left (a bar of 2x the one-step correction alone would cover a third)."""
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     oracle = state_evolution("logistic", 2.0, lam=0.1)
     # tol 1e-5: the solve stops with q ~2e-5 off (at 1e-6 its last Newton step happens to land within
@@ -296,7 +294,7 @@ def test_jump_check_is_silent_where_the_argmin_never_jumps(ridge, lasso):
 
 def test_jump_check_refuses_models_without_pre_integration():
     from replica.numeric.accuracy import jump_check
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     logistic = load_module("logistic")
     solver = Solver(logistic, {"lam": 0.1}, "centered", error_estimate=False)
@@ -351,7 +349,7 @@ def test_jump_check_costing_too_much_is_replaced_by_the_switching_test(attention
 def test_six_dimensional_jump_check_is_over_its_cost():
     """The 6-D models' default rule (gh:6, folded to 23 328 nodes) against the jump check's level:
     14^5 lines x 14 points, over the node budget too."""
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.numeric import accuracy, rule_plan
 
     assert rule_plan.preint_points(6, accuracy.JUMP_CHECK_LEVEL) == 14 ** 5 * 14

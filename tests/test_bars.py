@@ -32,8 +32,8 @@ from replica.codegen import write_module
 from replica.numeric.report import result_dict
 from replica.numeric.integrators import from_spec
 from replica.numeric.kinks import KinkIntegrator, LineKinkIntegrator
-from replica.artifacts.registry import _import_path, load_module
-from replica.numeric.generated_model import as_model
+from replica.registry import _import_path, load_module
+from replica.interface.generated_model import as_model
 from replica.numeric.solver import Solver
 from tests.oracles import state_evolution
 from tests.oracles.common import (l2_entropic_map, l2_entropic_potential, ncdf, npdf, solve_fixed_point,

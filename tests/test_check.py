@@ -10,13 +10,13 @@ from __future__ import annotations
 import ast
 import json
 import math
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.support import run_cli, run_without
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,9 +96,9 @@ ENET_LOGISTIC = textwrap.dedent('''
 CONTRACT = {"theory", "theory_error", "simulation", "simulation_error", "z", "agrees", "per_d"}
 
 
-def run_cli(*args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "replica", "check", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+def run_check(*args, timeout=900):
+    """``replica check ARGS`` (the shared harness)."""
+    return run_cli("check", *args, timeout=timeout)
 
 
 # --------------------------------------------------------------------------- arithmetic
@@ -155,7 +155,7 @@ def test_generic_minimiser_finds_the_exact_solvers_minimum(name):
     Marchenko-Pastur edge (1 - alpha^-1/2)^2 alpha)."""
     pytest.importorskip("torch")
     from numerics.problem import Problem
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     problem = Problem(load_model(name), module=None)
     assert problem.glm is not None and problem.glm["loss"] == "square"
@@ -178,7 +178,7 @@ def test_branch_constraint_keeps_the_pinned_family_at_zero():
     the branch that pins theta orthogonal to Sigma Q* (theta = 0), whatever the loss prefers."""
     pytest.importorskip("torch")
     from numerics.problem import Problem
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     problem = Problem(load_model("linear_attention"), module=None)
     inst = problem.instance(1.5, 60, seed=0)
@@ -195,7 +195,7 @@ def test_token_clusters_follow_the_declared_label_law():
     their slot's variance, and on the branch that pins m every slot's m is 0."""
     pytest.importorskip("torch")
     from numerics.problem import Problem
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     problem = Problem(load_model("attention_clusters"), module=None, parameters={"p_same": 0.8})
     inst = problem.instance(25.0, 80, seed=1)            # n = 2000 samples
@@ -215,7 +215,7 @@ def test_rotation_invariant_students_are_compared_by_invariants():
     a minimiser another, so the compared quantities are q's eigenvalues and theta^T theta, equal in
     every basis; untied attention (only a joint sign flip) keeps its entries."""
     from numerics.problem import Problem
-    from replica.artifacts.registry import load_model, load_module
+    from replica.registry import load_model, load_module
 
     rank2 = Problem(load_model("attention_rank2"), load_module("attention_rank2"))
     untied = Problem(load_model("attention_untied"), module=None)
@@ -250,8 +250,8 @@ def test_bad_input_is_one_line_naming_the_parameter(args, name, capsys):
 
 
 def test_the_core_imports_neither_the_simulator_nor_torch_at_top_level():
-    """replica/ stays free of torch and imports numerics (the simulator) only inside functions: the
-    check command's module reaches it lazily."""
+    """replica/ stays free of torch and never imports numerics (the simulator): the check command finds
+    the registered simulator plug-in (replica.simulators) inside its run, lazily."""
     for p in (ROOT / "replica").rglob("*.py"):
         tree = ast.parse(p.read_text())
         for node in tree.body:
@@ -259,7 +259,7 @@ def test_the_core_imports_neither_the_simulator_nor_torch_at_top_level():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             assert not any(n.split(".")[0] in ("numerics", "torch") for n in names), (p, names)
     text = (ROOT / "replica" / "cli" / "commands" / "check.py").read_text()
-    assert "from numerics import check" in text
+    assert "check_module()" in text and "import numerics" not in text and "from numerics" not in text
 
 
 # --------------------------------------------------------------------------- theory against simulation
@@ -268,7 +268,7 @@ def sign_square(tmp_path_factory):
     """`replica check` on a model file written here, at d = 100, 200, 400 with 6 seeds (JSON)."""
     path = tmp_path_factory.mktemp("check") / "sign_square.py"
     path.write_text(SIGN_SQUARE)
-    res = run_cli(str(path), "--alpha", "2", "--d", "100,200,400", "--seeds", "6", "--n-test", "50000", "--json")
+    res = run_check(str(path), "--alpha", "2", "--d", "100,200,400", "--seeds", "6", "--n-test", "50000", "--json")
     return path, res
 
 
@@ -292,7 +292,7 @@ def test_a_perturbed_theory_is_flagged(sign_square):
     neighbouring point (alpha = 2.5 instead of 2), and against the theory's q moved by 5 of the
     simulation's standard errors, disagree."""
     from numerics.check import theory, verdict
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     path, res = sign_square
     out = json.loads(res.stdout)
@@ -317,7 +317,7 @@ def test_a_model_without_an_exact_solver_goes_through_torch_and_agrees(tmp_path,
     pytest.importorskip("torch")
     path = tmp_path / f"{name}.py"
     path.write_text(text)
-    res = run_cli(str(path), "--alpha", "1.5", "--d", "100,200,400", "--seeds", "6", "--n-test", "50000", "--json",
+    res = run_check(str(path), "--alpha", "1.5", "--d", "100,200,400", "--seeds", "6", "--n-test", "50000", "--json",
                   "--quiet", "--no-replicon")
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout)
@@ -327,11 +327,6 @@ def test_a_model_without_an_exact_solver_goes_through_torch_and_agrees(tmp_path,
 
 
 # --------------------------------------------------------------------------- optional dependencies
-def run_without(package: str, *argv: str, timeout=600):
-    """``python -m <argv>`` with ``package`` made unimportable (as if not installed)."""
-    code = (f"import runpy, sys; sys.modules[{package!r}] = None; sys.argv = {list(argv)!r}; "
-            f"runpy.run_module(sys.argv[0], run_name='__main__')")
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 def test_glm_without_scikit_learn_says_what_to_install(monkeypatch, capsys):
@@ -399,7 +394,7 @@ def test_a_given_theory_is_used_when_it_is_of_this_point(tmp_path, capsys):
     from numerics.check import theory
     from replica.artifacts import jsonio
     from replica.cli import main
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     th = theory(load_module("ridge"), {"lam": 0.1, "Delta": 0.25}, 2.0, None, replicon=False)
     path = tmp_path / "ridge.json"
@@ -413,3 +408,21 @@ def test_a_given_theory_is_used_when_it_is_of_this_point(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("replica check: error: theory: the given result is at alpha = 2")
     assert main([*args, "--alpha", "2", "--param", "lam=0.2"]) == 2
     assert "theory: the given result has lam = 0.1" in capsys.readouterr().err
+
+
+def test_a_user_model_is_loaded_once(tmp_path):
+    """``replica check FILE.py`` imported the user's declaration three times (the parser, the command,
+    the simulator) and built a throwaway solver to validate: the command line now loads the model once
+    and the theory is solved by the solver that validated it. The declaration counts its imports."""
+    import os
+
+    marker = tmp_path / "imports.txt"
+    ridge = (ROOT / "derivations" / "ridge.py").read_text().replace("from __future__ import annotations\n", "")
+    decl = tmp_path / "counted_ridge.py"
+    decl.write_text(f"with open({str(marker)!r}, 'a') as _fh:\n    _fh.write('x')\n" + ridge)
+    env = dict(os.environ, REPLICA_CACHE=str(tmp_path / "cache"), REPLICA_BACKEND="numpy")  # first use: generated
+    res = run_cli("check", decl, "--alpha", "2", "--d", "50", "--seeds", "2", "--n-test", "200", "--quadrature", "gh:8",
+                  "--no-theory-bars", "--no-replicon", "--json", "--quiet", env=env, timeout=600)
+    assert res.returncode in (0, 1), res.stderr[-2000:]
+    assert json.loads(res.stdout)["model"] == "ridge"
+    assert marker.read_text() == "x"

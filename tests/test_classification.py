@@ -32,11 +32,12 @@ from replica.codegen import write_module
 from replica.numeric.energetic import average_on_nodes
 from replica.errors import DeclarationError
 from replica.numeric.kinks import KinkIntegrator
-from replica.artifacts.registry import _import_path, load_module
-from replica.numeric.generated_model import as_model
+from replica.registry import _import_path, load_module
+from replica.interface.generated_model import as_model
 from replica.symbolic.regularizers import L1, SeparableRegularizer
 from replica.numeric.solver import Solver
 from tests.oracles import TABLE_ALPHAS, TABLE_DELTAS_LASSO, TABLE_LAM1S, TABLE_LAMS, state_evolution
+from tests.support import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 H, HS = fields(1, 1), teacher_fields(1, 1)
@@ -60,9 +61,7 @@ def _generate(model, directory):
     return as_model(_import_path(write_module(Derivation(model), Path(directory) / f"{model.name}.py")))
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "replica", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+_cli = run_cli
 
 
 # ------------------------------------------------------------------ the issue's reproductions
@@ -445,7 +444,7 @@ def test_every_channel_and_loss_solves(factor_modules, name):
 # ------------------------------------------------------------------ argmax over three classes
 def _owen_phi2(h, k, r):
     """``Phi2(h, k; r) = P(X < h, Y < k)`` by Owen's T function (Owen 1956): the oracle of
-    replica.numeric.bivariate, ``Phi(h)/2 + Phi(k)/2 - T(h, a_h) - T(k, a_k) - beta``, ``a_h = (k - r h) /
+    replica.interface.bivariate, ``Phi(h)/2 + Phi(k)/2 - T(h, a_h) - T(k, a_k) - beta``, ``a_h = (k - r h) /
     (h sqrt(1 - r^2))``, ``beta = 1/2`` when ``h k < 0`` (``h, k != 0`` here)."""
     from scipy.special import ndtr, owens_t
 
@@ -461,14 +460,14 @@ HK_NEAR_ONE = [-3.1, -0.2, 0.3, 1.7, 8.0]   # at |r| = 1 - 1e-9 (a slower oracle
 
 
 def test_bivariate_normal_cdf_against_owens_t():
-    """Genz's algorithm (replica.numeric.bivariate) against Owen's T formula on both sides of its branch
+    """Genz's algorithm (replica.interface.bivariate) against Owen's T formula on both sides of its branch
     at |r| = 0.925, up to |r| = 1 - 1e-9, |h|, |k| = 8: Genz states < 5e-16 absolute, scipy's
     owens_t ~1e-16 (at |r| = 1 - 1e-9 the defining integral at 20 digits instead); required 2e-15
     (measured 4e-16). At h = k = 0 the closed form
     1/4 + asin(r) / (2 pi)."""
     import mpmath
 
-    from replica.numeric.bivariate import bivariate_normal_cdf, bvn_scalar
+    from replica.interface.bivariate import bivariate_normal_cdf, bvn_scalar
 
     def oracle(h, k, r):
         if abs(r) < 0.9999:
@@ -497,7 +496,7 @@ def test_bivariate_normal_cdf_derivatives_by_finite_differences():
     """``BivariateNormalCDF.fdiff`` (elementary: ``phi(h) Phi((k - r h)/sqrt(1 - r^2))`` and the
     bivariate density) against central differences of the numeric CDF, step 1e-5: truncation
     ~1e-11, rounding ~1e-16 / 1e-5; required 1e-9 absolute."""
-    from replica.numeric.bivariate import bvn_scalar
+    from replica.interface.bivariate import bvn_scalar
     from replica.symbolic.channels import BivariateNormalCDF
 
     a, b, c = sp.symbols("a b c", real=True)
@@ -615,7 +614,7 @@ def test_three_class_softmax_on_an_argmax_teacher_against_erm():
 
 @pytest.mark.slow
 def test_three_class_softmax_compiled_and_at_d800():
-    """The compiled unit (numba: replica.numeric.bivariate's bvn_scalar compiled with the leaves) gives the
+    """The compiled unit (numba: replica.interface.bivariate's bvn_scalar compiled with the leaves) gives the
     numpy backend's fixed point to 1e-9; ERM at d = 800, 4 seeds."""
     pytest.importorskip("numba", reason="the compiled backend needs numba (the fast extra)")
     pytest.importorskip("sklearn", reason="the ERM reference needs scikit-learn (the sim extra)")

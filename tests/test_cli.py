@@ -2,18 +2,16 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.support import run_cli as run, spawn
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "replica", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def test_help_lists_subcommands():
@@ -96,7 +94,7 @@ def test_parameter_flags_from_metadata():
     (a known option's value and an unknown flag's value are skipped)."""
     import argparse
 
-    from replica.numeric.parameter_flags import matrix_parameters, peek_positional
+    from replica.cli.flags import matrix_parameters, peek_positional
 
     assert matrix_parameters(("omega", "A_11", "A_12", "A_21", "A_22", "sigma_1a")) == {
         "A": (2, 2, ["A_11", "A_12", "A_21", "A_22"])}
@@ -117,3 +115,69 @@ def test_applications_are_found_as_plugins():
     apps = {a.name: a for a in applications()}
     assert "attention" in apps and callable(apps["attention"].figure_function())
     assert parameter_help()["omega"].startswith("positionality")
+
+
+# --------------------------------------------------------------------------- loading the model named on the line
+#: the ridge declaration without its ``from __future__`` line, so that a test may put code before it
+RIDGE = (ROOT / "derivations" / "ridge.py").read_text().replace("from __future__ import annotations\n", "")
+
+
+@pytest.mark.parametrize("sig,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupt_while_the_model_loads_is_one_line(tmp_path, sig, status):
+    """Ctrl-C or SIGTERM while a user's model loads (here: while its declaration is imported for the
+    first generation) printed a traceback: the parser loaded the model outside the command's signal
+    handling. Loading is now a step of the command: one line, exit 130/143, no process left."""
+    import os
+    import time
+
+    marker = tmp_path / "loading"
+    decl = tmp_path / "slow_ridge.py"
+    decl.write_text(f"import pathlib, time\npathlib.Path({str(marker)!r}).write_text('x')\ntime.sleep(60)\n" + RIDGE)
+    env = dict(os.environ, REPLICA_CACHE=str(tmp_path / "cache"))  # its first use: generated, so imported
+    p = spawn("solve", decl, "--alpha", "1", "--json", env=env,
+              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None and not marker.exists():
+            time.sleep(0.1)
+        assert marker.exists() and p.poll() is None, "the declaration was never imported"
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    lines = [ln for ln in err.strip().splitlines() if ln.strip() and not ln.startswith("replica: generating")]
+    assert p.returncode == status, err
+    assert out == "" and "Traceback" not in err
+    assert lines == [f"replica solve: interrupted ({signal.Signals(sig).name}) while loading the model"], err
+    children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(p.pid)], capture_output=True, text=True).stdout
+    assert children.split() == []
+
+
+def test_a_model_that_prints_at_import_leaves_json_stdout_alone(tmp_path):
+    """A declaration that prints when imported wrote into ``--json`` stdout (no longer JSON): what a
+    declaration prints goes to stderr."""
+    import os
+
+    decl = tmp_path / "chatty_ridge.py"
+    decl.write_text('print("hello from the declaration")\n' + RIDGE)
+    env = dict(os.environ, REPLICA_CACHE=str(tmp_path / "cache"), REPLICA_BACKEND="numpy")
+    res = run("solve", decl, "--alpha", "1", "--branch", "centered", "--quadrature", "gh:8", "--json", "--no-replicon",
+              env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["converged"] is True
+    assert "hello from the declaration" in res.stderr
+
+
+def test_parsing_never_generates_code_before_the_other_flags_are_checked(tmp_path):
+    """A bad flag of a command that takes a model's parameters is refused in one line before the
+    model loads: no module is generated for a command line that cannot run."""
+    import os
+
+    decl = tmp_path / "unused_ridge.py"
+    decl.write_text(RIDGE)
+    env = dict(os.environ, REPLICA_CACHE=str(tmp_path / "cache"))
+    res = run("solve", decl, "--alpha", "-1", env=env, timeout=300)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [res.stderr.strip()] and "alpha" in res.stderr
+    assert "generating" not in res.stderr and not (tmp_path / "cache" / "generated").exists()

@@ -32,7 +32,7 @@ SAME = {f"sigma_{s}": 0.5 for s in ("1a", "1b", "2a", "2b")} | {f"mu_{s}": 0.0 f
 
 @pytest.fixture(scope="module")
 def clusters():
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     return load_module("attention_clusters")
 
@@ -211,7 +211,7 @@ def test_product_rule_and_folding(clusters):
     assert {tuple(c) for c in folded.nodes[4:].T} == {tuple(c) for c in values.T}
     # a zero-probability configuration is dropped; a rule for another module passes through
     assert label_law(clusters, Solver(clusters, {"p_same": 1.0}).p)[1].size == 2
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     attention_tied = load_module("attention_tied")
     assert labelled(base, attention_tied, np.zeros(1)) is base
@@ -353,7 +353,7 @@ def test_tiny_simulation_runs():
 def test_committed_exports_are_up_to_date():
     from replica import Derivation
     from replica.symbolic.latex import latex_document, markdown_document
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     # through the registry, as `replica export` does: the stamp records the declaration's hash
     d = Derivation(load_model("attention_clusters"))

@@ -38,7 +38,7 @@ import math
 import numpy as np
 import pytest
 
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.solver import Solver
 
 LAM1, LAM2, SIGMA = 0.003, 0.01, 0.5
@@ -125,7 +125,7 @@ CAL = {
 
 def _check_agreement(point: str, d: int, seeds) -> None:
     """Seed mean within ``3 std(d)/sqrt(K) + |bias(d)| + u_theory |theory|`` of the theory (as in
-    tests/test_extensions.py), ``bias`` and ``std`` from CAL (seeds 0-15, disjoint from these)."""
+    tests/test_attention_variants.py), ``bias`` and ``std`` from CAL (seeds 0-15, disjoint from these)."""
     sims = _simulate(point, d, seeds)
     theory = _theory(point)
     lines, bad = [], []

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from replica.symbolic.latex import ROW_BUDGET, width
-from replica.artifacts.registry import declared_models
+from replica.registry import declared_models
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = declared_models()

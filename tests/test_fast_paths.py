@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.errors import ParameterError
 from replica.numeric.integrators import QuadratureIntegrator, fold_nodes
 from replica.numeric.compiled import compiled, numba_available

@@ -10,8 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,8 @@ torch = pytest.importorskip("torch")
 
 from numerics.gamp import (GAMP, InputChannel, OutputChannel, make_problem, model_spec,  # noqa: E402
                            run_gamp_seed, se_state, state_evolution, switching_samples, weights_with_overlaps)
+
+from tests.support import run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "docs" / "figures"
@@ -122,7 +122,7 @@ def test_cuda_backend_matches_numpy(spec):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "numerics.gamp", *args], cwd=ROOT, capture_output=True, text=True)
+    return run(*args, module="numerics.gamp")
 
 
 def test_cli_contract():

@@ -7,18 +7,18 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from numerics.glm import MODELS, PARAMETERS, problem, run_glm, run_seed
+from tests.support import run
 
 pytest.importorskip("sklearn", reason="the GLM simulator's solvers need scikit-learn (the sim extra)")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "numerics.glm", *args], capture_output=True, text=True, timeout=300)
+    return run(*args, module="numerics.glm", timeout=300)
 
 
 def test_cli_json_smoke():

@@ -6,14 +6,13 @@ import csv
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from tests.support import spawn  # noqa: E402
 from numerics import simulate  # noqa: E402
 from numerics.data import (  # noqa: E402
     DataModel,
@@ -288,8 +287,7 @@ def test_linear_baseline_vs_formula():
 
 # ----------------------------------------------------------------------------- CLI
 def _cli(*args):
-    return subprocess.Popen([sys.executable, "-m", "numerics.simulate", *args], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return spawn(*args, module="numerics.simulate", cwd=REPO)
 
 
 def test_cli_bad_inputs():

@@ -10,8 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ from replica.applications.attention.paper import PAPER_A as _PAPER_A, SECOND_A a
 from replica.applications.attention.phase import phase_point, phase_points
 from replica.artifacts.cache import PointCache, cache_key
 from replica.phase import BranchFollower, SolverSettings, StepControl, follow_branch, linear_baseline_error
+from tests.support import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = quick_config()
@@ -45,9 +44,6 @@ def results(attention, cache_dir):
             0.1: phase_point(attention, 0.1, cache=cache, early_stop=True, **KW)}
 
 
-def run_cli(*args, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "replica", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 # --------------------------------------------------------------------------- linear baseline
@@ -401,7 +397,7 @@ def test_a_failing_last_stretch_ends_the_branch_instead_of_looping():
     and the branch ends there. It used to retry the same stretch forever: the positional branch at
     (omega, sigma) = (0.4, 0.6) on gh:8, followed down to alpha = 0.1, jumps between 0.1057 and 0.1
     (the sweep benchmark of issue 19 never finished). A progress callback stops a loop."""
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     calls = []
 

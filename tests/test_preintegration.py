@@ -21,7 +21,7 @@ from replica.errors import ParameterError
 from replica.numeric.preintegration import (PreintegrationIntegrator, PreintegrationState, fold_sign_flips,
                                     householder, make_integrator, truncated_normal_rule)
 from replica.numeric.quadrature import gauss_hermite
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 
 #: why the compiled-kernel tests skip (numba is optional; REPLICA_BACKEND=numpy forbids it)
 NO_NUMBA = "numba not available: not installed (pip install numba) or REPLICA_BACKEND=numpy"

@@ -17,7 +17,7 @@ from scipy import integrate, optimize, special
 
 from replica import Derivation
 from replica.symbolic.presentation import DW, KAPPA, MU, W, LabelMean, Mean, Presentation
-from replica.artifacts.registry import load_model
+from replica.registry import load_model
 
 
 @pytest.fixture(scope="module")

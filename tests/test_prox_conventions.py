@@ -21,6 +21,7 @@ from scipy import integrate, optimize
 
 from replica.errors import ParameterError
 from replica.numeric.prox import local_minimize, local_prox, prox, prox_convention
+from tests.support import run_cli
 
 TOY = textwrap.dedent('''
     """An asymmetric double well: two minima per node, for the prox conventions' tests."""
@@ -47,7 +48,7 @@ B, LAM = 0.3, 1.0
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     path = tmp_path_factory.mktemp("toy") / "double_well.py"
     path.write_text(TOY)
@@ -204,14 +205,7 @@ def test_fixed_point_and_its_error_bars_against_the_oracle(toy, exact, conventio
 
 
 # --------------------------------------------------------------------------- command line
-def _cli(*args, timeout=600):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    return subprocess.run([sys.executable, "-m", "replica", *args], cwd=root, capture_output=True, text=True,
-                          timeout=timeout)
+_cli = run_cli
 
 
 @pytest.mark.parametrize("args, name", [(["--prox", "nearest"], "prox"),

@@ -8,8 +8,8 @@ import sympy as sp
 from replica import Derivation, Domain, Model, parameter
 from replica.codegen import write_module
 from replica.symbolic.regularizers import L1, ElasticNet, SeparableRegularizer
-from replica.artifacts.registry import _import_path
-from replica.numeric.generated_model import as_model
+from replica.registry import _import_path
+from replica.interface.generated_model import as_model
 from replica.numeric.solver import Solver
 
 
@@ -100,7 +100,7 @@ def test_entropic_envelope_gradient_by_finite_differences(ridge_elastic_net):
 
 def test_attention_elastic_net_without_l1_is_the_tied_model():
     from replica.numeric.quadrature import gauss_hermite
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     rule = dict(rule=gauss_hermite(4, 8), test_rule=gauss_hermite(4, 12))
     en = Solver(load_module("attention_elastic_net"), {"lam1": 0.0, "lam2": 0.01}, branch="semantic",

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from replica.errors import ConvergenceError, InvalidStateError
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.solver import Solver
+from tests.support import run_cli
 from replica.numeric.stability import replicon, rs_stable
 
 
@@ -270,12 +271,8 @@ def test_classifier_replicon_on_the_agreement_grid(loss):
 # --------------------------------------------------------------------------- replica solve --json
 def _solve_cli(*args):
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    res = subprocess.run([sys.executable, "-m", "replica", "solve", *args], cwd=Path(__file__).resolve().parent.parent,
-                         capture_output=True, text=True, timeout=600)
+    res = run_cli("solve", *args)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout) if "--json" in args else res.stdout
 
@@ -436,7 +433,7 @@ model = Model(name="ridge_anisotropic", description="ridge, two eigenvalues", h=
 def test_replicon_refuses_anisotropic_tokens_without_the_declaration(tmp_path, monkeypatch):
     """The isotropy check reads the generated module (``ISOTROPIC_TOKENS``, ``atom_eigenvalues``),
     not the declaration: a two-eigenvalue law is refused with a reason, and no sympy is needed."""
-    from replica.artifacts import registry
+    from replica.registry import loader as registry
     from replica.numeric.stability import replicon_summary
 
     path = tmp_path / "ridge_anisotropic.py"

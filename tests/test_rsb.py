@@ -33,16 +33,16 @@ ALPHA = 2.0
 def pr():
     """Phase retrieval: the replica-symmetric module, a solver on the kink-aware rule, its uninformative
     fixed point, the 1RSB module and solver."""
-    from replica.artifacts.registry import load_model, load_module
-    from replica.codegen.rsb import load_rsb_module
     from replica.numeric import rsb
+    from replica.registry import load_module
+    from replica.registry.rsb import load_rsb_module
     from replica.numeric.kinks import kink_integrator
     from replica.numeric.solver import Solver
 
     rsm = load_module("phase_retrieval")
     solver = Solver(rsm, {"lam": 0.0}, branch="uninformative", rule=kink_integrator(rsm), tol=1e-12)
     fp = solver.solve(ALPHA)
-    mod = rsb.RSBModel.from_module(load_rsb_module(load_model("phase_retrieval"), quiet=True))
+    mod = load_rsb_module("phase_retrieval", quiet=True)
     return dict(rsm=rsm, solver=solver, fp=fp, mod=mod, rsb=rsb)
 
 

@@ -1,4 +1,4 @@
-"""The Gaussian covariate data law (replica.numeric.spectrum, replica.symbolic.spectral_modes, ``replica solve --spectrum``).
+"""The Gaussian covariate data law (replica.numeric.spectrum, replica.registry.spectral, ``replica solve --spectrum``).
 
 Oracles: the isotropic generated modules (a spectrum with Omega = I is the same model), the ridge
 learning curve written by hand from the resolvent of Omega (below), and finite-N empirical risk
@@ -14,11 +14,11 @@ import pytest
 from scipy.optimize import brentq
 
 from replica.errors import InvalidStateError, ParameterError
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.solver import Solver
-from replica.symbolic.spectral_modes import gcm_module, mode_term
+from replica.registry.spectral import gcm_module, mode_term
 from replica.numeric.spectrum import Spectrum, power_law
-from tests.test_hardening import cli, strict_json
+from tests.test_edge_cases import cli, strict_json
 
 RIDGE = {"lam": 0.1, "Delta": 0.25}
 
@@ -59,7 +59,7 @@ def test_mode_term_is_the_l2_resolvent_term():
     import sympy as sp
 
     from derivations.ridge import model
-    from replica.symbolic.spectral_modes import GAMMA, PROJECTION
+    from replica.registry.spectral import GAMMA, PROJECTION
 
     term = mode_term(model)
     qh, Vh, th = term.conjugates  # ridge's data have no mean: no m family
@@ -267,7 +267,7 @@ def test_replica_check_simulates_the_spectrum(tmp_path):
 def test_spectral_problem_draws_the_declared_covariance():
     """The simulator's inputs have covariance diag(lambda) and its teacher is the spectrum's theta."""
     from numerics.structured import SpectralProblem
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     spec = power_law(50, 1.0, 0.3)
     mod = gcm_module(load_module("ridge"), spec)
@@ -343,7 +343,7 @@ def test_declared_activation_coefficients():
     import sympy as sp
     from scipy.stats import norm
 
-    from replica.symbolic.spectral_modes import activation_coefficients
+    from replica.registry.spectral import activation_coefficients
 
     z = sp.Symbol("z", real=True)
     ge = activation_coefficients(sp.sign(z - sp.Rational(1, 3)), z)

@@ -354,6 +354,20 @@ def test_simulate_kind_checks_points_before_running(tmp_path):
         prepare(load_spec(spec_file(tmp_path, text)))
 
 
+def test_a_spec_names_only_registered_simulators(tmp_path):
+    """``simulator = "os:getcwd"`` was imported and called (a traceback from inside the worker, after
+    the sweep had started): a spec now names a registered simulator (replica.simulators) or is
+    refused in one line, exit 2, before any point runs."""
+    spec = spec_file(tmp_path, 'model = "ridge"\n[grid]\nalpha = [1.0]\n[compute]\nkind = "simulate"\n'
+                               'simulator = "os:getcwd"\n')
+    res = run_cli("sweep", spec, "--out", tmp_path / "o.csv", "--quiet")
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        "replica sweep: error: compute.simulator: 'os:getcwd' is not a registered simulator; "
+        "registered: ['attention', 'glm', 'linear']"]
+    assert not (tmp_path / "o.csv").exists()
+
+
 def test_thresholds_kind_equals_thresholds_sweep(tmp_path, attention):
     """The sweep's thresholds kind along omega is the fast path of replica.phase, seeded the same
     way: one chain over three omega gives the numbers of thresholds_sweep with one run."""

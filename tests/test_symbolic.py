@@ -1,6 +1,7 @@
 """Issue 4: the symbolic core -- declarations, potentials, saddle point, LaTeX, code generation."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from replica import (L2, DeclarationError, Derivation, Model, SeparableRegulariz
                      fields, parameter, softmax_rows, symbol, teacher_fields)
 from replica.codegen import generate_module
 from replica.symbolic.latex import latex_document, markdown_document
-from replica.artifacts.registry import declared_models, load_model
+from replica.registry import declared_models, load_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -257,41 +258,64 @@ def test_latex_compiles(paper_derivation, tmp_path):
     assert (tmp_path / "doc.pdf").exists()
 
 
-def test_every_declared_model_has_fresh_artifacts():
-    """Every declaration in derivations/ has a generated module and both exports, each stamped with
-    the current hashes of its declaration and of the generator (no derivation needed: this is what
-    `replica generate --check` reports). Missing is a failure, never a skip."""
+def test_every_declared_model_has_fresh_exports():
+    """Every declaration in derivations/ has both exports, each stamped with the current hashes of
+    its declaration and of the generator (no derivation needed: this is what `replica generate
+    --check` reports). Missing is a failure, never a skip. Generated modules are not committed:
+    they are built into the cache, named by the same hashes."""
     from replica.cli.commands.generate import stale_artifacts
 
     names = declared_models()
     assert len(names) >= 8
     for name in names:
-        for path in (ROOT / "derivations" / "generated" / f"{name}.py", ROOT / "derivations" / f"{name}.tex",
-                     ROOT / "derivations" / f"{name}.md"):
-            assert path.exists(), f"{path.relative_to(ROOT)} is missing: run `replica generate {name}` and " \
-                                  f"`python derivations/{name}.py`"
+        for path in (ROOT / "derivations" / f"{name}.tex", ROOT / "derivations" / f"{name}.md"):
+            assert path.exists(), f"{path.relative_to(ROOT)} is missing: run `python derivations/{name}.py`"
     assert stale_artifacts() == []
+    assert not (ROOT / "derivations" / "generated").exists() or not any(
+        (ROOT / "derivations" / "generated").glob("*.py")), "generated modules belong in the cache"
 
 
-#: models whose check below costs 6-21 CPU-s each (their generation alone, benchmarks/RESULTS.md: softmax_argmax3
-#: 20.5 CPU-s, 107 before replica/codegen/dag.py, which took it to 289 s of the CI-like run of 2026-11-27; the
-#: LaTeX exports of attention_L3/clusters on top): their byte-for-byte re-derivation runs
-#: with the slow checks (CI runs those); locally test_every_declared_model_has_fresh_artifacts still catches a
-#: stale module of every model through its declaration and generator hashes
+#: models whose export check below costs 6-21 CPU-s each (the symbolic derivation and, for attention_L3/clusters,
+#: the LaTeX printing; softmax_argmax3's derivation took 289 s of the CI-like run of 2026-11-27 before
+#: replica/codegen/dag.py): their byte-for-byte re-derivation runs with the slow checks (CI runs those); locally
+#: test_every_declared_model_has_fresh_exports still catches a stale export of every model through its stamps
 SLOW_DERIVATIONS = ("attention_rank2", "attention_untied", "attention_clusters", "attention_L3", "softmax_argmax3")
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_DERIVATIONS else n
                                   for n in declared_models()])
-def test_generated_module_matches_derivation(name):
-    """Generated code and exported LaTeX never drift: regenerating gives the committed files
-    byte for byte (one derivation per model serves both checks)."""
-    committed = ROOT / "derivations" / "generated" / f"{name}.py"
-    assert committed.exists(), f"derivations/generated/{name}.py is missing: run `replica generate {name}`"
-    derivation = Derivation(load_model(name))
-    assert generate_module(derivation) == committed.read_text(), \
-        f"derivations/generated/{name}.py is stale: run `replica generate {name}`"
-    _check_exports(name, derivation)
+def test_exports_match_derivation(name):
+    """Exported LaTeX and Markdown never drift: deriving again gives the committed files byte for byte."""
+    _check_exports(name, Derivation(load_model(name)))
+
+
+#: the golden files of the code generator (tests/golden/, rewritten by ``python tests/golden/regenerate.py``)
+GOLDEN = ROOT / "tests" / "golden"
+_STAMP_LINE = re.compile(r"^# replica-artifact: .*$", re.M)
+
+
+@pytest.mark.parametrize("name", ["ridge", "logistic"])
+def test_generator_output_matches_its_golden_file(name):
+    """The code generator's output on two small models (a closed-form entropic side; a teacher
+    channel with a label) equals the committed golden file byte for byte, its freshness stamp line
+    aside (the stamp names the generator's code, which may change without changing the output).
+    A change of the generated text is then a visible diff: regenerate with `python
+    tests/golden/regenerate.py` and read it."""
+    golden = (GOLDEN / f"{name}.py").read_text()
+    fresh = generate_module(Derivation(load_model(name)))
+    assert _STAMP_LINE.search(golden) and _STAMP_LINE.search(fresh)
+    assert _STAMP_LINE.sub("#", fresh) == _STAMP_LINE.sub("#", golden), \
+        f"tests/golden/{name}.py differs from the generator's output: run `python tests/golden/regenerate.py`"
+
+
+def test_the_cached_module_is_the_generator_output(tmp_path, monkeypatch):
+    """What load_module imports from the cache is what the generator writes, stamp included (the
+    freshness stamp is the cache key): the golden comparison above covers the modules users run."""
+    from replica.registry import loader as registry
+
+    module = registry.load_module("ridge")
+    assert module.path.parent == registry.generated_dir()
+    assert module.path.read_text() == generate_module(Derivation(load_model("ridge")))
 
 
 def _check_exports(name: str, derivation: Derivation) -> None:
@@ -302,8 +326,12 @@ def _check_exports(name: str, derivation: Derivation) -> None:
 
 
 def test_generated_module_imports_without_sympy():
+    from replica.registry import load_module
+
+    load_module("attention_tied")  # in the cache (generated with sympy, here, if it was not)
     code = ("import sys; sys.modules['sympy'] = None\n"
-            "from derivations.generated import attention_tied as m\n"
+            "from replica.registry import load_module\n"
+            "m = load_module('attention_tied')\n"
             "from replica.numeric.solver import Solver\n"
             "from replica.numeric.quadrature import gauss_hermite\n"
             "fp = Solver(m, branch='semantic', rule=gauss_hermite(4, 6), test_rule=gauss_hermite(4, 8)).solve(2.0)\n"

@@ -114,7 +114,7 @@ def test_the_c10_declaration_of_the_doc_derives(tmp_path):
     from pathlib import Path
 
     from replica import Derivation
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "explanation" / "value_matrix.md").read_text()
     block = re.search(r"```python\n(# value-matrix attention of App\. C\.10.*?)```", doc, re.S)

@@ -38,7 +38,7 @@ STATES = {
 
 
 def run(n_random: int = 20000, seed: int = 0) -> list[dict]:
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
 
     G = load_module("attention_tied")
     from replica.numeric.prox import prox as replica_prox

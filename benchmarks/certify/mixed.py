@@ -54,7 +54,7 @@ def newton(rule: str) -> None:
     from scipy.optimize import root
 
     from replica.numeric.preintegration import make_integrator
-    from replica.artifacts.registry import load_module
+    from replica.registry import load_module
     from replica.numeric.solver import Solver
 
     module = load_module("attention")

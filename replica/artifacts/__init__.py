@@ -1,3 +1,3 @@
-"""Files the project writes and reads back: atomic outputs, strict JSON, the user cache,
-freshness stamps of generated artifacts, and the model registry that loads (and regenerates)
-a declaration's generated module."""
+"""File helpers: atomic outputs, strict JSON, the user cache and its writable folders, the
+freshness stamps of generated artifacts and where the declarations live. Below the numerics
+and the symbolic pipeline; loading a model is :mod:`replica.registry`'s."""

@@ -41,6 +41,19 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("replica", appauthor=False))
 
 
+def writable_cache_subdir(name: str) -> Path:
+    """``<cache>/<name>`` (:func:`default_cache_dir`), created; a fresh temporary directory where that
+    cannot be written (a read-only home: what is kept there is then rebuilt in every process)."""
+    d = default_cache_dir() / name
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        if os.access(d, os.W_OK):
+            return d
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix=f"replica-{name}-"))
+
+
 def _canonical(obj: Any) -> Any:
     """JSON-stable form: floats by ``repr`` (exact), mappings sorted, sequences as lists."""
     if isinstance(obj, bool) or obj is None or isinstance(obj, str):

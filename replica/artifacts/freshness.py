@@ -1,6 +1,6 @@
 """Freshness of generated artifacts: every generated module and export knows what it came from.
 
-Every generated module (``derivations/generated/<model>.py``) and LaTeX/Markdown export
+Every generated module (in the cache, see :mod:`replica.registry`) and LaTeX/Markdown export
 (``derivations/<model>.tex``, ``.md``) carries a *stamp* line near its top::
 
     replica-artifact: version=0.1.0 declaration=<hash> generator=<hash>
@@ -17,12 +17,12 @@ Every generated module (``derivations/generated/<model>.py``) and LaTeX/Markdown
 * ``version``: the package version.
 
 Computing and comparing them reads files and hashes bytes: no sympy, no import of the
-declaration, a few milliseconds. :func:`replica.artifacts.registry.load_module` regenerates a stale
-module, or refuses with a one-line message naming the file when it cannot (a read-only tree, or
-``REPLICA_FROZEN_TREE=1``, which the test suite sets so that a stale committed module fails
-loudly instead of being rewritten under the drift tests). The version of sympy is not part of
-the stamp on purpose: a user with another sympy would otherwise regenerate every committed
-module; the drift tests compare the committed text byte for byte instead.
+declaration, a few milliseconds. A generated module is built into the cache under the name of its
+declaration and generator hashes (:func:`replica.registry.generated_path`): one that is
+found there is fresh. The committed exports keep their stamp, which ``replica generate --check``
+and the test suite compare. The version of sympy is not part of the stamp on purpose: a user with
+another sympy would otherwise regenerate every module; the golden-file tests of the generator
+(tests/golden/) and of the exports compare the text byte for byte instead.
 """
 from __future__ import annotations
 
@@ -314,13 +314,3 @@ def staleness(artifact: str | os.PathLike, declaration: str | os.PathLike | None
                                    ("the generator", old.generator, new.generator),
                                    ("the replica version", old.version, new.version)) if a != b and a != "-"]
     return " and ".join(why) + " changed" if why else None
-
-
-def frozen(path: str | os.PathLike) -> bool:
-    """Whether a stale artifact at ``path`` must be refused rather than rewritten: its directory
-    is not writable, or ``REPLICA_FROZEN_TREE=1`` and it lies in the package tree."""
-    p = Path(path).resolve()
-    if os.environ.get("REPLICA_FROZEN_TREE", "") == "1" and p.is_relative_to(ROOT / "derivations"):
-        return True
-    d = p.parent if p.parent.exists() else p.parent.parent
-    return not os.access(d, os.W_OK)

@@ -1,9 +1,7 @@
-"""Where the project's declared models and their generated artifacts live.
+"""Where the project's declared models and their committed exports live.
 
-``derivations/<model>.py`` (declarations), ``derivations/<model>.tex|.md`` (exports) and
-``derivations/generated/<model>.py`` (generated modules). A module of its own so that the code
-generator (which writes there) and the registry (which reads there and calls the generator)
-need not import each other.
+``derivations/<model>.py`` (declarations) and ``derivations/<model>.tex|.md`` (exports); generated
+modules are a build product in the cache (:mod:`replica.registry`).
 """
 from __future__ import annotations
 

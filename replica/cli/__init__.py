@@ -44,10 +44,10 @@ class _Parser(argparse.ArgumentParser):
         return ns, extras
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     """The ``replica`` argument parser with one sub-command per module of :mod:`replica.cli.commands`.
-    The subcommand named first in ``argv`` gets the parameter flags of the model it names, if it
-    takes them (:func:`replica.cli.commands.common.add_parameter_flags`)."""
+    A subcommand that takes a model's parameter flags gets them from :func:`parse`, once the model
+    the command line names is loaded."""
     parser = _Parser(
         prog="replica",
         description="Replica-symmetric saddle-point equations from sympy models: derive them, export "
@@ -69,36 +69,65 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                 raise
             continue
         mod.add_parser(sub)
-    if argv:
-        _add_model_flags(sub.choices.get(argv[0]), list(argv[1:]))
+    parser._replica_commands = sub  # read by parse
     return parser
 
 
-def _add_model_flags(p: argparse.ArgumentParser | None, rest: list[str]) -> None:
-    """The model flags of the model named in ``rest`` on subcommand parser ``p`` (only ``--param``
-    when there is none or it cannot be loaded: the command then says why, in one line)."""
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments of ``argv``. A subcommand that takes a model's parameter flags
+    (:func:`replica.cli.commands.common.add_parameter_flags`) is parsed in three steps: every flag
+    but the model's own is checked first, with the command's own checks that need no model
+    (``check_args``; one line, exit 2, before any work); then the model the command line names is
+    loaded, exactly once -- generating its module if the cache lacks it --; then its parameter flags
+    are added and the whole line parsed. The model is handed to the command as
+    ``args.generated_model`` (None where it names none). Parsing itself never generates code."""
+    sub = parser._replica_commands
+    p = sub.choices.get(argv[0]) if argv else None
     if p is None or not getattr(p, "_replica_model_flags", False):
-        return
-    from ..numeric.parameter_flags import peek_positional
+        return parser.parse_args(argv)
+    from .flags import peek_positional
     from .commands.common import add_model_flags
 
+    rest = list(argv[1:])
+    options = rest[:rest.index("--")] if "--" in rest else rest
+    wants_help = any(a in ("-h", "--help") for a in options)
+    if not wants_help:
+        early, _ = parser.parse_known_args(argv)
+        check = getattr(early, "check_args", None)
+        if check is not None:
+            check(early)
     name = peek_positional(p, rest)
     module = None
     if name is not None:
-        from ..artifacts.registry import load_module
+        from ..registry import load_module
 
         try:
             module = load_module(name)
         except ReplicaError:
-            module = None
-    add_model_flags(p, module)
+            if not wants_help:  # the command cannot run without it: say why, in one line
+                raise
+    add_model_flags(p, module)  # only --param without a model (its --help says to name one)
+    args = parser.parse_args(argv)
+    args.generated_model = module
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``replica`` command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    parser = build_parser()
+    prog = f"replica {argv[0]}" if argv and argv[0] in COMMANDS else "replica"
+    try:
+        # loading (or generating) the model named on the command line is interruptible like the command
+        with terminate_raises():
+            args = parse(parser, argv)
+    except ReplicaError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM while the model loads: nothing to resume
+        print(interrupt_message(prog, exc).split(";")[0] + " while loading the model", file=sys.stderr)
+        _RAN.append("interrupted")
+        return exit_status(exc)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

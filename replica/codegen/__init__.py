@@ -4,14 +4,14 @@ Like ``pydy``'s ``generate_ode_function``, the generator is separated from the d
 (:mod:`replica.codegen.generator` lists the model's functions as backend-neutral specs) and
 writes them through a backend (:mod:`replica.codegen.backends`): :class:`KernelBackend` writes
 every function once, common-subexpression-eliminated, in *kernel form* -- text that numpy runs on
-arrays of quadrature nodes and numba compiles for one node. :mod:`replica.numeric.generated_model` builds
-the vectorised functions from the kernels (:class:`~replica.numeric.generated_model.GeneratedModel`, what
-:func:`replica.artifacts.registry.load_module` returns); :mod:`replica.numeric.compiled` compiles the per-node
+arrays of quadrature nodes and numba compiles for one node. :mod:`replica.interface.generated_model` builds
+the vectorised functions from the kernels (:class:`~replica.interface.generated_model.GeneratedModel`, what
+:func:`replica.registry.load_module` returns); :mod:`replica.numeric.compiled` compiles the per-node
 kernels together with the generic kernels of :mod:`replica.numeric.kernels`. A generated module holds the
 model's mathematics only -- the generic numerics are library code -- and never imports sympy, so
 solving does not pay for symbolic work.
 
-The contract, as :class:`~replica.numeric.generated_model.GeneratedModel` reads it (names are stable, see
+The contract, as :class:`~replica.interface.generated_model.GeneratedModel` reads it (names are stable, see
 :data:`MODULE_API`):
 
 * a freshness stamp line ``replica-artifact: version=... declaration=... generator=...``

@@ -5,7 +5,7 @@ bracket and its derivatives, the envelope gradient, the prox starts, the test-po
 observables, the entropic update... -- once, as backend-neutral :class:`Function` specs. A
 :class:`Backend` decides *how* that reads in code. :class:`KernelBackend` (the default) writes
 each function once, in a form that numpy runs on node arrays and numba compiles for one node
-(:mod:`replica.numeric.generated_model` builds the vectorised functions from it, :mod:`replica.numeric.compiled`
+(:mod:`replica.interface.generated_model` builds the vectorised functions from it, :mod:`replica.numeric.compiled`
 the compiled unit); a new backend (e.g. C, or torch) implements :meth:`Backend.section`.
 """
 from __future__ import annotations
@@ -89,7 +89,7 @@ class KernelBackend(Backend):
     stacked output block into an array argument it is given (``_out0[k] = ...``) and returns its
     bare-expression block (``0.0`` if it has none). Only ``np.`` functions and the helpers
     ``_exp``, ``_erfc``, ``_ndtr``, ``_bvn``, ``_where`` are called: on arrays they are
-    :mod:`replica.numeric.generated_model`'s (which also allocates the outputs, so that the vectorised
+    :mod:`replica.interface.generated_model`'s (which also allocates the outputs, so that the vectorised
     functions of the solver are built from the kernels generically), in the compiled unit their
     scalar versions (:mod:`replica.numeric.compiled`). A function with a :class:`NodeForm` is written
     under the node name with the node rewrites (one exponential and one reciprocal per base,
@@ -130,7 +130,7 @@ class KernelBackend(Backend):
                 chunks.append(self.function(fn.node.name, fn.args, targets, fn.node.doc, node=True))
                 split = None
             table.append(f"    {fn.name!r}: ({fn.node.name!r}, {n_node}, {blocks!r}, {split!r}),")
-        header = ("# how replica.numeric.generated_model calls the kernels below on node arrays: function -> (kernel,\n"
+        header = ("# how replica.interface.generated_model calls the kernels below on node arrays: function -> (kernel,\n"
                   "# leading arguments with node axes, output blocks (entries; 0: one value per node), kernel of\n"
                   "# its h-free constants or None), or (function, entry) for an entry of another's output\n"
                   "FUNCTIONS = {\n" + "\n".join(table) + f"\n}}\nN_CONSTANTS = {n_constants}\n")

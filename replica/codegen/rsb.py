@@ -12,21 +12,16 @@ inner ones (``INNER``), then a channel's label. Without a channel ``bracket_para
 ``dF/dx``; with one, the label law ``W`` (``label_weight``) depends on the outer Gaussians only and its
 gradient ``label_weight_gradient`` is separate (``dPsi_y/dx`` needs ``dW/dx (1/m) log E exp(-m M)``).
 
-:func:`load_rsb_module` writes the module into ``<cache>/rsb/`` (named by the declaration's and this
-generator's hashes, so that a stale one is never read) on first use and imports it.
+:func:`replica.registry.rsb.load_rsb_module` builds it into the cache (named by the declaration's and this
+generator's hashes, so that a stale one is never read) on first use and reads it.
 """
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
 
 import sympy as sp
 
-from ..artifacts.cache import default_cache_dir
 from ..artifacts.freshness import current_stamp
-from ..artifacts.outputs import atomic_write_text
 from ..symbolic.rsb import NestedEnvelope, RSBDerivation
 from ..symbolic.losses import kinked_label_derivative
 from .backends import Function, KernelBackend, NodeForm
@@ -232,38 +227,11 @@ def _families(rd: RSBDerivation) -> dict[str, list[int]]:
     return out
 
 
-def generate_rsb_module(rd: RSBDerivation, declaration: str | Path | None = None) -> str:
+def generate_rsb_module(rd: RSBDerivation, declaration=None) -> str:
     """Source of the 1RSB module of ``rd`` (the kernel backend)."""
     if declaration is None:
         declaration = getattr(rd.model, "declared_in", None)
     body = KernelBackend().section(rsb_functions(rd))
     helpers = [h for h in HELPERS if f"{h}(" in body]
-    imports = f"from replica.numeric.generated_model import {', '.join(helpers)}\n" if helpers else ""
+    imports = f"from replica.interface.generated_model import {', '.join(helpers)}\n" if helpers else ""
     return _header(rd, declaration) + imports + "\n\n" + body
-
-
-def rsb_module_path(model, declaration: str | Path | None) -> Path:
-    """Where the 1RSB module of ``model`` lives: ``<cache>/rsb/<name>-<declaration>-<generator>.py``."""
-    stamp = current_stamp(declaration, KIND)
-    return default_cache_dir() / "rsb" / f"{model.name}-{stamp.declaration}-{stamp.generator}.py"
-
-
-def load_rsb_module(model, *, quiet: bool = False):
-    """The 1RSB module of ``model`` (a :class:`~replica.symbolic.model.Model`), generated into the cache on
-    first use (a note on stderr), imported as a plain module."""
-    declaration = getattr(model, "declared_in", None)
-    path = rsb_module_path(model, declaration)
-    if not path.exists():
-        if not quiet:
-            print(f"replica: generating the 1RSB module of {model.name} ({path}); this takes a few seconds to a "
-                  "minute", file=sys.stderr)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, generate_rsb_module(RSBDerivation(model), declaration))
-    name = "replica_rsb_" + path.stem.replace("-", "_")
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod

@@ -13,7 +13,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from ..errors import ParameterError
 from .labels import label_law, with_labels
 from .parameters import parameter_vector

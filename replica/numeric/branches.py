@@ -10,14 +10,9 @@ paper's model, ``agnostic`` (``m = theta = 0``) is where ``semantic`` (``m = 0``
 from __future__ import annotations
 
 
-from .generated_model import GeneratedModel
+from ..interface.families import FREE, PINNABLE
+from ..interface.generated_model import GeneratedModel
 from ..errors import ParameterError
-
-#: the branch with nothing pinned, available in every model
-FREE = "free"
-#: families a branch can pin to zero: every family of the RS ansatz but the positive-definite
-#: q and V (replica.symbolic.order_parameters.ORDER_FAMILIES)
-PINNABLE = ("m", "theta")
 
 
 def pinned(module: GeneratedModel, branch: str | None) -> tuple[str, ...]:

@@ -32,15 +32,16 @@ import tempfile
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
-from . import bivariate, kernels
-from ..artifacts.cache import default_cache_dir
+from . import kernels
+from ..interface import bivariate
+from ..artifacts.cache import writable_cache_subdir
 from ..errors import ParameterError
-from .generated_model import EXP_CAP, GeneratedModel
+from ..interface.generated_model import EXP_CAP, GeneratedModel
 
 #: the generated leaves a module needs for the compiled path, in the unit's order
 LEAF_NAMES = kernels.LEAF_NAMES
 #: the scalar versions of the helpers a kernel calls (:class:`replica.codegen.backends.KernelBackend`;
-#: :mod:`replica.numeric.generated_model` defines the array versions), numba-compilable source; the unit
+#: :mod:`replica.interface.generated_model` defines the array versions), numba-compilable source; the unit
 #: includes those its leaves use, and the library functions they call (:data:`LIBRARY_HELPERS`)
 SCALAR_HELPERS = {
     "_exp": "def _exp(u):\n    return math.exp(min(u, EXP_CAP))\n",
@@ -67,19 +68,7 @@ def numba_cache_dir() -> Path:
     env = os.environ.get("NUMBA_CACHE_DIR")
     if env:
         return Path(env)
-    return _writable_cache_subdir("numba")
-
-
-def _writable_cache_subdir(name: str) -> Path:
-    """``<cache>/<name>``, created; a fresh temporary directory where that cannot be written."""
-    d = default_cache_dir() / name
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        if os.access(d, os.W_OK):
-            return d
-    except OSError:
-        pass
-    return Path(tempfile.mkdtemp(prefix=f"replica-{name}-"))
+    return writable_cache_subdir("numba")
 
 
 def use_numba_cache_dir() -> None:
@@ -166,7 +155,7 @@ def unit_source(module: GeneratedModel) -> tuple[str, str]:
 
 def units_dir() -> Path:
     """Where compiled units live: ``<cache>/compiled`` (a temporary directory if that is not writable)."""
-    return _writable_cache_subdir("compiled")
+    return writable_cache_subdir("compiled")
 
 
 def _write_once(path: Path, text: str) -> None:

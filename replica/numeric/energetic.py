@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from .compiled import compiled, resolve_backend
 from .prox import (AGREE_TOL, GLOBAL, NEWTON_MAX_ITER, SADDLE_PROBE, SADDLE_TOL, ProxConvention, envelope_gradient,
                    local_prox, newton_minimize, prox)

@@ -21,7 +21,7 @@ import tempfile
 
 import numpy as np
 
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from ..artifacts.cache import default_cache_dir
 from .energetic import EnergeticAverage, EnergeticIntegrator, average_on_nodes, label_weighted, start_minima
 from .prox import GLOBAL, ProxConvention

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from .energetic import EnergeticAverage, average_on_nodes
 from ..errors import ParameterError
 from .quadrature import QuadratureRule, hermite_1d, legendre_1d

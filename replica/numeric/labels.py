@@ -26,16 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from .quadrature import QuadratureRule
-
-
-def draw_labels(P: np.ndarray, values, rng: np.random.Generator) -> np.ndarray:
-    """One label per column of ``P`` (rows: the probabilities of ``values``), drawn by the inverse
-    of the column's cumulative law from one uniform per column."""
-    cum = np.cumsum(P, axis=0)
-    idx = np.minimum((rng.random(P.shape[1])[None, :] > cum).sum(axis=0), len(values) - 1)
-    return np.asarray(values, dtype=float)[idx]
 
 
 def has_labels(module: GeneratedModel) -> bool:

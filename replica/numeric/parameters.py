@@ -10,7 +10,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from .. import validation
 from ..errors import ParameterError
 

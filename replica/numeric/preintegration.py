@@ -91,7 +91,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from .compiled import compiled, numba_available, resolve_backend
 from .energetic import EnergeticAverage, chunk_map
 from ..errors import ParameterError

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 
 
 @dataclass

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from .solver import observable_dict
 
 

@@ -44,7 +44,7 @@ import numpy as np
 from ..errors import ConvergenceError, InvalidStateError
 from .compiled import compiled, resolve_backend
 from .energetic import chunk_map
-from .generated_model import vectorised
+from ..interface.generated_model import vectorised
 from .kinks import (KinkIntegrator, PanelPlan, _base_grid, composite_normal_rule, composite_normal_rules,
                     line_changes, prox_piece)
 from .prox import AGREE_TOL, NEWTON_MAX_ITER, envelope_gradient, piecewise_prox, prox
@@ -992,13 +992,13 @@ class RSBSolver:
         beta = self.damping
         st = self.state(x, pm, alpha)
         for _ in range(PICARD_STEPS if bracket is None else 0):
-            if st.residual() < self.tol or self.spread(st.mapped) < COLLAPSE:
+            if st.residual() < self.tol or self.spread(st.x) < COLLAPSE:
                 break
-            try:
+            try:  # damped: a map projected onto q1 = q0 (an overshoot) halves the spread, it does not end it
                 st = self.state((1 - beta) * st.x + beta * st.mapped, pm, alpha)
             except InvalidStateError:
                 beta *= 0.5
-        if self.spread(st.x) < COLLAPSE or self.spread(st.mapped) < COLLAPSE:
+        if self.spread(st.x) < COLLAPSE:
             return dataclasses.replace(st, collapsed=True), self.evaluations - n0
         like = st.x
         scale = max(float(np.linalg.norm(like)), 1e-300)

@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .generated_model import GeneratedModel, as_model
+from ..interface.generated_model import GeneratedModel, as_model
 from .baselines import linear_baseline  # noqa: F401  (re-exported: replica.numeric.solver.linear_baseline)
 from .branches import FREE, PINNABLE, branch_pinning, pinned
 from .compiled import compiled, resolve_backend
@@ -260,7 +260,7 @@ class Solver:
     Parameters
     ----------
     module:
-        A generated module (``derivations/generated/<model>.py``).
+        A generated model (:func:`replica.registry.load_module`).
     parameters:
         Overrides of the model parameters by name (``{"omega": 0.3, "A_12": 0.4}``).
     branch:

@@ -16,7 +16,7 @@ This module holds the numbers only (no sympy): :class:`Spectrum` (the modes, rea
 file or built from matrices), :class:`SpectralEntropic` (the sums of the per-mode term and of
 its gradient, vectorised over the modes: linear in ``N``) and :func:`spectral_module` (a
 generated GLM module whose entropic side is replaced by those sums). The per-mode term ``ψ``
-itself is derived with sympy from the model's declaration by :mod:`replica.symbolic.spectral_modes`.
+itself is derived with sympy from the model's declaration by :mod:`replica.registry.spectral`.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import InvalidStateError, ParameterError
-from .generated_model import GeneratedModel, as_model
+from ..interface.generated_model import GeneratedModel, as_model
 
 #: the columns of a spectrum file
 COLUMNS = ("k", "lambda", "theta")
@@ -218,7 +218,7 @@ class ModeFunctions:
     """The per-mode entropic term as numeric functions of ``(*xhat, *p, gamma, t)`` (``gamma``, ``t``
     arrays over the modes): ``potential`` gives ``ψ``, ``gradient`` the list of its derivatives by the
     conjugates (the module's ``CONJUGATES`` order; an entry may be a scalar where it does not depend
-    on the mode). Built by :func:`replica.symbolic.spectral_modes.mode_functions`."""
+    on the mode). Built by :func:`replica.registry.spectral.mode_functions`."""
 
     conjugates: tuple[str, ...]
     parameters: tuple[str, ...]
@@ -359,7 +359,7 @@ class SpectralEnvelope:
     ``τ = t_k`` held fixed. The module's own kernels (closed-form prox ``entropic_argmin``, bracket,
     envelope gradient) are evaluated on every mode at once; ``∂ψ_k/∂q̂ = γ_k ∂/∂q̂'`` and the same
     for ``V̂`` (chain rule). For l2, ``r = λw²/2``, the bracket's minimum gives
-    ``ψ_k = ½ (γ_k q̂ + θ̂² t_k²)/(λ + γ_k V̂)``, :mod:`replica.symbolic.spectral_modes`' term. The
+    ``ψ_k = ½ (γ_k q̂ + θ̂² t_k²)/(λ + γ_k V̂)``, :mod:`replica.registry.spectral`' term. The
     average over ``ξ`` is, per mode, the composite Gauss--Legendre rule of
     :class:`replica.numeric.kinks.EntropicKinkRule` in ``ξ`` with panel boundaries at the prox's kinks
     ``(Z_j - θ̂ t_k)/√(γ_k q̂)``: cost linear in the number of modes (every mode has as many nodes).

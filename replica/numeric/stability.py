@@ -27,11 +27,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from .compiled import resolve_backend
 from .energetic import average_on_nodes, label_weighted, start_minima
 from ..errors import InvalidStateError, ParameterError
-from .labels import draw_labels
+from ..interface.labels import draw_labels
 from .prox import GLOBAL, ProxConvention, newton_direction, newton_minimize, prox, prox_convention
 from .quadrature import QuadratureRule
 from .solver import FixedPoint, Solver

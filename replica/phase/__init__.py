@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..numeric.generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from ..numeric.baselines import linear_baseline
 from .common import as_module
 from .continuation import continuation_point

@@ -4,13 +4,13 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..numeric.generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from ..errors import ParameterError
-from ..artifacts.registry import load_module
+from ..registry import load_module
 
 
 def as_module(module: GeneratedModel | str) -> GeneratedModel:
-    """A generated module from a module or a model name (:func:`replica.artifacts.registry.load_module`)."""
+    """A generated module from a module or a model name (:func:`replica.registry.load_module`)."""
     return load_module(module) if isinstance(module, str) else module
 
 

@@ -14,7 +14,7 @@ import concurrent.futures as cf
 import time
 from typing import Callable, Iterable, Mapping
 
-from ..numeric.generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from ..numeric.baselines import baseline
 from ..numeric.branches import merge_target
 from ..artifacts.cache import PointCache

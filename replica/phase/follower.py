@@ -19,7 +19,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..numeric.generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from ..numeric.branches import defining_families, merge_target
 from ..artifacts.cache import PointCache
 from ..numeric.convergence import cached_point_converged

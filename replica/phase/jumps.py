@@ -19,7 +19,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ..numeric.generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from ..numeric.accuracy import jump_check
 from ..errors import ConvergenceError, InvalidStateError
 from .results import CrossingStatus, PhaseResult

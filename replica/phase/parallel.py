@@ -15,7 +15,7 @@ import importlib.util
 import sys
 from typing import Iterator
 
-from ..numeric.generated_model import GeneratedModel, as_model
+from ..interface.generated_model import GeneratedModel, as_model
 from ..runtime.executors import open_executor
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ..numeric.generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from ..artifacts.cache import PointCache
 from ..errors import ParameterError
 from ..runtime.executors import describe, run_chains

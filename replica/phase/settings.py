@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..numeric.generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from ..errors import ParameterError
 from ..numeric.integrators import from_spec
 from ..numeric.prox import GLOBAL, ProxConvention

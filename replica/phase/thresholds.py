@@ -43,7 +43,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..numeric.generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from ..artifacts.cache import PointCache
 from ..errors import ConvergenceError, InvalidStateError, ParameterError
 from ..runtime.progress import Progress

@@ -14,11 +14,12 @@ next point of its chain (``hint``). Built in:
                the neighbours' thresholds and states (:func:`replica.phase.thresholds.next_guess`).
 ``phase``      the continuation (:func:`replica.phase.continuation_point`): thresholds and each
                followed branch's spinodal. Independent points.
-``simulate``   a simulator of ``numerics/`` (``simulator = "glm" | "attention" | "linear"`` or
-               ``"module:function"``, :mod:`numerics.sweep`): means and standard errors over seeds.
+``simulate``   a registered simulator (``simulator = "glm" | "attention" | "linear"`` with the
+               project's simulator installed, :mod:`replica.simulators`): means and standard
+               errors over seeds.
 =============  ======================================================================================
 
-Adding a kind (e.g. ``gamp`` once ``numerics/gamp.py`` lands) is one :func:`register` call with
+Adding a kind is one :func:`register` call with
 its ``check`` and ``compute`` functions.
 
 A point's result is a small JSON-able record ``{"values": {...}, "rows": [...], "seed": ...,
@@ -29,18 +30,16 @@ dataset then holds NaN and the message in ``notes``), never an exception that st
 """
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..numeric.generated_model import GeneratedModel
+from ..interface.generated_model import GeneratedModel
 from .. import validation
 from ..artifacts.cache import PointCache
 from ..errors import ConvergenceError, InvalidStateError, ParameterError, ReplicaError
-from ..numeric.accuracy import with_error_bars
 from ..numeric.integrators import from_spec
 from ..numeric.prox import prox_convention
 from ..phase.parallel import module_from_ref
@@ -246,7 +245,7 @@ def _solve_check(spec: SweepSpec, module: GeneratedModel) -> dict:
 
 def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
     from ..numeric.baselines import baseline
-    from ..numeric.solver import Solver
+    from ..numeric.point import PointOptions, solve_point
 
     module = module_from_ref(ctx.module)
     st = ctx.settings
@@ -254,30 +253,20 @@ def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
     params = {k: v for k, v in point.items() if k != "alpha"}
     rows, seed = [], {}
     for b in st["branches"]:
-        branch = None if b == "free" else b
-        conv = prox_convention(st.get("prox", "global"))
-        solver = Solver(module, params, branch, rule=from_spec(st["quadrature"], module, branch, conv), tol=st["tol"],
-                        max_iter=st["max_iter"], error_estimate=False, prox=conv)
+        # the one pipeline of replica solve (replica.numeric.point): with error_estimate, the bars of replica
+        # solve -- the distance to the fixed point re-solved on refined rules and with more prox starts, not
+        # the companion rule's residual (~1e-16 where the error was 1e-10 to 1e-8); the values are the refined
+        # ones, as replica solve reports. A neighbour's state warm-starts the point (cold starts if it fails).
+        options = PointOptions(branch=None if b == "free" else b, quadrature=st["quadrature"],
+                               prox=st.get("prox", "global"), tol=st["tol"], max_iter=st["max_iter"],
+                               error_bars=st["error_estimate"], replicon=False, companion_residual=False, scout=False)
         x0 = (hint or {}).get(b)
-        notes: list[str] = []
         try:
-            if x0 is not None:
-                try:
-                    fp = solver.solve(alpha, np.asarray(x0, dtype=float))
-                except (ConvergenceError, InvalidStateError) as exc:
-                    notes.append(f"warm start from the neighbour failed ({_first_line(exc)}); cold starts")
-                    fp = solver.solve_best(alpha)
-            else:
-                fp = solver.solve_best(alpha)
-            x_seed = fp.x
-            if st["error_estimate"]:
-                # the bars of replica solve (replica.numeric.accuracy): the distance to the fixed point re-solved on
-                # refined rules and with more prox starts, not the companion rule's residual (~1e-16 where
-                # the error was 1e-10 to 1e-8); the values are the refined ones, as replica solve reports
-                fp = with_error_bars(solver, fp, alpha)
+            solved = solve_point(module, params, alpha, options, x0=None if x0 is None else np.asarray(x0, dtype=float))
         except (ConvergenceError, InvalidStateError) as exc:
-            rows.append({"converged": False, "notes": "; ".join(notes + [_first_line(exc)])})
+            rows.append({"converged": False, "notes": _first_line(exc)})
             continue
+        fp, x_seed = solved.fp, solved.seed
         bar = {k: (math.nan if v is None else float(v)) for k, v in (fp.errors or {}).items()}
         row: dict[str, Any] = {}
         for k, v in [*fp.order.items(), *fp.conjugates.items(), *fp.observables.items()]:
@@ -287,7 +276,7 @@ def _solve_compute(ctx: Context, point: dict, hint: Any) -> dict:
                    train_loss_error=bar.get("train_loss", math.nan), psi_y=float(fp.psi_y),
                    iterations=int(fp.iterations), residual=float(fp.residual),
                    quadrature_residual=float(fp.quadrature_residual), converged=bool(fp.converged),
-                   notes="; ".join(notes + list(fp.notes)))
+                   notes="; ".join(fp.notes))
         if fp.errors:
             row["accuracy_met"] = bool(fp.accuracy_met)  # every bar below 1e-3 relative (replica.numeric.accuracy)
         rows.append(row)
@@ -439,29 +428,21 @@ register(TaskKind("phase", "alpha_c, alpha_l and the spinodals by continuation o
 
 
 # --------------------------------------------------------------------------- simulate
-#: short names of the simulators of ``numerics/`` (their sweep adapters: :mod:`numerics.sweep`)
-SIMULATORS = {"glm": "numerics.sweep:glm", "attention": "numerics.sweep:attention",
-              "linear": "numerics.sweep:linear"}
-
-
 def _simulator(name: str) -> Callable[..., dict]:
-    target = SIMULATORS.get(name, name)
-    mod, sep, fn = target.partition(":")
-    if not sep or not mod or not fn:
-        raise ParameterError("compute.simulator", f"{name!r} is neither one of {list(SIMULATORS)} nor "
-                                                  "'module:function'")
-    try:
-        return getattr(importlib.import_module(mod), fn)
-    except (ImportError, AttributeError) as exc:
-        raise ParameterError("compute.simulator", f"cannot load {target}: {_first_line(exc)}") from None
+    """A registered sweep simulator (:mod:`replica.simulators`): a spec names one, never a function to import."""
+    from ..simulators import sweep_simulator
+
+    return sweep_simulator(name, "compute.simulator")
 
 
 def _simulate_check(spec: SweepSpec, module: GeneratedModel | None) -> dict:
     s = _Settings(spec)
     name = s.text("simulator", None)
     if name is None:
-        raise ParameterError("compute.simulator", f"kind 'simulate' needs simulator = one of {list(SIMULATORS)} "
-                                                  "or 'module:function'")
+        from ..simulators import sweep_simulators
+
+        raise ParameterError("compute.simulator", f"kind 'simulate' needs simulator = one of "
+                                                  f"{sorted(sweep_simulators())}")
     run = _simulator(name)
     options = dict(s.raw)
     check = getattr(run, "check", None)
@@ -480,6 +461,6 @@ def _simulate_compute(ctx: Context, point: dict, hint: Any) -> dict:
     return {"values": dict(values), "rows": [], "seed": None}
 
 
-register(TaskKind("simulate", "a simulation of numerics/ (means and standard errors over seeds)", _simulate_check,
+register(TaskKind("simulate", "a registered simulator (means and standard errors over seeds)", _simulate_check,
                   _simulate_compute, needs_model=False,
                   seconds=lambda st: ROUGH_SECONDS["simulate"] * int(st["options"].get("seeds", 1))))

@@ -133,7 +133,7 @@ def _executor(executor: cf.Executor | None, jobs: int, scheduler: str | None) ->
 def prepare(spec: SweepSpec):
     """Check a spec completely (kind, settings, every grid point) and load its model: ``(spec with
     its warm-start axis resolved, kind, module or None, settings)``. No work is started."""
-    from ..artifacts.registry import load_module
+    from ..registry import load_module
 
     kind = get_kind(spec.kind)
     module = load_module(spec.model) if kind.needs_model else None

@@ -39,8 +39,8 @@ import numpy as np
 import sympy as sp
 
 from ..errors import DeclarationError
-from ..numeric.labels import draw_labels
 from .symbols import symbol
+from ..interface.labels import draw_labels
 
 #: the default label symbol of a channel
 LABEL = symbol("y", "y")
@@ -102,7 +102,7 @@ class BivariateNormalCDF(sp.Function):
     The label law of a three-class argmax (:class:`Argmax`). Its derivatives are elementary,
     ``d/dh = phi(h) Phi((k - r h) / sqrt(1 - r^2))`` (and symmetrically in ``k``) and
     ``d/dr = phi2(h, k; r)``, the bivariate density, so the potentials differentiate it in sympy
-    like :class:`NormalCDF`; values come from :mod:`replica.numeric.bivariate` (Genz's algorithm,
+    like :class:`NormalCDF`; values come from :mod:`replica.interface.bivariate` (Genz's algorithm,
     ~1e-15 absolute), printed as ``_bvn`` (numpy) and ``bvn_scalar`` (per-node code).
     """
 
@@ -139,7 +139,7 @@ class BivariateNormalCDF(sp.Function):
 
 
 def _phi2_math(h: float, k: float, r: float) -> float:
-    from ..numeric.bivariate import bvn_scalar
+    from ..interface.bivariate import bvn_scalar
 
     return bvn_scalar(float(h), float(k), float(r))
 

@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import sympy as sp
 
-from ..numeric.branches import FREE, PINNABLE
+from ..interface.families import FREE, PINNABLE
 from .channels import Channel
 from .constraints import Constraint, holds, row_stochastic  # noqa: F401  (re-exported)
 from .data import TokenStatistics

@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 
 import sympy as sp
 
-from ..numeric.branches import PINNABLE
+from ..interface.families import PINNABLE
 from .order_parameters import ORDER_FAMILIES
 from .potentials import gaussian_symbols, prox_center_symbols
 

@@ -152,7 +152,7 @@ def compute_figures(config: FigureConfig | None = None, *, jobs: int = 1, cache:
 
 
 def _curve_stability(model: str, curve, points: int) -> list[tuple[float, float, bool]]:
-    from ...artifacts.registry import load_module
+    from ...registry import load_module
     from ...numeric.stability import curve_stability
 
     return curve_stability(load_module(model), curve, points)
@@ -662,7 +662,7 @@ def figures_command(args, *, jobs: int, cache: PointCache | None, progress: Prog
     ``--replicon-points``, ``--sim``), then :func:`make_figures`. Returns the files written
     (PNGs, then ``summary.json``) and one line on the work done."""
     from ...numeric.integrators import from_spec
-    from ...artifacts.registry import load_module
+    from ...registry import load_module
 
     cfg = quick_config() if args.quick else FigureConfig()
     if args.quadrature is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 from typing import Any, Mapping, Sequence
 
-from ...numeric.generated_model import GeneratedModel
+from ...interface.generated_model import GeneratedModel
 from ...artifacts.cache import PointCache
 from ...phase import PhaseResult, phase_points as core_phase_points
 from ...phase import phase_point as core_phase_point

@@ -1,19 +1,20 @@
 """``replica check MODEL --alpha A --d 200,400,800 --seeds N``: theory against simulation.
 
-The simulator lives in :mod:`numerics` (torch, scikit-learn), above the core: this command imports
-it inside :func:`run` only, so that ``replica`` itself, its other commands and ``--help`` need
-neither.
+The simulator is a plug-in (:mod:`replica.simulators`: the project's own is the PyTorch simulator,
+torch and scikit-learn), above the core: this command finds and imports it inside :func:`run`
+only, so that ``replica`` itself, its other commands and ``--help`` need neither.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import textwrap
 
 from ...artifacts import jsonio
 from ... import validation
 from ...errors import ParameterError
-from .common import add_parameter_flags, parameters_from_args
+from .common import add_parameter_flags, add_rule_flags, model_of, options_from_args, parameters_from_args
 
 #: the most dimensions and seeds one check accepts
 MAX_DIMENSIONS, MAX_SEEDS = 12, 1000
@@ -64,11 +65,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--device", default="cpu", help="cpu or cuda (cuda:K): where torch minimises (default cpu)")
     g.add_argument("--unconstrained", action="store_true",
                    help="the branch sets the initial weights only; the minimiser may leave it")
+    g = p.add_argument_group("theory", "solved as `replica solve` solves it, with its flags (a coarser --quadrature "
+                                       "solves faster and reports wider error bars)")
+    add_rule_flags(g)
     g.add_argument("--no-replicon", dest="replicon", action="store_false",
                    help="skip the theory's replicon (RS stability)")
-    g.add_argument("--quadrature", default=None, metavar="RULE",
-                   help="the theory's energetic rule, as in `replica solve --quadrature` (default auto); a coarser "
-                        "rule solves faster and reports wider error bars")
     g.add_argument("--no-theory-bars", dest="theory_bars", action="store_false",
                    help="solve the theory without its error bars (their refinement and jump check take minutes for "
                         "six-dimensional models); each verdict then rests on the simulation's standard error")
@@ -78,7 +79,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object (strict: null + <key>_reason)")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="also draw value against 1/d for every quantity")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check_args=check_args)
     return p
 
 
@@ -106,9 +107,11 @@ def check_device(device: str) -> str:
     if device == "cpu":
         return device
     if device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit()):
-        from numerics.deps import require
-
-        torch = require("torch", "--device cuda")
+        try:
+            import torch
+        except ImportError:
+            raise ParameterError("device", f"{device} needs torch, which is not installed (pip install -e '.[sim]')") \
+                from None
         if not torch.cuda.is_available():
             raise ParameterError("device", f"{device} requested but torch sees no CUDA device")
         if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
@@ -117,13 +120,37 @@ def check_device(device: str) -> str:
     raise ParameterError("device", f"expected cpu, cuda or cuda:K, got {device!r}")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Validate everything, then run the check and print the table or JSON (and draw the plot)."""
-    from ...artifacts.registry import load_module
-
+def check_args(args: argparse.Namespace) -> None:
+    """Everything that needs no model, before it loads: one line naming the flag, exit 2."""
     alpha = validation.sample_complexity(args.alpha, "alpha")
     if not alpha > 0:
         raise ParameterError("alpha", f"must be > 0 for a simulation (n = alpha d samples), got {alpha:g}")
+    ds = dimensions(args.d)
+    validation.integer(args.seeds, "seeds", low=2, high=MAX_SEEDS)
+    validation.integer(args.seed0, "seed0", low=0)
+    validation.integer(args.n_test, "n-test", low=100, high=10_000_000)
+    validation.real(args.tol, "tol", low=1e-14, high=1e-2)
+    validation.integer(args.max_iter, "max-iter", low=1, high=10_000_000)
+    validation.integer(args.threads, "threads", low=1, high=1024)
+    acc = args.accuracy
+    if acc is not None and not (math.isfinite(acc) and 1e-12 <= acc < 1):
+        raise ParameterError("accuracy", f"must be a relative accuracy in [1e-12, 1), got {acc}")
+    if args.spectrum is None:
+        for d in ds:
+            if round(alpha * d) < 1:
+                raise ParameterError("alpha", f"alpha * d = {alpha * d:g} gives no samples at d = {d}")
+    if args.plot is not None:
+        from ...artifacts.outputs import check_output_file
+
+        check_output_file(args.plot, "plot")
+    check_device(args.device)
+    options_from_args(args, iteration_flags=False).convention()  # --prox, --prox-start, --prox-saddles
+
+
+def run(args: argparse.Namespace) -> int:
+    """Solve the theory (the one pipeline, :func:`replica.numeric.point.solve_point`), run the registered
+    simulator's check, print the table or JSON (and draw the plot)."""
+    alpha = args.alpha
     ds = dimensions(args.d)
     spectrum = None
     if args.spectrum is not None:  # the Gaussian covariate data law: one dimension, the number of modes
@@ -134,20 +161,8 @@ def run(args: argparse.Namespace) -> int:
             raise ParameterError("d", f"a spectrum of {spectrum.N} modes is simulated at d = {spectrum.N}, "
                                       f"got --d {args.d}")
         ds = [spectrum.N]
-    seeds = validation.integer(args.seeds, "seeds", low=2, high=MAX_SEEDS)
-    validation.integer(args.seed0, "seed0", low=0)
-    n_test = validation.integer(args.n_test, "n-test", low=100, high=10_000_000)
-    tol = validation.real(args.tol, "tol", low=1e-14, high=1e-2)
-    validation.integer(args.max_iter, "max-iter", low=1, high=10_000_000)
-    threads = validation.integer(args.threads, "threads", low=1, high=1024)
-    for d in ds:
-        if round(alpha * d) < 1:
-            raise ParameterError("alpha", f"alpha * d = {alpha * d:g} gives no samples at d = {d}")
-    if args.plot is not None:
-        from ...artifacts.outputs import check_output_file
-
-        check_output_file(args.plot, "plot")
-    device = check_device(args.device)
+        if round(alpha * spectrum.N) < 1:
+            raise ParameterError("alpha", f"alpha * d = {alpha * spectrum.N:g} gives no samples at d = {spectrum.N}")
     theory_result = None
     if args.theory is not None:
         import json
@@ -157,29 +172,28 @@ def run(args: argparse.Namespace) -> int:
                 theory_result = json.load(fh)
         except (OSError, ValueError) as exc:
             raise ParameterError("theory", f"cannot read {args.theory}: {exc}") from None
-    module = load_module(args.model)
+    module = model_of(args)  # loaded once, while the command line was parsed
     if spectrum is not None:
-        from ...symbolic.spectral_modes import gcm_module
+        from ...registry.spectral import gcm_module
 
         module = gcm_module(module, spectrum)
     params = parameters_from_args(module, args)
     if args.branch not in (None, "free") and args.branch not in module.BRANCHES:
         raise ParameterError("branch", f"unknown branch {args.branch!r} for model {module.MODEL}; known: "
                                        f"{['free', *module.BRANCHES]}")
-    from ...numeric.integrators import from_spec
-    from ...numeric.solver import Solver
+    options = options_from_args(args, branch=args.branch, iteration_flags=False).replace(error_bars=args.theory_bars)
+    # the theory's solver: parameter domains, constraints, branch and rules checked here, before any work,
+    # and the very solver the theory is solved with
+    solver = options.solver(module, params)
+    from ...simulators import check_module
 
-    Solver(module, params, branch=args.branch)   # parameter domains and constraints, before any work
-    if args.quadrature is not None:
-        from_spec(args.quadrature, module, args.branch)   # a bad rule: one line naming quadrature
-    from numerics import check
-
-    progress = None if args.quiet else check._stderr
-    res = check.run_check(args.model, alpha, parameters=params, branch=args.branch, ds=ds, seeds=seeds,
-                          seed0=args.seed0, n_test=n_test, tol=tol, max_iter=args.max_iter, device=device,
-                          constrain=not args.unconstrained, replicon=args.replicon, threads=threads,
-                          theory_result=theory_result, quadrature=args.quadrature, theory_bars=args.theory_bars,
-                          progress=progress, spectrum=spectrum)
+    check = check_module()
+    progress = None if args.quiet else check.progress
+    res = check.run_check(args.model, alpha, parameters=params, branch=args.branch, ds=ds, seeds=args.seeds,
+                          seed0=args.seed0, n_test=args.n_test, tol=args.tol, max_iter=args.max_iter,
+                          device=check_device(args.device), constrain=not args.unconstrained, replicon=args.replicon,
+                          threads=args.threads, theory_result=theory_result, theory_bars=args.theory_bars,
+                          progress=progress, spectrum=spectrum, module=module, options=options, solver=solver)
     if args.plot is not None:
         check.plot(res, args.plot)
     if args.json:
@@ -190,4 +204,3 @@ def run(args: argparse.Namespace) -> int:
         if args.plot is not None:
             print(f"plot: {args.plot}")
     return 0 if res["agrees"] and res["converged"] else 1
-

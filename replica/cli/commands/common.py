@@ -4,12 +4,13 @@ from __future__ import annotations
 import argparse
 import math
 
-from ...numeric.generated_model import GeneratedModel
+from ...interface.generated_model import GeneratedModel
 from ... import validation
 from ...errors import ParameterError
 from ...numeric.integrators import from_spec
-from ...numeric.parameter_flags import add_parameter_flags as _add_flags
-from ...numeric.parameter_flags import parameters_from_args  # noqa: F401 -- the commands' import
+from ...numeric.point import PointOptions
+from ..flags import add_parameter_flags as _add_flags
+from ..flags import parameters_from_args  # noqa: F401 -- the commands' import
 
 #: the most fixed-point iterations a command accepts (a point needing more will not converge)
 MAX_ITER = 100_000
@@ -33,8 +34,19 @@ def add_model_flags(p: argparse.ArgumentParser, module) -> None:
 
 
 def add_numeric_flags(p: argparse.ArgumentParser) -> None:
-    """Add the flags every numeric command shares (model parameters, quadrature, tolerance)."""
+    """Add the flags every numeric command shares (quadrature, prox convention, accuracy, tolerance)."""
     g = p.add_argument_group("numerics")
+    add_rule_flags(g)
+    g.add_argument("--tol", type=float, default=1e-8,
+                   help=f"relative residual at convergence, in [{validation.MIN_TOL:g}, {validation.MAX_TOL:g}] "
+                        "(default 1e-8)")
+    g.add_argument("--max-iter", type=int, default=500, help="maximum fixed-point iterations")
+    g.add_argument("--verbose", action="store_true", help="print the residual of every iteration")
+
+
+def add_rule_flags(g) -> None:
+    """The flags of how a point is solved (:class:`~replica.numeric.point.PointOptions`): the rules, the
+    accuracy and the prox convention, on an argument group ``g``."""
     g.add_argument("--quadrature", default=None, metavar="RULE",
                    help="energetic average: fast|default|high or gh:N, smolyak:N, sobol:LOG2N, d7 (a degree-7 "
                         "12-point cubature per Gaussian pair: a low-order reference) (rules); "
@@ -59,11 +71,6 @@ def add_numeric_flags(p: argparse.ArgumentParser) -> None:
                    help="where the local descent stops on a stationary point that is no minimum: split (default: "
                         "half for the minimum on either side) or stay (keep it, as a quasi-Newton code that stops "
                         "where the gradient vanishes does; to reproduce such codes, not a theory)")
-    g.add_argument("--tol", type=float, default=1e-8,
-                   help=f"relative residual at convergence, in [{validation.MIN_TOL:g}, {validation.MAX_TOL:g}] "
-                        "(default 1e-8)")
-    g.add_argument("--max-iter", type=int, default=500, help="maximum fixed-point iterations")
-    g.add_argument("--verbose", action="store_true", help="print the residual of every iteration")
 
 
 def check_numeric_args(args: argparse.Namespace) -> None:
@@ -84,57 +91,67 @@ def check_numeric_args(args: argparse.Namespace) -> None:
         validation.integer(args.max_iter, "max-iter", low=1, high=MAX_ITER)
 
 
-def prox_from_args(args: argparse.Namespace):
-    """The prox convention of ``--prox`` / ``--prox-start`` (:class:`replica.numeric.prox.ProxConvention`)."""
-    from ...numeric.prox import prox_convention
-
+def options_from_args(args: argparse.Namespace, branch: str | None = None,
+                      default_quadrature: str | None = "auto", iteration_flags: bool = True) -> PointOptions:
+    """The :class:`~replica.numeric.point.PointOptions` of a command's flags (those it has; the rest keep
+    their defaults): one place that reads ``--quadrature``, ``--entropic-quadrature``, ``--prox``,
+    ``--prox-start``, ``--prox-saddles``, ``--tol``, ``--max-iter``, ``--verbose``, ``--accuracy`` and
+    ``--no-replicon`` (``iteration_flags=False``: the command's ``--tol``/``--max-iter`` are not the
+    theory's, as ``replica check``'s, which are the simulation's)."""
     start = getattr(args, "prox_start", None)
     if start is not None:
         if not str(start).strip():
             raise ParameterError("prox-start", "is empty; give numbers, e.g. --prox-start 0,0")
         try:
-            start = [float(v) for v in str(start).split(",")]
+            start = tuple(float(v) for v in str(start).split(","))
         except ValueError:
             raise ParameterError("prox-start", f"expected comma-separated numbers, got {args.prox_start!r}") from None
-    try:
-        return prox_convention(getattr(args, "prox", None) or "global", start, getattr(args, "prox_saddles", None))
-    except ParameterError as exc:  # name the flag
-        raise ParameterError(exc.name.replace("_", "-"), str(exc).split(": ", 1)[-1]) from None
+    given = {"quadrature": getattr(args, "quadrature", None) or default_quadrature,
+             "entropic_quadrature": getattr(args, "entropic_quadrature", None),
+             "prox": getattr(args, "prox", None) or "global", "prox_start": start,
+             "prox_saddles": getattr(args, "prox_saddles", None), "accuracy": getattr(args, "accuracy", None)}
+    for name in (("tol", "max_iter", "verbose") if iteration_flags else ()) + ("replicon",):
+        if getattr(args, name, None) is not None:
+            given[name] = getattr(args, name)
+    return PointOptions(branch=branch, **given)
+
+
+def prox_from_args(args: argparse.Namespace):
+    """The prox convention of ``--prox`` / ``--prox-start`` (:class:`replica.numeric.prox.ProxConvention`)."""
+    return options_from_args(args).convention()
 
 
 def rule_from_args(module: GeneratedModel, args: argparse.Namespace, branch: str | None = None,
                    default: str | None = None):
     """The rule or integrator of ``--quadrature`` (``default`` when the flag is absent), for the
     convention of ``--prox``."""
-    return from_spec(getattr(args, "quadrature", None) or default, module, branch, prox_from_args(args))
+    options = options_from_args(args, default_quadrature=default)
+    return from_spec(options.quadrature, module, branch, options.convention())
 
 
 def entropic_rule_from_args(module: GeneratedModel, args: argparse.Namespace):
     """The entropic rule of ``--entropic-quadrature gh:N`` (None: the solver's default)."""
-    spec = getattr(args, "entropic_quadrature", None)
-    if spec is None:
-        return None
-    if module.ENTROPIC != "envelope":
-        raise ParameterError("entropic-quadrature", f"{module.MODEL} has a quadratic regularizer: its entropic "
-                                                    "average is in closed form, there is no rule to set")
-    from ...numeric.integrators import AlignedEntropicRule
-    from ...numeric.quadrature import parse_rule
+    return options_from_args(args).entropic_rule(module)
 
-    dim = len(module.ENTROPIC_GAUSSIANS)
-    kind, _, n = spec.partition(":")
-    if kind not in ("aligned", "gh", "gauss-hermite"):
-        raise ParameterError("entropic-quadrature", f"expected aligned:N or gh:N, got {spec!r}")
-    try:
-        if kind == "aligned":
-            if module.ENTROPIC_DIM != 1:
-                raise ParameterError("entropic-quadrature", f"aligned rules need a scalar prox (r = 1); "
-                                                            f"{module.MODEL} has r = {module.ENTROPIC_DIM}: use gh:N")
-            try:
-                return AlignedEntropicRule(dim, int(n))
-            except ValueError:
-                raise ParameterError("entropic-quadrature", f"bad order in {spec!r} (expected an integer)") from None
-        return parse_rule(spec, dim)
-    except ParameterError as exc:
-        if exc.name == "entropic-quadrature":
-            raise
-        raise ParameterError("entropic-quadrature", str(exc)) from None
+
+def model_of(args: argparse.Namespace) -> GeneratedModel:
+    """The generated model the command line names: loaded once, by :func:`replica.cli.main` while it
+    parsed the arguments (``args.generated_model``), or here if the command was parsed otherwise."""
+    module = getattr(args, "generated_model", None)
+    if module is None:
+        from ...registry import load_module
+
+        module = load_module(args.model)
+    return module
+
+
+def point_model(args: argparse.Namespace) -> GeneratedModel:
+    """:func:`model_of`, on the Gaussian covariate data law of ``--spectrum FILE.csv`` when given
+    (the per-mode entropic term is derived with sympy)."""
+    module = model_of(args)
+    if getattr(args, "spectrum", None) is not None:
+        from ...numeric.spectrum import Spectrum
+        from ...registry.spectral import gcm_module
+
+        module = gcm_module(module, Spectrum.from_csv(args.spectrum))
+    return module

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from ...artifacts.outputs import check_output_file
-from ...artifacts.registry import DERIVATIONS_DIR, canonical, load_model
+from ...registry import DERIVATIONS_DIR, canonical, load_model
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...artifacts.registry import aliases, declared_models, load_declaration
+from ...registry import aliases, declared_models, load_declaration
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

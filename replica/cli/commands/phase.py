@@ -12,8 +12,7 @@ from ...artifacts import jsonio
 from ... import validation
 from ...errors import ParameterError
 from ...runtime.progress import Progress
-from ...artifacts.registry import load_module
-from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args,
+from .common import (add_numeric_flags, add_parameter_flags, check_numeric_args, entropic_rule_from_args, model_of,
                      parameters_from_args, prox_from_args, rule_from_args)
 
 
@@ -105,7 +104,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="only alpha_c and alpha_l, from a few root-finder solves (much faster); 'curves' then "
                         "hold just those points and spinodals are not searched for")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, check_args=check_args)
     return p
 
 
@@ -184,13 +183,9 @@ def _fmt(v) -> str:
     return "null" if v is None else f"{v:.6g}"
 
 
-def run(args: argparse.Namespace) -> int:
-    from ...phase import SolverSettings, phase_point  # the phase machinery (scipy), only for this command
-    from ...phase.common import resolve_pair
-
+def check_args(args: argparse.Namespace) -> None:
+    """What needs no model: the numeric flags and the alpha range (before the model loads)."""
     check_numeric_args(args)
-    module = load_module(args.model)
-    params = parameters_from_args(module, args)
     for name in ("alpha_min", "alpha_max"):
         v = getattr(args, name)
         if not math.isfinite(v) or v <= 0:
@@ -198,6 +193,14 @@ def run(args: argparse.Namespace) -> int:
         validation.sample_complexity(v, name.replace("_", "-"))
     if args.alpha_max <= args.alpha_min:
         raise ParameterError("alpha-max", f"must be larger than --alpha-min ({args.alpha_min}), got {args.alpha_max}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ...phase import SolverSettings, phase_point  # the phase machinery (scipy), only for this command
+    from ...phase.common import resolve_pair
+
+    module = model_of(args)
+    params = parameters_from_args(module, args)
     pair = None
     if args.between is not None:
         pair = tuple(b.strip() for b in args.between.split(",") if b.strip())

@@ -1,73 +1,60 @@
 """``replica solve MODEL --rsb 1``: the zero-temperature 1RSB point (docs/how-to/rsb.md).
 
-The replica-symmetric point is solved first (the start of the 1RSB search, and ``rs_train_loss``), then
-the 1RSB saddle point with its Parisi parameter (:func:`replica.numeric.rsb.solve`) and its bars
-(:func:`replica.numeric.rsb.with_error_bars`).
+The point goes through the one pipeline (:func:`replica.numeric.point.solve_point` with
+``PointOptions(rsb=1)``): the replica-symmetric point with its bars first (the start of the 1RSB search,
+and ``rs_train_loss``), then the 1RSB saddle point with its Parisi parameter and its bars.
 """
 from __future__ import annotations
 
 import argparse
 import math
 import sys
-import time
 
 from ...artifacts import jsonio
-from ...artifacts.registry import load_model, load_module
 from ...errors import ParameterError
 from ...numeric import rsb
-from ...numeric.accuracy import DEFAULT_ACCURACY, solve_to_accuracy
-from ...numeric.solver import Solver
-from .common import entropic_rule_from_args, parameters_from_args, prox_from_args, rule_from_args
+from ...numeric.point import solve_point
+from .common import options_from_args, parameters_from_args, point_model
 
 #: the steps of replica-symmetry breaking built
 BUILT = (0, 1)
 
 
-def check_rsb(value: int) -> int:
-    """``--rsb``: 0 (replica symmetry) or 1; anything else is one line naming the flag."""
+def check_rsb(value: int, args: argparse.Namespace | None = None) -> int:
+    """``--rsb``: 0 (replica symmetry) or 1, and the flags 1RSB does not take; one line naming the flag,
+    before any work."""
     if value not in BUILT:
         raise ParameterError("rsb", f"{value} steps of replica-symmetry breaking are not built; use --rsb 1 "
                                     "(one step, at zero temperature) or leave it out (replica symmetry)")
+    if value and args is not None:
+        if getattr(args, "spectrum", None) is not None:
+            raise ParameterError("rsb", "--rsb 1 does not take --spectrum (structured data); solve without it")
+        if getattr(args, "prox", None) not in (None, "global"):
+            raise ParameterError("rsb", "--rsb 1 uses the global minimiser of the bracket (--prox global)")
     return value
 
 
 def run(args: argparse.Namespace) -> int:
     """The 1RSB branch of ``replica solve`` (its flags are solve's)."""
-    if args.spectrum is not None:
-        raise ParameterError("rsb", "--rsb 1 does not take --spectrum (structured data); solve without it")
-    if getattr(args, "prox", "global") not in (None, "global"):
-        raise ParameterError("rsb", "--rsb 1 uses the global minimiser of the bracket (--prox global)")
-    module = load_module(args.model)
-    params = parameters_from_args(module, args)
-    say = (lambda m: print(f"replica solve --rsb 1: {m}", file=sys.stderr)) if (args.verbose or sys.stderr.isatty()
-                                                                                 or not args.json) else (lambda m: None)
-    t0 = time.perf_counter()
-    solver = Solver(module, params, branch=args.branch, rule=rule_from_args(module, args, args.branch, default="auto"),
-                    tol=args.tol, max_iter=args.max_iter, verbose=args.verbose, error_estimate=False,
-                    entropic_rule=entropic_rule_from_args(module, args), prox=prox_from_args(args))
-    say("replica-symmetric point (the start, and rs_train_loss)")
-    fp = solver.solve_best(args.alpha)
-    fp = solve_to_accuracy(solver, fp, args.alpha, DEFAULT_ACCURACY if args.accuracy is None else args.accuracy,
-                           max_levels=1)
-    model = load_model(args.model)
-    from ...codegen.rsb import load_rsb_module  # the symbolic pipeline: only to generate the 1RSB module
+    from ...registry.rsb import load_rsb_module
 
-    rsbm = rsb.RSBModel.from_module(load_rsb_module(model))
-    rsolver = rsb.RSBSolver(rsbm, solver, verbose=args.verbose)
-    say(f"1RSB on {rsolver.rule.describe()}")
-    point = rsb.solve(rsolver, args.alpha, fp, progress=say)
-    point = rsb.with_error_bars(rsolver, point, args.alpha, progress=say)
-    point.seconds = time.perf_counter() - t0
-    res = rsb.result_dict(rsolver, point)
+    module = point_model(args)
+    params = parameters_from_args(module, args)
+    options = options_from_args(args, branch=args.branch, default_quadrature="auto").replace(rsb=1)
+    solver = options.solver(module, params)
+    rsb_module = load_rsb_module(args.model)
+    say = (lambda m: print(f"replica solve --rsb 1: {m}", file=sys.stderr)) \
+        if (args.verbose or sys.stderr.isatty() or not args.json) else None
+    point = solve_point(module, params, args.alpha, options, solver=solver, progress=say, rsb_module=rsb_module)
     if args.json:
-        jsonio.dump(res, sys.stdout, rsb.reasons())
+        jsonio.dump(point.result, sys.stdout, rsb.reasons())
         print()
         return 0
-    _print(point, res)
+    _print(point.rsb)
     return 0
 
 
-def _print(point: rsb.RSBPoint, res: dict) -> None:
+def _print(point: rsb.RSBPoint) -> None:
     e = point.errors
 
     def pm(k: str) -> str:

@@ -1,4 +1,4 @@
-"""Issue 18's table, run as a hostile user would: every bad input ends in exit status 2 and one
+"""Failure modes, run as a hostile user would: every bad input ends in exit status 2 and one
 line naming the parameter, every edge in a converged result or an honest error, JSON is strict,
 and interrupted runs leave no process behind.
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import io
 import json
 import math
 import os
@@ -28,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replica import validation
-from replica.cli import main as replica_main
+from tests.support import cli, run
 from replica.errors import ConvergenceError, DeclarationError, InvalidStateError, ParameterError
 from replica.numeric.quadrature import gauss_hermite, parse_rule
 
@@ -36,22 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # derandomized (the same examples on every run) and without an example database in the checkout
 FEW = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-
-def cli(*args: str) -> tuple[int, str, str]:
-    """``replica ARGS`` in this process: (exit status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = replica_main([str(a) for a in args])
-        except SystemExit as exc:  # argparse's own errors
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
-
-
-def run(*args: str, module: str = "replica", timeout: float = 300, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, **kw)
 
 
 def one_line_error(rc: int, err: str, name: str) -> str:

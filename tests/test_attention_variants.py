@@ -1,4 +1,4 @@
-"""The architectures of issue 8 (derivations/attention_untied, _rank2, _L3, linear_attention):
+"""The attention variants (derivations/attention_untied, _rank2, _L3, linear_attention):
 consistency with the tied model, exact identities of their saddle points, and theory vs simulator.
 
 Fast tests use coarse quadrature rules, explicit starting points near the fixed points (the
@@ -16,7 +16,7 @@ import sympy as sp
 
 from replica.numeric.integrators import QuadratureIntegrator
 from replica.numeric.quadrature import QuadratureRule, gauss_hermite
-from replica.artifacts.registry import load_module
+from replica.registry import load_module
 from replica.numeric.solver import Solver
 
 
@@ -100,8 +100,8 @@ def test_untied_with_key_pinned_to_query_is_the_tied_model(tmp_path):
     from derivations import attention_tied, attention_untied
     from replica import Derivation
     from replica.codegen import write_module
-    from replica.artifacts.registry import _import_path
-    from replica.numeric.generated_model import as_model
+    from replica.registry import _import_path
+    from replica.interface.generated_model import as_model
 
     dt = Derivation(attention_tied.build())
     du = Derivation(attention_untied.build(pin_key=True, name="untied_pinned"))
@@ -289,7 +289,7 @@ def _output_encoding_term(name: str, order: dict, d: int, n: int = 8) -> float:
     """
     from numerics.data import default_positional_encodings
     from replica.symbolic.order_parameters import OrderParameters
-    from replica.artifacts.registry import load_model
+    from replica.registry import load_model
 
     model = load_model(name)
     ops = OrderParameters(model.L, model.r, model.r_t, model.reduction)

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ..errors import ParameterError
-from .order_parameters import OrderParameters
-from .regularizers import L2, SeparableRegularizer
-from ..numeric.generated_model import GeneratedModel
+from ..symbolic.order_parameters import OrderParameters
+from ..symbolic.regularizers import L2, SeparableRegularizer
+from ..interface.generated_model import GeneratedModel
 from ..numeric.spectrum import GaussianEquivalence, ModeFunctions, Spectrum, gaussian_equivalence, \
     spectral_envelope_module, spectral_module
-from .symbols import symbol
+from ..symbolic.symbols import symbol
 
 #: the eigenvalue ``γ`` of one mode and the teacher's projection ``t`` on it
 GAMMA = symbol("gamma_k", r"\gamma_k")
@@ -101,7 +101,7 @@ def gcm_module(module: GeneratedModel, spectrum: Spectrum) -> GeneratedModel:
     module's own prox (:func:`replica.numeric.spectrum.spectral_envelope_module`), where the penalty
     is diagonal in the modes. Any other penalty is refused with one line naming ``spectrum``.
     Imports sympy."""
-    from ..artifacts.registry import load_model
+    from .loader import load_model
 
     model = load_model(module.MODEL)
     reg = model.regularizer

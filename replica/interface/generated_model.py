@@ -1,6 +1,6 @@
-"""The typed interface of a generated model: what :func:`replica.artifacts.registry.load_module` returns.
+"""The typed interface of a generated model: what :func:`replica.registry.load_module` returns.
 
-A generated module (``derivations/generated/<model>.py``, :mod:`replica.codegen`) holds the
+A generated module (built into the cache by :mod:`replica.codegen`) holds the
 model's metadata as constants and every function once, in *kernel form*
 (:class:`~replica.codegen.backends.KernelBackend`): arguments unpacked along their first axis,
 stacked outputs written into arrays it is given, one bare expression returned. The same text
@@ -54,7 +54,7 @@ def _ndtr(u):
 
 
 def _bvn(h, k, r):
-    """The bivariate normal CDF P(X < h, Y < k), corr(X, Y) = r, on arrays (replica.numeric.bivariate:
+    """The bivariate normal CDF P(X < h, Y < k), corr(X, Y) = r, on arrays (replica.interface.bivariate:
     Genz's algorithm, ~1e-15 absolute)."""
     from .bivariate import bivariate_normal_cdf
 
