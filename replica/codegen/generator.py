@@ -343,18 +343,7 @@ def _entropic_envelope_functions(d: Derivation, xh_arg, p_arg) -> list[Function]
         F("entropic_validity", [xh_arg, p_arg], [list(env.validity.values())],
           "Quantities that must be positive for the entropic envelope (ENTROPIC_VALIDITY)."),
     ]
-    if env.argmin is not None:
-        out.append(F("entropic_argmin", [zw_arg, xh_arg, p_arg], [[e.subs(env.intermediates) for e in env.argmin]],
-                     "Closed-form minimiser of the entropic bracket (the regularizer's proximal map).",
-                     node_args=("_zw",)))
-    else:
-        grad = [sp.diff(B, s) for s in env.variables]
-        hess = [sp.diff(g, s) for g in grad for s in env.variables]
-        out.append(F("entropic_bracket_newton", [w_arg, zw_arg, xh_arg, p_arg], [B, grad, hess],
-                     "B, dB/dw and d2B/dw2 (flattened) for the numeric prox.", node_args=("_w", "_zw")))
-        out.append(F("entropic_starts", [zw_arg, xh_arg, p_arg],
-                     [[sp.sympify(e).subs(env.intermediates) for st in env.starts for e in st]],
-                     "Starting points of the entropic prox.", node_args=("_zw",)))
+    out += entropic_prox_functions(env, w_arg, zw_arg, xh_arg, p_arg)
     reg = m.regularizer
     out.append(F("regularizer", [("_w", reg.w), ("_p", m.parameter_symbols)], [sp.sympify(reg.expr)],
                  "The penalty r(w) of one weight row (w: (r, ...)), for the convexity check at solve time.",
@@ -391,6 +380,24 @@ def _entropic_envelope_functions(d: Derivation, xh_arg, p_arg) -> list[Function]
                      "Integrands of the entropic observables (ENTROPIC_OBSERVABLES order) at the entropic "
                      "minimiser w, summed over the atoms with their weights.", node_args=("_w", "_zw")))
     return out
+
+
+def entropic_prox_functions(env: GaussianMoreauEnvelope, w_arg, zw_arg, xh_arg, p_arg) -> list[Function]:
+    """The entropic bracket's minimiser: ``entropic_argmin`` in closed form where sympy found the
+    penalty's proximal map, else ``entropic_bracket_newton`` and ``entropic_starts`` for the numeric prox."""
+    F = Function.make
+    if env.argmin is not None:
+        return [F("entropic_argmin", [zw_arg, xh_arg, p_arg], [[e.subs(env.intermediates) for e in env.argmin]],
+                  "Closed-form minimiser of the entropic bracket (the regularizer's proximal map).",
+                  node_args=("_zw",))]
+    B = env.full_bracket
+    grad = [sp.diff(B, s) for s in env.variables]
+    hess = [sp.diff(g, s) for g in grad for s in env.variables]
+    return [F("entropic_bracket_newton", [w_arg, zw_arg, xh_arg, p_arg], [B, grad, hess],
+              "B, dB/dw and d2B/dw2 (flattened) for the numeric prox.", node_args=("_w", "_zw")),
+            F("entropic_starts", [zw_arg, xh_arg, p_arg],
+              [[sp.sympify(e).subs(env.intermediates) for st in env.starts for e in st]],
+              "Starting points of the entropic prox.", node_args=("_zw",))]
 
 
 # --------------------------------------------------------------------------- metadata

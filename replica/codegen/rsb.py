@@ -25,7 +25,8 @@ from ..artifacts.freshness import current_stamp
 from ..symbolic.rsb import NestedEnvelope, RSBDerivation
 from ..symbolic.losses import kinked_label_derivative
 from .backends import Function, KernelBackend, NodeForm
-from .generator import HELPERS, _check_names, _meta, _piecewise_functions, _teacher_kink_conditions
+from .generator import (HELPERS, _check_names, _meta, _piecewise_functions, _teacher_kink_conditions,
+                        entropic_prox_functions)
 
 #: the artifact kind of the 1RSB modules (:data:`replica.artifacts.freshness.WRITERS`)
 KIND = "rsb"
@@ -154,18 +155,7 @@ def _entropic_envelope_functions(rd: RSBDerivation, xh_arg, m_arg, p_arg) -> lis
         F("entropic_parameter_gradient", [w_arg, zw_arg, xh_arg, p_arg],
           [[sp_eqs.entropic_gradient[q] for q in ph]], "dB/dxhat at fixed w.", node_args=("_w", "_zw")),
     ]
-    if env.argmin is not None:
-        out.append(F("entropic_argmin", [zw_arg, xh_arg, p_arg], [[e.subs(env.intermediates) for e in env.argmin]],
-                     "Closed-form minimiser of the entropic bracket.", node_args=("_zw",)))
-    else:
-        grad = [sp.diff(B, s) for s in env.variables]
-        hess = [sp.diff(g, s) for g in grad for s in env.variables]
-        out.append(F("entropic_bracket_newton", [w_arg, zw_arg, xh_arg, p_arg], [B, grad, hess],
-                     "B, dB/dw and d2B/dw2 (flattened).", node_args=("_w", "_zw")))
-        out.append(F("entropic_starts", [zw_arg, xh_arg, p_arg],
-                     [[sp.sympify(e).subs(env.intermediates) for st in env.starts for e in st]],
-                     "Starting points of the entropic prox.", node_args=("_zw",)))
-    return out
+    return out + entropic_prox_functions(env, w_arg, zw_arg, xh_arg, p_arg)
 
 
 def _header(rd: RSBDerivation, declaration) -> str:
