@@ -186,6 +186,13 @@ def _inner_symbols(stem: str, tex: str, rows: int, cols: int) -> sp.Matrix:
                                                      rf"{tex}_{{{l + 1},{k + 1}}}"))
 
 
+def _derivative_placeholders(potential: str, symbols: list[sp.Symbol]) -> dict[sp.Symbol, sp.Symbol]:
+    """symbol -> a symbol standing for the derivative of ``potential`` (``Psi_y``, ``Psi_w``) in it."""
+    tex_potential = potential.replace("Psi", r"\Psi")
+    return {s: symbol(f"d{potential}__{s.name}", rf"\partial_{{{LATEX_NAMES.get(s, sp.latex(s))}}} {tex_potential}")
+            for s in symbols}
+
+
 class RSBDerivation:
     """The zero-temperature 1RSB derivation of one model (see the module docstring).
 
@@ -352,21 +359,13 @@ class RSBDerivation:
     @cached_property
     def gradient_placeholders(self) -> dict[sp.Symbol, sp.Symbol]:
         """order symbol (and the Parisi parameter) -> a symbol standing for ``dPsi_y/dx``."""
-        out = {}
-        for x in self.order_symbols + [self.parisi]:
-            tex = LATEX_NAMES.get(x, sp.latex(x))
-            out[x] = symbol(f"dPsi_y__{x.name}", rf"\partial_{{{tex}}} \Psi_y")
-        return out
+        return _derivative_placeholders("Psi_y", self.order_symbols + [self.parisi])
 
     @cached_property
     def entropic_placeholders(self) -> dict[sp.Symbol, sp.Symbol]:
         """conjugate (and the Parisi parameter) -> a symbol standing for ``dPsi_w/dxhat`` (non-quadratic
         penalties)."""
-        out = {}
-        for s in self.conjugate_symbols + [self.parisi]:
-            tex = LATEX_NAMES.get(s, sp.latex(s))
-            out[s] = symbol(f"dPsi_w__{s.name}", rf"\partial_{{{tex}}} \Psi_w")
-        return out
+        return _derivative_placeholders("Psi_w", self.conjugate_symbols + [self.parisi])
 
     @cached_property
     def saddle_point(self) -> "RSBSaddlePoint":

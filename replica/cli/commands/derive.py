@@ -26,8 +26,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     # The symbolic pipeline is imported here, not at the top: every other command starts
     # without sympy (0.5 s), since the CLI builds all subcommand parsers.
-    import sympy as sp
-
     from ...symbolic.derivation import Derivation
     from ...symbolic.latex import write_latex
 
@@ -51,12 +49,8 @@ def run(args: argparse.Namespace) -> int:
     print("\nEnergetic potential: Psi_y = -E min_h F(h), F =\n ", d.energetic_potential.bracket)
     for u, e in d.energetic_potential.intermediates.items():
         print(f"  {u} = {e}")
-    print("\nSaddle-point equations (entropic side, closed form):")
-    for eq in d.saddle_point.entropic:
-        print(f"  {eq.lhs} = {sp.sstr(eq.rhs)}")
-    print("\nSaddle-point equations (energetic side; dPsi_y/dx = -E[dF/dx at h = argmin F]):")
-    for eq in d.saddle_point.energetic:
-        print(f"  {eq.lhs} = {sp.sstr(eq.rhs)}")
+    print_equations("entropic side, closed form", d.saddle_point.entropic)
+    print_equations("energetic side; dPsi_y/dx = -E[dF/dx at h = argmin F]", d.saddle_point.energetic)
     tex_path, md_path = args.latex, args.markdown
     if args.write:
         tex_path = tex_path or DERIVATIONS_DIR / f"{canonical(model.name)}.tex"
@@ -64,6 +58,15 @@ def run(args: argparse.Namespace) -> int:
     for path in write_latex(d, tex_path, md_path):
         print(f"\nwrote {path}")
     return 0
+
+
+def print_equations(side: str, equations) -> None:
+    """One block of saddle-point equations, ``lhs = rhs`` a line, under a heading naming the ``side``."""
+    import sympy as sp
+
+    print(f"\nSaddle-point equations ({side}):")
+    for eq in equations:
+        print(f"  {eq.lhs} = {sp.sstr(eq.rhs)}")
 
 
 def _run_rsb(model, args: argparse.Namespace) -> int:
@@ -83,12 +86,8 @@ def _run_rsb(model, args: argparse.Namespace) -> int:
     print("\nEnergetic potential: Psi_y = (1/m) E_out log E_in exp(-m min_h F(h)), F =\n ", env.bracket)
     for u, e in env.intermediates.items():
         print(f"  {u} = {e}")
-    print("\nSaddle-point equations (entropic side):")
-    for eq in d.saddle_point.entropic:
-        print(f"  {eq.lhs} = {sp.sstr(eq.rhs)}")
-    print("\nSaddle-point equations (energetic side; dPsi_y/dx = -E_out <dF/dx at h = argmin F>_in):")
-    for eq in d.saddle_point.energetic:
-        print(f"  {eq.lhs} = {sp.sstr(eq.rhs)}")
+    print_equations("entropic side", d.saddle_point.entropic)
+    print_equations("energetic side; dPsi_y/dx = -E_out <dF/dx at h = argmin F>_in", d.saddle_point.energetic)
     print("\nComplexity (the Parisi parameter is where it vanishes):\n  Sigma =", sp.sstr(d.complexity))
     if args.latex:
         print(f"\nwrote {atomic_write_text(args.latex, latex_document(d))}")
