@@ -214,4 +214,6 @@ def test_runaway_names_branch_and_point(pr, monkeypatch):
         rsb.solve(S, ALPHA, pr["fp"], m0=1.0)
     msg = str(err.value)
     assert "runs away to infinity" in msg and "branch uninformative" in msg and "alpha = 2" in msg
+    assert "Sigma at m = 1 (+" in msg  # the solved rung and the sign of its complexity
+    assert err.value.residuals and max(err.value.residuals) <= 1e-8  # the fixed-m residuals, solved
     assert "\n" not in msg

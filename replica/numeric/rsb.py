@@ -1258,9 +1258,13 @@ def solve(solver: "RSBSolver", alpha: float, fp: FixedPoint, spread: float = 0.3
                                    "or branch", [], len(failed))
         sign = "positive" if ladder[-1][2] > 0 else "negative"
         to = "infinity" if ladder[-1][2] > 0 else "0"
-        raise RunawayError(f"the Parisi parameter runs away to {to} on {where}: the complexity stays {sign} for "
-                           f"m in [{min(l[0] for l in ladder):.3g}, {max(l[0] for l in ladder):.3g}]",
-                           [abs(l[2]) for l in ladder], len(ladder))
+        solved = ", ".join(f"{l[0]:.3g} ({l[2]:+.2e})" for l in sorted(ladder, key=lambda l: l[0]))
+        unresolved = (f"; no fixed point at m = {', '.join(f'{v:.3g}' for v in sorted(failed))} (a finer "
+                      "--quadrature may resolve them)") if failed else ""
+        # the residuals reported are the fixed-m saddle points', not the complexity's
+        raise RunawayError(f"the Parisi parameter runs away to {to} on {where}: the complexity stays {sign} at "
+                           f"every solved m (Sigma at m = {solved}){unresolved}",
+                           [l[1].residual() for l in ladder], len(ladder) + len(failed))
     (m_a, s_a, g_a), (m_b, s_b, g_b) = bracket
     # interpolate log m linearly in Sigma between the bracket's ends, then solve jointly
     t = g_a / (g_a - g_b)
