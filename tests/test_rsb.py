@@ -181,6 +181,9 @@ def test_rsb_point_against_oracle(pr):
     assert abs(point.complexity) <= e["complexity"] + 1e-10
     # 1RSB lowers the free entropy: a higher ground-state energy than replica symmetry
     assert point.train_loss > point.rs.train_loss + 10 * e["train_loss"]
+    # the JSON reports the uncorrelated states' q0 as 0, not the solver's floor
+    out = rsb.result_dict(S, point)
+    assert out["q0"] == 0.0 and out["order_parameters"]["q0_1"] == 0.0 and out["q1"] == point.order["q1_1"]
 
 
 # --------------------------------------------------------------------------- collapse, errors

@@ -1426,7 +1426,10 @@ def result_dict(solver: "RSBSolver", point: RSBPoint) -> dict:
     value at the same point), diagnostics, and ``errors`` (the same keys)."""
     mod = solver.mod
     out: dict = {}
-    order = _by_family(mod, mod.FAMILIES, mod.ORDER_PARAMETERS, point.order)
+    shown = dict(point.order)
+    if solver.uncorrelated:  # q0 = 0 exactly: the solver holds it at the floor Q0_ZERO only to divide by it
+        shown.update({mod.ORDER_PARAMETERS[i]: 0.0 for i in solver._q0})
+    order = _by_family(mod, mod.FAMILIES, mod.ORDER_PARAMETERS, shown)
     hat_fams = {n: n.split("_")[0] for n in mod.CONJUGATES}
     conj: dict = {}
     for n, v in point.conjugates.items():
@@ -1442,7 +1445,7 @@ def result_dict(solver: "RSBSolver", point: RSBPoint) -> dict:
                uncorrelated=bool(solver.uncorrelated), converged=point.converged, residual=point.residual,
                evaluations=point.evaluations, alpha=point.alpha, branch=point.branch, model=point.model,
                parameters=point.parameters, rule=point.rule, seconds=point.seconds,
-               order_parameters=dict(point.order), conjugate_parameters=dict(point.conjugates), notes=point.notes)
+               order_parameters=shown, conjugate_parameters=dict(point.conjugates), notes=point.notes)
     if point.errors:
         e = point.errors
         errs = {k: e.get(n, math.nan) for k, n in zip(order, _first_names(mod.FAMILIES, mod.ORDER_PARAMETERS))}
