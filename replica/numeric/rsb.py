@@ -1254,13 +1254,13 @@ def solve(solver: "RSBSolver", alpha: float, fp: FixedPoint, spread: float = 0.3
             return _collapsed(solver, fp, alpha, t0, n0, collapses)
         if not ladder:
             raise ConvergenceError(f"no 1RSB fixed point on {where} at m = "
-                                   f"{', '.join(f'{v:.3g}' for v in failed + collapses)}; try another --quadrature "
-                                   "or branch", [], len(failed))
+                                   f"{', '.join(f'{v:.3g}' for v in failed + collapses)} on the nested rule "
+                                   f"{solver.rule.describe()}; try another branch", [], len(failed))
         sign = "positive" if ladder[-1][2] > 0 else "negative"
         to = "infinity" if ladder[-1][2] > 0 else "0"
         solved = ", ".join(f"{l[0]:.3g} ({l[2]:+.2e})" for l in sorted(ladder, key=lambda l: l[0]))
-        unresolved = (f"; no fixed point at m = {', '.join(f'{v:.3g}' for v in sorted(failed))} (a finer "
-                      "--quadrature may resolve them)") if failed else ""
+        unresolved = (f"; no fixed point at m = {', '.join(f'{v:.3g}' for v in sorted(failed))} on the nested "
+                      f"rule {solver.rule.describe()}") if failed else ""
         # the residuals reported are the fixed-m saddle points', not the complexity's
         raise RunawayError(f"the Parisi parameter runs away to {to} on {where}: the complexity stays {sign} at "
                            f"every solved m (Sigma at m = {solved}){unresolved}",
