@@ -205,6 +205,11 @@ def test_rsb_2_is_one_line():
     out = run_cli("solve", "phase_retrieval", "--alpha", "2", "--rsb", "2", "--json", timeout=120)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip().count("\n") == 0 and "rsb:" in out.stderr and "not built" in out.stderr
+    from replica.cli.commands.rsb import check_rsb
+    from replica.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="0 or 1, got -1"):  # not "-1 steps ... are not built"
+        check_rsb(-1)
 
 
 def test_runaway_names_branch_and_point(pr, monkeypatch):

@@ -23,6 +23,8 @@ BUILT = (0, 1)
 def check_rsb(value: int, args: argparse.Namespace | None = None) -> int:
     """``--rsb``: 0 (replica symmetry) or 1, and the flags 1RSB does not take; one line naming the flag,
     before any work."""
+    if value < 0:
+        raise ParameterError("rsb", f"expected a number of steps of replica-symmetry breaking, 0 or 1, got {value}")
     if value not in BUILT:
         raise ParameterError("rsb", f"{value} steps of replica-symmetry breaking are not built; use --rsb 1 "
                                     "(one step, at zero temperature) or leave it out (replica symmetry)")
