@@ -16,7 +16,7 @@ import sympy as sp
 from replica import L2, Domain, Model, TokenStatistics, fields, parameter, teacher_fields
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
-lam = parameter("lam", r"\lambda")
+lam = parameter("lam", r"\lambda", "strength of the $\\ell_2$ penalty")
 
 model = Model(
     name="phase_retrieval",
