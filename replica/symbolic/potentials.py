@@ -134,7 +134,7 @@ class GaussianMoreauEnvelope:
         of ``W B`` (the weight does not depend on ``x``, so the minimiser is that of ``B``).
         """
         B = kinked_labels_as_max(self.weighted_bracket, self.variables)
-        return [sp.diff(B, p) for p in parameters]
+        return [max_as_abs(sp.diff(B, p)) for p in parameters]
 
 
 def kinked_labels_as_max(expr: sp.Expr, variables) -> sp.Expr:
@@ -144,6 +144,14 @@ def kinked_labels_as_max(expr: sp.Expr, variables) -> sp.Expr:
     inner = set(variables)
     return sp.sympify(expr).replace(lambda e: isinstance(e, sp.Abs) and not (e.free_symbols & inner),
                                     lambda e: sp.Max(e.args[0], -e.args[0]))
+
+
+def max_as_abs(expr: sp.Expr) -> sp.Expr:
+    """``expr`` with every ``max(u, -u)`` that differentiation left as a factor written ``|u|`` again
+    (the inverse of :func:`kinked_labels_as_max` where no derivative was taken: same values, the
+    notation a reader expects)."""
+    return sp.sympify(expr).replace(lambda e: isinstance(e, sp.Max) and len(e.args) == 2 and e.args[0] == -e.args[1],
+                                    lambda e: sp.Abs(e.args[0]))
 
 
 def trace_potential(ops: OrderParameters) -> sp.Expr:
