@@ -42,11 +42,11 @@ ROOT = LIBRARY.parent
 #: the library packages (folders under ``replica/``) whose code may decide a generated artifact
 GENERATOR_PACKAGES = ("symbolic", "codegen")
 #: where each kind of artifact is written from: the code generator's package for a module, the LaTeX
-#: writer for an export (file names); its hash covers these and what they import from the packages
-WRITERS = {"module": ("codegen/",), "export": ("latex.py",), "bayes": ("codegen/bayes.py", "bayes_latex.py")}
-#: writer files that do not decide an artifact kind although its prefix covers them (the Bayes-optimal
-#: module's writer is not the empirical-risk module's)
-NOT_WRITERS = {"module": ("codegen/bayes.py",)}
+#: writer for an export, the Bayes-optimal and the 1RSB module (file names); its hash covers these and
+#: what they import from the packages. A file named here for one kind is not a writer of another kind
+#: by its folder alone (``codegen/rsb.py`` and ``codegen/bayes.py`` do not decide the replica-symmetric modules)
+WRITERS = {"module": ("codegen/",), "export": ("latex.py",), "bayes": ("codegen/bayes.py", "bayes_latex.py"),
+           "rsb": ("codegen/rsb.py",)}
 
 STAMP = re.compile(r"replica-artifact: version=(\S+) declaration=(\S+) generator=(\S+)")
 
@@ -89,9 +89,10 @@ def generator_files(kind: str = "module") -> list[Path]:
     imports, so that a moved or a new file is covered without a list to keep."""
     pool = _package_files()
     lib = str(LIBRARY) + os.sep
+    named = {w for k, ws in WRITERS.items() if k != kind for w in ws if w.endswith(".py")}
     todo = [f for f in pool if any(f[len(lib):].replace(os.sep, "/").startswith(w) or os.path.basename(f) == w
                                    for w in WRITERS[kind])
-            and f[len(lib):].replace(os.sep, "/") not in NOT_WRITERS.get(kind, ())]
+            and f[len(lib):].replace(os.sep, "/") not in named]
     seen = set(todo)
     while todo:
         f = todo.pop()

@@ -18,7 +18,7 @@ import sympy as sp
 from ..symbolic.derivation import Derivation
 from ..errors import DeclarationError
 from ..artifacts.freshness import current_stamp
-from ..symbolic.losses import analyse
+from ..symbolic.losses import analyse, kink_conditions, kinked_label_derivative, teacher_kinks
 from ..symbolic.observables import EntropicObservable, StateObservable, TestObservable
 from ..artifacts.outputs import atomic_write_text
 from ..symbolic.order_parameters import ORDER_FAMILIES
@@ -64,6 +64,9 @@ def model_functions(d: Derivation) -> list[Function]:
     grad = [sp.diff(B, s) for s in h_syms]
     hess = [sp.diff(g, s) for g in grad for s in h_syms]
     pgrad = sp_eqs.energetic_gradient
+    label_kinks = _teacher_kink_conditions(d)
+    if label_kinks:  # a kinked label: sign / Heaviside of its derivative as Piecewise (both backends)
+        pgrad = {k: kinked_label_derivative(v) for k, v in pgrad.items()}
     intermediates = env.intermediates
     starts = [[sp.sympify(e).subs(intermediates) for e in s] for s in env.starts]
     at_test = dict(zip(h_syms, prox_center_symbols(m)))  # the test fields have the law of the centres
@@ -123,6 +126,11 @@ def model_functions(d: Derivation) -> list[Function]:
                      "The state observables (STATE_OBSERVABLES order): functions of the order parameters."))
     if env.pieces is not None:
         out += _piecewise_functions(d, z_arg, x_arg, p_arg)
+    if label_kinks:
+        out.append(F("teacher_kinks", [z_arg, x_arg, p_arg], [label_kinks],
+                     "Where a kinked label changes branch: expressions of the nodes whose sign flips there "
+                     "(N_TEACHER_KINKS, ...), located by the kink-aware rule.", node_args=("_z",)))
+        _meta(d)["teacher_kinks"] = len(label_kinks)
     if env.label is not None and len(h_syms) == 1:
         out += _kink_rule_functions(d, z_arg, x_arg, p_arg, tests)
     if m.target is not None:
@@ -226,6 +234,23 @@ def _piecewise_functions(d: Derivation, z_arg, x_arg, p_arg) -> list[Function]:
     return out
 
 
+def _teacher_kink_conditions(d: Derivation) -> list[sp.Expr]:
+    """The kinked label's branch conditions (:func:`replica.symbolic.losses.kink_conditions`) in the
+    Gaussians of the energetic average and the order parameters (empty without a kinked label; a
+    channel's label is in the measure, not in the loss)."""
+    m, env = d.model, d.energetic_potential
+    if env.label is not None or m.loss is None:
+        return []
+    kinks = teacher_kinks(m.loss, list(m.hstar) + list(m.noise), list(m.h))
+    out = []
+    for k in kinks:
+        for c in kink_conditions(k):
+            e = sp.sympify(c).subs(env.intermediates)
+            if e.free_symbols and not any(sp.simplify(e - o) == 0 for o in out):
+                out.append(e)
+    return out
+
+
 def _linear_free(branch: sp.Expr, h: sp.Symbol) -> bool:
     """A branch whose stationarity condition sympy solved to nothing (e.g. a constant slope with no
     root): its only candidates are the interval ends, which is exact."""
@@ -319,18 +344,7 @@ def _entropic_envelope_functions(d: Derivation, xh_arg, p_arg) -> list[Function]
         F("entropic_validity", [xh_arg, p_arg], [list(env.validity.values())],
           "Quantities that must be positive for the entropic envelope (ENTROPIC_VALIDITY)."),
     ]
-    if env.argmin is not None:
-        out.append(F("entropic_argmin", [zw_arg, xh_arg, p_arg], [[e.subs(env.intermediates) for e in env.argmin]],
-                     "Closed-form minimiser of the entropic bracket (the regularizer's proximal map).",
-                     node_args=("_zw",)))
-    else:
-        grad = [sp.diff(B, s) for s in env.variables]
-        hess = [sp.diff(g, s) for g in grad for s in env.variables]
-        out.append(F("entropic_bracket_newton", [w_arg, zw_arg, xh_arg, p_arg], [B, grad, hess],
-                     "B, dB/dw and d2B/dw2 (flattened) for the numeric prox.", node_args=("_w", "_zw")))
-        out.append(F("entropic_starts", [zw_arg, xh_arg, p_arg],
-                     [[sp.sympify(e).subs(env.intermediates) for st in env.starts for e in st]],
-                     "Starting points of the entropic prox.", node_args=("_zw",)))
+    out += entropic_prox_functions(env, w_arg, zw_arg, xh_arg, p_arg)
     reg = m.regularizer
     out.append(F("regularizer", [("_w", reg.w), ("_p", m.parameter_symbols)], [sp.sympify(reg.expr)],
                  "The penalty r(w) of one weight row (w: (r, ...)), for the convexity check at solve time.",
@@ -367,6 +381,24 @@ def _entropic_envelope_functions(d: Derivation, xh_arg, p_arg) -> list[Function]
                      "Integrands of the entropic observables (ENTROPIC_OBSERVABLES order) at the entropic "
                      "minimiser w, summed over the atoms with their weights.", node_args=("_w", "_zw")))
     return out
+
+
+def entropic_prox_functions(env: GaussianMoreauEnvelope, w_arg, zw_arg, xh_arg, p_arg) -> list[Function]:
+    """The entropic bracket's minimiser: ``entropic_argmin`` in closed form where sympy found the
+    penalty's proximal map, else ``entropic_bracket_newton`` and ``entropic_starts`` for the numeric prox."""
+    F = Function.make
+    if env.argmin is not None:
+        return [F("entropic_argmin", [zw_arg, xh_arg, p_arg], [[e.subs(env.intermediates) for e in env.argmin]],
+                  "Closed-form minimiser of the entropic bracket (the regularizer's proximal map).",
+                  node_args=("_zw",))]
+    B = env.full_bracket
+    grad = [sp.diff(B, s) for s in env.variables]
+    hess = [sp.diff(g, s) for g in grad for s in env.variables]
+    return [F("entropic_bracket_newton", [w_arg, zw_arg, xh_arg, p_arg], [B, grad, hess],
+              "B, dB/dw and d2B/dw2 (flattened) for the numeric prox.", node_args=("_w", "_zw")),
+            F("entropic_starts", [zw_arg, xh_arg, p_arg],
+              [[sp.sympify(e).subs(env.intermediates) for st in env.starts for e in st]],
+              "Starting points of the entropic prox.", node_args=("_zw",))]
 
 
 # --------------------------------------------------------------------------- metadata
@@ -515,6 +547,10 @@ def _channel_header(d: Derivation) -> str:
         out += (f"# Piecewise loss (replica.symbolic.losses): exact prox by replica.numeric.prox.piecewise_prox\n"
                 f"PIECEWISE = True\nN_BREAKS = {nb}\nN_BRANCHES = {nbr}\nSTATIONARY_ROOTS = {width}\n"
                 f"STATIONARY_CLOSED = {closed!r}\nMOVING_BREAKS = {moving!r}\n")
+    if "teacher_kinks" in meta:
+        out += (f"# A kinked label (Abs, Max of the teacher fields): teacher_kinks(z, x, p) changes sign where it\n"
+                f"# changes branch (replica.numeric.kinks places panel boundaries there)\n"
+                f"N_TEACHER_KINKS = {meta['teacher_kinks']}\n")
     states = tuple(o.name for o in m.observables if isinstance(o, StateObservable))
     if states:
         out += f"STATE_OBSERVABLES = {states!r}\n"

@@ -129,6 +129,8 @@ class GeneratedModel:
     STATIONARY_ROOTS: int = 0
     STATIONARY_CLOSED: tuple = ()
     MOVING_BREAKS: bool = False
+    # ---- a kinked label (Abs, Max of the teacher fields in the loss)
+    N_TEACHER_KINKS: int = 0
     STATE_OBSERVABLES: tuple = ()
     # ---- token clusters
     SLOTS: tuple = ()
@@ -179,6 +181,7 @@ class GeneratedModel:
     branch_newton: Fn = None
     branch_stationary: Fn = None
     break_parameter_gradient: Fn = None
+    teacher_kinks: Fn = None
     channel_transitions: Fn = None
     prox_kinks: Fn = None
     loss_profile: Fn = None

@@ -102,6 +102,24 @@ def composite_normal_rule(breaks: np.ndarray, plan: PanelPlan, floor: float = 1e
     return nodes, weights
 
 
+def composite_normal_rules(breaks: np.ndarray, plan: PanelPlan) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`composite_normal_rule` for many lines at once: ``breaks`` ``(M, K)`` (``nan`` where a line has
+    fewer), nodes and weights ``(M, n)`` of one size for all (unused panels have zero weight). Without
+    ``plan.split``."""
+    M = breaks.shape[0]
+    b = np.where(np.isfinite(breaks), np.clip(breaks, -plan.cut, plan.cut), np.nan)
+    b = np.hstack([np.full((M, 1), -plan.cut), b, np.full((M, 1), plan.cut)])
+    b = np.sort(np.where(np.isnan(b), plan.cut, b), axis=1)
+    a, c = b[:, :-1], b[:, 1:]
+    keep = c - a > 1e-14 * (1.0 + np.abs(a))
+    x, w = legendre_1d(plan.order)
+    half, mid = 0.5 * (c - a), 0.5 * (c + a)
+    nodes = (mid[:, :, None] + half[:, :, None] * x[None, None, :]).reshape(M, -1)
+    weights = (np.where(keep, half, 0.0)[:, :, None] * w[None, None, :]).reshape(M, -1)
+    weights = weights * np.exp(-0.5 * nodes * nodes) / np.sqrt(2.0 * np.pi)
+    return nodes, weights
+
+
 def _base_grid(plan: PanelPlan) -> np.ndarray:
     n = int(round(plan.cut / plan.spacing))
     return np.linspace(-n * plan.spacing, n * plan.spacing, 2 * n + 1)
@@ -262,11 +280,71 @@ LINE_SCAN = 8
 LINE_BISECT = 52
 
 
+def prox_piece(module: GeneratedModel, z: np.ndarray, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """An integer per node naming the piece of a piecewise bracket's exact prox at ``z``: ``-1 - k``
+    on breakpoint ``k``, else ``N_BRANCHES x`` (breakpoints below the minimiser) ``+`` its branch;
+    ``-10**6`` where the prox failed. Any module with the piecewise functions (``PIECEWISE``)."""
+    from .prox import piecewise_prox
+
+    mod = module
+    res = piecewise_prox(mod, np.ascontiguousarray(z), x, p)
+    h = np.asarray(res.h, dtype=float).reshape(1, -1)
+    with np.errstate(all="ignore"):
+        b = np.asarray(mod.loss_breaks(z, x, p), dtype=float).reshape(mod.N_BREAKS, -1)
+        below = np.sum(np.isfinite(b) & (b < h), axis=0)
+        br = np.asarray(mod.branch_index(h, z, x, p), dtype=float).ravel()
+    br = np.nan_to_num(br, nan=-1.0).astype(int)
+    piece = below * mod.N_BRANCHES + br
+    on = np.asarray(res.on_break if res.on_break is not None else np.full(piece.size, -1), dtype=int).ravel()
+    piece = np.where(on >= 0, -1 - on, piece)
+    return np.where(np.isfinite(h.ravel()), piece, -10**6)
+
+
+def line_changes(piece, y: np.ndarray, u: np.ndarray, row: int = 0, steps: int | None = None) -> list[np.ndarray]:
+    """Where ``piece(z)`` (an integer per node) changes along lines: ``z`` has the line's coordinate
+    at ``row`` and the transverse coordinates ``y`` ``(dim - 1, M)`` (one line per column) in the
+    other rows. The piece is read on the grid ``u`` and every change is bisected to round-off
+    (``LINE_BISECT`` steps; a cell holding several changes gives them one after the other). One
+    sorted array of located points per line (``steps``: bisection steps, default ``LINE_BISECT``)."""
+    M = y.shape[1]
+    steps = LINE_BISECT if steps is None else int(steps)
+
+    def nodes(t: np.ndarray, yl: np.ndarray) -> np.ndarray:
+        return np.vstack([yl[:row], t[None, :], yl[row:]])
+
+    grid = nodes(np.tile(u, M), np.repeat(y, u.size, axis=1)) if M else u[None, :]
+    s = piece(grid).reshape(max(M, 1), u.size)
+    line, cell = np.nonzero(s[:, 1:] != s[:, :-1])
+    lo, hi, end = u[cell].copy(), u[cell + 1].copy(), u[cell + 1].copy()
+    s_lo, s_end = s[line, cell], s[line, cell + 1]
+    found_u, found_line = [], []
+    for _ in range(4):
+        if not line.size:
+            break
+        yl = y[:, line] if M else np.empty((0, line.size))
+        for _ in range(steps):
+            mid = 0.5 * (lo + hi)
+            left = piece(nodes(mid, yl)) == s_lo
+            lo = np.where(left, mid, lo)
+            hi = np.where(left, hi, mid)
+            if np.all(hi - lo <= 1e-15 * (1.0 + np.abs(lo))):
+                break
+        found_u.append(0.5 * (lo + hi))
+        found_line.append(line)
+        s_hi = piece(nodes(hi, yl))
+        more = (s_hi != s_end) & (end - hi > 1e-15 * (1.0 + np.abs(hi)))
+        line, lo, hi, end, s_lo, s_end = line[more], hi[more], end[more], end[more], s_hi[more], s_end[more]
+    kinks = np.concatenate(found_u) if found_u else np.empty(0)
+    lines = np.concatenate(found_line) if found_line else np.empty(0, dtype=int)
+    return [np.sort(kinks[lines == j]) for j in range(max(M, 1))]
+
+
 def line_rule_applies(module: GeneratedModel) -> bool:
     """Whether :class:`LineKinkIntegrator` averages ``module``: a piecewise loss (module
-    ``PIECEWISE``, exact prox :func:`replica.numeric.prox.piecewise_prox`) of a one-dimensional prox, no
-    teacher channel (whose law :class:`KinkIntegrator` weighs) and no cluster labels."""
-    return (bool(module.PIECEWISE) and module.PROX_DIM == 1
+    ``PIECEWISE``, exact prox :func:`replica.numeric.prox.piecewise_prox`) or a kinked label (module
+    ``N_TEACHER_KINKS``, e.g. ``|h*|``) of a one-dimensional prox, no teacher channel (whose law
+    :class:`KinkIntegrator` weighs) and no cluster labels."""
+    return ((bool(module.PIECEWISE) or module.N_TEACHER_KINKS > 0) and module.PROX_DIM == 1
             and not module.KINK_RULE and not module.WEIGHTED
             and not module.DISCRETE and module.LABEL_VALUES is None
             and len(module.GAUSSIANS) >= 1)
@@ -282,8 +360,9 @@ def kink_integrator(module: GeneratedModel, plan: PanelPlan | None = None, backe
 
 class LineKinkIntegrator(KinkIntegrator):
     """Energetic averages of a piecewise loss whose label is a function of the teacher (and noise)
-    fields written into the loss (``max(0, 1 - tanh(h*) h)``, ``|h* + sqrt(Delta) z - h|``):
-    kinks located along lines, no channel.
+    fields written into the loss (``max(0, 1 - tanh(h*) h)``, ``|h* + sqrt(Delta) z - h|``), or of
+    a kinked label (``(|h*| - |h|)^2``, ``(max(0, h*) + sqrt(Delta) z - h)^2``): kinks located along
+    lines, no channel.
 
     The integrand ``dF/dx`` at the exact piecewise prox is smooth in the Gaussians ``z`` except
     where the minimiser reaches or leaves a breakpoint of the loss (a kink) or jumps between
@@ -296,6 +375,12 @@ class LineKinkIntegrator(KinkIntegrator):
     :func:`composite_normal_rule` with those points as panel boundaries. The line integrals are
     then smooth in ``y``, and both rules converge geometrically. The test rule does the same with
     the loss's piece at ``h = omega`` (the test integrands at a fresh sample).
+
+    A kinked label changes branch where one of the module's ``teacher_kinks`` changes sign: the
+    branch pattern joins the piece. Where such a condition does not depend on ``u`` at the state (an
+    uninformed student, ``theta = 0``: ``h* = sqrt(rho) eta``), the kink is transverse; where it
+    moves along one transverse axis only, the rule across is composite on that axis with a panel
+    boundary at the kink (:meth:`_across`).
     """
 
     def __init__(self, module: GeneratedModel, plan: PanelPlan | None = None, backend: str = "auto",
@@ -313,23 +398,28 @@ class LineKinkIntegrator(KinkIntegrator):
         self._V = module.FAMILIES["V"][0]
 
     # ---------------------------------------------------------------- the prox's piece
+    def _label_branches(self, z: np.ndarray, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """The kinked label's branch at every node, as bits (which ``teacher_kinks`` are positive)."""
+        mod = self.module
+        with np.errstate(all="ignore"):
+            c = np.asarray(mod.teacher_kinks(z, x, p), dtype=float).reshape(mod.N_TEACHER_KINKS, -1)
+        return np.sum((c > 0).astype(np.int64) << np.arange(mod.N_TEACHER_KINKS, dtype=np.int64)[:, None], axis=0)
+
     def _piece(self, z: np.ndarray, x: np.ndarray, p: np.ndarray) -> np.ndarray:
         """An integer per node naming the piece of the prox at ``z``: ``-1 - k`` on breakpoint ``k``,
-        else ``N_BRANCHES x`` (breakpoints below the minimiser) ``+`` its branch."""
-        from .prox import piecewise_prox
-
+        else ``N_BRANCHES x`` (breakpoints below the minimiser) ``+`` its branch; with a kinked
+        label, times ``2^N_TEACHER_KINKS`` plus the label's branch."""
         mod = self.module
-        res = piecewise_prox(mod, np.ascontiguousarray(z), x, p)
-        h = np.asarray(res.h, dtype=float).reshape(1, -1)
-        with np.errstate(all="ignore"):
-            b = np.asarray(mod.loss_breaks(z, x, p), dtype=float).reshape(mod.N_BREAKS, -1)
-            below = np.sum(np.isfinite(b) & (b < h), axis=0)
-            br = np.asarray(mod.branch_index(h, z, x, p), dtype=float).ravel()
-        br = np.nan_to_num(br, nan=-1.0).astype(int)
-        piece = below * mod.N_BRANCHES + br
-        on = np.asarray(res.on_break if res.on_break is not None else np.full(piece.size, -1), dtype=int).ravel()
-        piece = np.where(on >= 0, -1 - on, piece)
-        return np.where(np.isfinite(h.ravel()), piece, -10**6)
+        if not mod.PIECEWISE:
+            return self._label_branches(z, x, p)
+        piece = self._prox_piece(z, x, p)
+        if mod.N_TEACHER_KINKS:
+            piece = piece * (1 << mod.N_TEACHER_KINKS) + self._label_branches(z, x, p)
+        return piece
+
+    def _prox_piece(self, z: np.ndarray, x: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """The piece of the exact piecewise prox (see :meth:`_piece`)."""
+        return prox_piece(self.module, z, x, p)
 
     def _line_breaks(self, x: np.ndarray, p: np.ndarray, y: np.ndarray, test: bool) -> list[np.ndarray]:
         """Located changes of the prox's piece in ``u`` on every line (transverse points ``y``
@@ -340,32 +430,7 @@ class LineKinkIntegrator(KinkIntegrator):
             xs[self._V] = 1e-13 * max(abs(float(x[self._V])), 1e-300)
         n = int(np.ceil(2 * plan.cut * self.scan * plan.split))
         u = np.linspace(-plan.cut, plan.cut, n + 1)
-        M = y.shape[1]
-        grid = np.vstack([np.tile(u, M), np.repeat(y, u.size, axis=1)]) if M else u[None, :]
-        s = self._piece(grid, xs, p).reshape(max(M, 1), u.size)
-        line, cell = np.nonzero(s[:, 1:] != s[:, :-1])
-        lo, hi, end = u[cell].copy(), u[cell + 1].copy(), u[cell + 1].copy()
-        s_lo, s_end = s[line, cell], s[line, cell + 1]
-        found_u, found_line = [], []
-        for _ in range(4):  # a cell may hold several changes A -> B -> C: located one after the other
-            if not line.size:
-                break
-            yl = y[:, line] if M else np.empty((0, line.size))
-            for _ in range(LINE_BISECT):
-                mid = 0.5 * (lo + hi)
-                left = self._piece(np.vstack([mid[None, :], yl]), xs, p) == s_lo
-                lo = np.where(left, mid, lo)
-                hi = np.where(left, hi, mid)
-                if np.all(hi - lo <= 1e-15 * (1.0 + np.abs(lo))):
-                    break
-            found_u.append(0.5 * (lo + hi))
-            found_line.append(line)
-            s_hi = self._piece(np.vstack([hi[None, :], yl]), xs, p)
-            more = (s_hi != s_end) & (end - hi > 1e-15 * (1.0 + np.abs(hi)))
-            line, lo, hi, end, s_lo, s_end = line[more], hi[more], end[more], end[more], s_hi[more], s_end[more]
-        kinks = np.concatenate(found_u) if found_u else np.empty(0)
-        lines = np.concatenate(found_line) if found_line else np.empty(0, dtype=int)
-        return [np.sort(kinks[lines == j]) for j in range(max(M, 1))]
+        return line_changes(lambda z: self._piece(z, xs, p), y, u)
 
     def rule(self, x: np.ndarray, p: np.ndarray, test: bool = False) -> QuadratureRule:
         """The rule at state ``x``: composite Gauss--Legendre along ``u`` with the located kinks of
@@ -373,9 +438,9 @@ class LineKinkIntegrator(KinkIntegrator):
         plan = self.plan
         G = self.dim
         if G > 1:
-            xv, wv = hermite_1d(self.across)
-            grids = np.meshgrid(*([xv] * (G - 1)), indexing="ij")
-            wgrids = np.meshgrid(*([wv] * (G - 1)), indexing="ij")
+            axes = self._across(x, p)
+            grids = np.meshgrid(*[a[0] for a in axes], indexing="ij")
+            wgrids = np.meshgrid(*[a[1] for a in axes], indexing="ij")
             y = np.stack([g.ravel() for g in grids])
             wy = np.prod(np.stack([g.ravel() for g in wgrids]), axis=0)
             keep = wy > 0
@@ -391,6 +456,36 @@ class LineKinkIntegrator(KinkIntegrator):
             weights.append(wu * wy[j])
         return QuadratureRule(np.ascontiguousarray(np.concatenate(nodes, axis=1)), np.concatenate(weights),
                               "kinks", self.plan.order)
+
+    def _across(self, x: np.ndarray, p: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Nodes and weights on every transverse axis: Gauss--Hermite of ``across`` points, or, on an
+        axis along which a kinked label's condition alone moves at this state (it does not depend on
+        ``u`` there), a composite rule with a panel boundary where the condition vanishes."""
+        G = self.dim
+        xv, wv = hermite_1d(self.across)
+        axes = [(xv, wv)] * (G - 1)
+        mod = self.module
+        if not mod.N_TEACHER_KINKS:
+            return axes
+        probe = np.zeros((G, G + 1))
+        for j in range(G):
+            probe[j, j + 1] = 1.0  # column 0: the origin; column j + 1: the unit point of axis j
+        with np.errstate(all="ignore"):
+            c = np.asarray(mod.teacher_kinks(probe, x, p), dtype=float).reshape(mod.N_TEACHER_KINKS, G + 1)
+        slope = c[:, 1:] - c[:, :1]
+        breaks: dict[int, list[float]] = {}
+        for k in range(mod.N_TEACHER_KINKS):
+            if not np.all(np.isfinite(slope[k])):
+                continue
+            scale = np.max(np.abs(slope[k])) + abs(c[k, 0])
+            moving = np.flatnonzero(np.abs(slope[k, 1:]) > 1e-12 * scale)
+            if abs(slope[k, 0]) <= 1e-12 * scale and moving.size == 1:
+                j = int(moving[0])
+                breaks.setdefault(j, []).append(-c[k, 0] / slope[k, j + 1])
+        plan = PanelPlan(order=max(4, self.across // 2), spacing=2.5, cut=self.plan.cut)
+        for j, b in breaks.items():
+            axes[j] = composite_normal_rule(np.concatenate([_base_grid(plan), b]), plan)
+        return axes
 
     def breaks(self, x: np.ndarray, p: np.ndarray, label_index: int = 0, test: bool = False) -> np.ndarray:
         """Every line's located kinks, together (for reports; the rule uses them line by line)."""

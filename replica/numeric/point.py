@@ -51,7 +51,10 @@ class PointOptions:
     move it by); ``companion_residual``: the residual under the companion rule; ``scout``: cold
     starts on a cheaper rule first (:meth:`Solver.scout`), else the working rule's cold starts;
     ``keep_rule``: report the working rule's fixed point, the refined one beside it as its error
-    (``solve_to_accuracy``'s ``keep_rule``: a rule asked for by name), not the refined one."""
+    (``solve_to_accuracy``'s ``keep_rule``: a rule asked for by name), not the refined one.
+
+    ``rsb``: 1 reports the zero-temperature 1RSB point instead (:mod:`replica.numeric.rsb`; the
+    replica-symmetric point, with its bars, is its start and ``rs_train_loss``)."""
 
     branch: str | None = None
     quadrature: str | None = "auto"
@@ -69,6 +72,7 @@ class PointOptions:
     companion_residual: bool = True
     scout: bool = True
     keep_rule: bool = False
+    rsb: int = 0
 
     def replace(self, **changes) -> "PointOptions":
         """A copy with some options changed."""
@@ -139,18 +143,24 @@ class Point:
     result: dict[str, Any]
     solver: Solver
     seed: np.ndarray | None = None
+    #: the 1RSB point (``PointOptions.rsb = 1``; ``fp`` is then the replica-symmetric point it starts from)
+    rsb: Any = None
 
 
 def solve_point(module: GeneratedModel, parameters: Mapping[str, float] | None, alpha: float,
                 options: PointOptions = PointOptions(), *, solver: Solver | None = None,
                 x0: np.ndarray | None = None, progress: Callable[[str], None] | None = None,
-                stage: Callable[[str], None] | None = None) -> Point:
+                stage: Callable[[str], None] | None = None, rsb_module: Any = None) -> Point:
     """Solve ``module`` at ``parameters`` and ``alpha`` and report it (see the module docstring).
 
     ``solver``: one built by :meth:`PointOptions.solver` (to validate before other work); ``x0``: a
     warm start (a sweep's neighbour; if it fails, the cold starts, with a note); ``progress``: the
     ``--accuracy`` plan and levels; ``stage``: called with each stage's name (long solves name them).
-    ``Point.seed`` is the working rule's state before the refinement (a neighbour's warm start)."""
+    ``Point.seed`` is the working rule's state before the refinement (a neighbour's warm start).
+    ``rsb_module``: the model's 1RSB module (:func:`replica.registry.rsb.load_rsb_module`), which
+    ``options.rsb = 1`` needs."""
+    if options.rsb and rsb_module is None:
+        raise ParameterError("rsb", "a 1RSB point needs the model's 1RSB module (replica.registry.rsb.load_rsb_module)")
     solver = solver or options.solver(module, parameters)
     say = stage or (lambda what: None)
     notes: list[str] = []
@@ -222,7 +232,29 @@ def solve_point(module: GeneratedModel, parameters: Mapping[str, float] | None, 
                 if bar is not None and res.get("replicon") is not None:
                     bar = bar + state_error(module, fp, fp.errors, base=res["replicon"], perturbed=perturbed.result())
                 res["errors"]["replicon"] = bar
+    if options.rsb:
+        return _rsb_point(module, fp, res, solver, seed, alpha, rsb_module, progress or stage)
     return Point(fp=fp, result=res, solver=solver, seed=seed)
+
+
+def _rsb_point(module: GeneratedModel, fp: FixedPoint, rs_result: dict, solver: Solver, seed, alpha: float,
+               rsb_module: Any, say: Callable[[str], None] | None) -> Point:
+    """The 1RSB point from the replica-symmetric one: :func:`replica.numeric.rsb.solve`, its bars, its JSON
+    (with the replica-symmetric point's replicon as ``rs_replicon`` / ``rs_stable``)."""
+    from . import rsb
+
+    t0 = time.perf_counter()
+    rsolver = rsb.RSBSolver(rsb_module, solver, verbose=solver.verbose)
+    if say is not None:
+        say(f"1RSB on {rsolver.rule.describe()}")
+    point = rsb.solve(rsolver, alpha, fp, progress=say)
+    point = rsb.with_error_bars(rsolver, point, alpha, progress=say)
+    point.seconds = fp.seconds + time.perf_counter() - t0
+    res = rsb.result_dict(rsolver, point)
+    for key in ("replicon", "rs_stable"):
+        if key in rs_result:
+            res["rs_replicon" if key == "replicon" else key] = rs_result[key]
+    return Point(fp=fp, result=res, solver=solver, seed=seed, rsb=point)
 
 
 def companion_residual(solver: Solver, fp: FixedPoint) -> float:

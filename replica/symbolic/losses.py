@@ -25,9 +25,12 @@ What is refused, with one line naming the problem (:class:`~replica.errors.Decla
 
 * a loss that jumps at a breakpoint (a ``Heaviside`` or ``sign`` of ``h`` not multiplied by
   something that vanishes there, e.g. the 0-1 loss): its Moreau envelope has no derivative;
-* a non-smooth function of the teacher fields alone (``sign(hstar)`` in the loss): the envelope
-  then jumps with the teacher and its overlap derivatives are delta functions -- the label must
-  be declared as a channel (:mod:`replica.symbolic.channels`);
+* a function of the teacher fields alone that *jumps* (``sign(hstar)``, ``Heaviside(hstar)`` in the
+  loss): the envelope then jumps with the teacher and its overlap derivatives are delta functions --
+  the label must be declared as a channel (:mod:`replica.symbolic.channels`). A *kinked* continuous
+  label (``Abs(hstar)``, ``Max(0, hstar)``, ``Min``, a continuous ``Piecewise``, with or without
+  noise) is accepted (:func:`teacher_kinks`): it has a density, its overlap derivatives jump but stay
+  bounded, and the quadrature puts panel boundaries where the teacher crosses its kinks;
 * a piecewise loss of a prox of dimension above one (``L r > 1``);
 * a branch whose stationary points have no closed form and that is not convex on its interval.
 
@@ -79,11 +82,73 @@ def _as_piecewise(e: sp.Expr) -> sp.Expr:
     return sp.Piecewise((a, a >= rest if isinstance(e, sp.Max) else a <= rest), (rest, True))
 
 
-def flat_piecewise(expr: sp.Expr) -> sp.Expr:
-    """``expr`` with every non-smooth function rewritten as one flat ``Piecewise`` (or unchanged)."""
-    out = sp.sympify(expr).replace(lambda e: isinstance(e, (sp.Max, sp.Min, sp.Abs, sp.Heaviside, sp.sign)),
-                                   _as_piecewise)
-    return sp.piecewise_fold(out)
+def flat_piecewise(expr: sp.Expr, variable: sp.Symbol | None = None) -> sp.Expr:
+    """``expr`` with every non-smooth function rewritten as one flat ``Piecewise`` (or unchanged).
+
+    ``variable``: rewrite only the non-smooth functions of ``variable`` (those of the teacher alone,
+    a kinked label such as ``Abs(hstar)``, stay as they are: constants of the minimisation in ``h``)."""
+    def hit(e) -> bool:
+        if not isinstance(e, (sp.Max, sp.Min, sp.Abs, sp.Heaviside, sp.sign, sp.Piecewise)):
+            return False
+        return variable is None or variable in e.free_symbols
+
+    expr = sp.sympify(expr)
+    if variable is None:
+        out = expr.replace(lambda e: hit(e) and not isinstance(e, sp.Piecewise), _as_piecewise)
+        return sp.piecewise_fold(out)
+    out = expr.replace(lambda e: hit(e) and not isinstance(e, sp.Piecewise), _as_piecewise)
+    # fold only the Piecewise that involve the variable: a teacher-only Piecewise stays inside a branch
+    kept: dict = {}
+
+    def shield(e):
+        sym = sp.Dummy("kinked")
+        kept[sym] = e
+        return sym
+
+    out = out.replace(lambda e: isinstance(e, sp.Piecewise) and variable not in e.free_symbols, shield)
+    return sp.piecewise_fold(out).xreplace(kept)
+
+
+#: non-smooth functions of the teacher alone that are continuous (a kinked label has a density)
+KINKED = (sp.Max, sp.Min, sp.Abs, sp.Piecewise)
+
+
+def teacher_kinks(expr: sp.Expr, teacher: Iterable[sp.Symbol], variables: Iterable[sp.Symbol] = ()
+                  ) -> list[sp.Expr]:
+    """The kinked functions of the teacher (and noise) alone in ``expr`` -- ``Abs(hstar_1)``,
+    ``Max(0, hstar_1)`` -- outermost first (none of them involves ``variables``, the student's fields)."""
+    teacher, variables = set(teacher), set(variables)
+    out: list[sp.Expr] = []
+    for e in sp.preorder_traversal(sp.sympify(expr)):
+        if isinstance(e, NONSMOOTH) and e.free_symbols & teacher and not e.free_symbols & variables:
+            if e not in out:
+                out.append(e)
+    return out
+
+
+def kink_conditions(kink: sp.Expr) -> list[sp.Expr]:
+    """Expressions whose sign changes where a kinked teacher function changes branch (``u`` for
+    ``Abs(u)``, ``a - b`` for ``Max(a, b)``; a ``Piecewise``'s conditions), to be located by the
+    quadrature."""
+    if isinstance(kink, sp.Abs):
+        return [kink.args[0]]
+    if isinstance(kink, (sp.Max, sp.Min)):
+        a = kink.args
+        return [sp.expand(a[i] - a[j]) for i in range(len(a)) for j in range(i + 1, len(a))]
+    out = []
+    for _, c in kink.args:
+        if c in (sp.true, sp.false):
+            continue
+        for rel in c.atoms(sp.core.relational.Relational):
+            out.append(sp.expand(rel.lhs - rel.rhs))
+    return out
+
+
+def kinked_label_derivative(expr: sp.Expr) -> sp.Expr:
+    """``expr`` with the ``sign`` and ``Heaviside`` that differentiating a kinked label leaves
+    (``d|u|/du = sign(u)``, ``d max(0, u)/du = Heaviside(u)``) written as ``Piecewise``: what the code
+    printers evaluate on arrays and per node alike (their value at the kink is a null set)."""
+    return sp.sympify(expr).replace(lambda e: isinstance(e, (sp.sign, sp.Heaviside)), _as_piecewise)
 
 
 @dataclass
@@ -121,17 +186,17 @@ def analyse(expr: sp.Expr, variable: sp.Symbol, *, what: str = "loss",
     """
     expr = sp.sympify(expr)
     teacher, discrete = set(teacher), set(discrete)
-    for f in NONSMOOTH:
-        for a in expr.atoms(f):
-            if a.free_symbols & teacher and not a.free_symbols & {variable}:
-                bad = a
-                raise DeclarationError(
-                    f"{what}: {bad} is a non-smooth function of the teacher fields alone, so the overlap "
-                    "derivatives of the energetic potential would be delta functions; declare the label as a "
-                    "channel (replica.symbolic.channels, e.g. channel=Sign(hstar[0])) and write the loss in its label y")
-    if not is_nonsmooth(expr):
+    for bad in teacher_kinks(expr, teacher, {variable}) + [a for f in (sp.sign, sp.Heaviside) for a in expr.atoms(f)
+                                                         if a.free_symbols & teacher and variable not in a.free_symbols]:
+        if not isinstance(bad, KINKED) or (isinstance(bad, sp.Piecewise) and not _continuous_in(bad, teacher)):
+            raise DeclarationError(
+                f"{what}: {bad} jumps as a function of the teacher fields alone, so the overlap "
+                "derivatives of the energetic potential would be delta functions; declare the label as a "
+                "channel (replica.symbolic.channels, e.g. channel=Sign(hstar[0])) and write the loss in its label y "
+                "(a kinked continuous label such as Abs(hstar) or Max(0, hstar) is fine)")
+    if not is_nonsmooth(expr, {variable}):
         return None
-    flat = flat_piecewise(expr)
+    flat = flat_piecewise(expr, variable)
     if not isinstance(flat, sp.Piecewise):
         if is_nonsmooth(flat, {variable}):
             raise DeclarationError(f"{what}: could not rewrite {expr} as one piecewise-smooth function of "
@@ -171,6 +236,35 @@ def analyse(expr: sp.Expr, variable: sp.Symbol, *, what: str = "loss",
     if not points:
         return None  # piecewise in the label or the parameters only: smooth in h at every node
     return PiecewiseStructure(variable, flat, branches, conditions, points)
+
+
+def _continuous_in(pw: sp.Piecewise, teacher: set, trials: int = 16, seed: int = 3) -> bool:
+    """Whether a ``Piecewise`` of the teacher alone is continuous across its boundaries (sampled at
+    random values of the other symbols; parameters at 0.5)."""
+    rng = random.Random(seed)
+    syms = sorted(pw.free_symbols, key=str)
+    f = sp.lambdify(syms, pw, "math")
+    for cond in kink_conditions(pw):
+        var = next((s for s in syms if s in teacher and s in cond.free_symbols), None)
+        if var is None:
+            continue
+        for _ in range(trials):
+            vals = {s: rng.uniform(-2.0, 2.0) if s in teacher else 0.5 for s in syms}
+            others = {s: v for s, v in vals.items() if s is not var}
+            try:
+                roots = [complex(r) for r in sp.solve(sp.Eq(cond.subs(others), 0), var)]
+            except (NotImplementedError, ValueError, TypeError):
+                return False
+            for r in roots:
+                if abs(r.imag) > 1e-12:
+                    continue
+                x = r.real
+                eps = 1e-7 * (1.0 + abs(x))
+                left = float(f(*[x - eps if s is var else vals[s] for s in syms]))
+                right = float(f(*[x + eps if s is var else vals[s] for s in syms]))
+                if abs(left - right) > 1e-4 * (1.0 + abs(left) + abs(right)):
+                    return False
+    return True
 
 
 # --------------------------------------------------------------------------- numeric checks

@@ -134,8 +134,25 @@ class GaussianMoreauEnvelope:
         ``dB/dp = sum_k dB/du_k du_k/dp + (explicit dB/dp)``. With a channel the derivative is that
         of ``W B`` (the weight does not depend on ``x``, so the minimiser is that of ``B``).
         """
-        B = self.weighted_bracket
-        return [sp.diff(B, p) for p in parameters]
+        B = kinked_labels_as_max(self.weighted_bracket, self.variables)
+        return [max_as_abs(sp.diff(B, p)) for p in parameters]
+
+
+def kinked_labels_as_max(expr: sp.Expr, variables) -> sp.Expr:
+    """``expr`` with every ``|u|`` free of ``variables`` (a kinked label) written ``max(u, -u)``: sympy
+    differentiates the ``Abs`` of an expression it cannot prove real (``sqrt(rho - theta^2/q)`` ...)
+    through its real and imaginary parts, ``max`` to a step function."""
+    inner = set(variables)
+    return sp.sympify(expr).replace(lambda e: isinstance(e, sp.Abs) and not (e.free_symbols & inner),
+                                    lambda e: sp.Max(e.args[0], -e.args[0]))
+
+
+def max_as_abs(expr: sp.Expr) -> sp.Expr:
+    """``expr`` with every ``max(u, -u)`` that differentiation left as a factor written ``|u|`` again
+    (the inverse of :func:`kinked_labels_as_max` where no derivative was taken: same values, the
+    notation a reader expects)."""
+    return sp.sympify(expr).replace(lambda e: isinstance(e, sp.Max) and len(e.args) == 2 and e.args[0] == -e.args[1],
+                                    lambda e: sp.Abs(e.args[0]))
 
 
 def trace_potential(ops: OrderParameters) -> sp.Expr:
@@ -360,7 +377,7 @@ def energetic_potential(model: Model, ops: OrderParameters) -> GaussianMoreauEnv
     starts = [omega, [sp.Integer(0)] * len(variables), [-w for w in omega]]
     if pieces is not None:
         # the breakpoints of the loss, after the bracket's quad part: kept inside the Piecewise
-        pieces = PiecewiseStructure(pieces.variable, flat_piecewise(bracket), [quad + b for b in pieces.branches],
+        pieces = PiecewiseStructure(pieces.variable, flat_piecewise(bracket, pieces.variable), [quad + b for b in pieces.branches],
                                     pieces.conditions, pieces.breakpoints)
     ch = model.channel
     if ch is None:

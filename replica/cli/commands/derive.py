@@ -20,6 +20,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--bayes", action="store_true",
                    help="the Bayes-optimal free entropy and saddle point instead (prior, Z_0, Z_out, f_a, g_out; "
                         "docs/how-to/bayes_optimal.md)")
+    p.add_argument("--rsb", type=int, default=0, metavar="K",
+                   help="1: the zero-temperature 1RSB potentials and saddle point instead (docs/how-to/rsb.md); "
+                        "--latex/--markdown export them (not with --write)")
     p.set_defaults(func=run)
     return p
 
@@ -27,11 +30,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     # The symbolic pipeline is imported here, not at the top: every other command starts
     # without sympy (0.5 s), since the CLI builds all subcommand parsers.
-    import sympy as sp
-
     from ...symbolic.derivation import Derivation
     from ...symbolic.latex import write_latex
 
+    from .rsb import check_rsb
+
+    if check_rsb(args.rsb, args) and args.write:
+        from ...errors import ParameterError
+
+        raise ParameterError("rsb", "--write writes the committed replica-symmetric exports; export the 1RSB "
+                                    "derivation with --latex FILE or --markdown FILE")
     tex_path, md_path = args.latex, args.markdown
     declaration = declaration_path(args.model)
     if args.write:  # beside the declaration: a user's file never writes into the package's derivations/
@@ -43,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     if args.bayes:
         return _run_bayes(model, tex_path, md_path)
+    if args.rsb:
+        return _run_rsb(model, args)
     d = Derivation(model)
     print(f"# {model.name}: {model.description}")
     print("\nTrace potential:\n  Psi_t =", d.trace_potential)
@@ -50,12 +60,8 @@ def run(args: argparse.Namespace) -> int:
     print("\nEnergetic potential: Psi_y = -E min_h F(h), F =\n ", d.energetic_potential.bracket)
     for u, e in d.energetic_potential.intermediates.items():
         print(f"  {u} = {e}")
-    print("\nSaddle-point equations (entropic side, closed form):")
-    for eq in d.saddle_point.entropic:
-        print(f"  {eq.lhs} = {sp.sstr(eq.rhs)}")
-    print("\nSaddle-point equations (energetic side; dPsi_y/dx = -E[dF/dx at h = argmin F]):")
-    for eq in d.saddle_point.energetic:
-        print(f"  {eq.lhs} = {sp.sstr(eq.rhs)}")
+    print_equations("entropic side, closed form", d.saddle_point.entropic)
+    print_equations("energetic side; dPsi_y/dx = -E[dF/dx at h = argmin F]", d.saddle_point.energetic)
     for path in write_latex(d, tex_path, md_path):
         print(f"\nwrote {path}")
     return 0
@@ -82,4 +88,40 @@ def _run_bayes(model, tex_path, md_path) -> int:
     print("\nSaddle point: q = E[f_a f_a^T],  qhat = alpha E[sum_y Z_out g_out g_out^T]  (omega = q^(1/2) xi, V = rho - q)")
     for path in write_bayes_latex(d, tex_path, md_path):
         print(f"\nwrote {path}")
+    return 0
+
+
+def print_equations(side: str, equations) -> None:
+    """One block of saddle-point equations, ``lhs = rhs`` a line, under a heading naming the ``side``."""
+    import sympy as sp
+
+    print(f"\nSaddle-point equations ({side}):")
+    for eq in equations:
+        print(f"  {eq.lhs} = {sp.sstr(eq.rhs)}")
+
+
+def _run_rsb(model, args: argparse.Namespace) -> int:
+    """``--rsb 1``: print the 1RSB saddle point and export it."""
+    import sympy as sp
+
+    from ...artifacts.outputs import atomic_write_text
+    from ...symbolic.rsb import RSBDerivation
+    from ...symbolic.rsb_latex import latex_document, markdown_document
+
+    d = RSBDerivation(model)
+    print(f"# {model.name} (zero-temperature 1RSB): {model.description}")
+    print("\nTrace potential:\n  Psi_t =", d.trace_potential)
+    print("\nEntropic potential:\n  Psi_w =", d.entropic_potential if not hasattr(d.entropic_potential, "envelope")
+          else "(1/m) E_out log E_in exp(-m min_w B(w)),  B = " + str(d.entropic_potential.envelope.bracket))
+    env = d.energetic_potential.envelope
+    print("\nEnergetic potential: Psi_y = (1/m) E_out log E_in exp(-m min_h F(h)), F =\n ", env.bracket)
+    for u, e in env.intermediates.items():
+        print(f"  {u} = {e}")
+    print_equations("entropic side", d.saddle_point.entropic)
+    print_equations("energetic side; dPsi_y/dx = -E_out <dF/dx at h = argmin F>_in", d.saddle_point.energetic)
+    print("\nComplexity (the Parisi parameter is where it vanishes):\n  Sigma =", sp.sstr(d.complexity))
+    if args.latex:
+        print(f"\nwrote {atomic_write_text(args.latex, latex_document(d))}")
+    if args.markdown:
+        print(f"\nwrote {atomic_write_text(args.markdown, markdown_document(d))}")
     return 0

@@ -13,6 +13,7 @@ from ...runtime.progress import Stages
 from .bayes import add_solve_flags as add_bayes_flags, run_solve as run_bayes
 from .common import (add_numeric_flags, add_parameter_flags, check_features_args, check_numeric_args, options_from_args,
                      parameters_from_args, point_model)
+from .rsb import check_rsb, run as run_rsb
 
 #: seconds after which ``replica solve`` names its stages on stderr, on a terminal (:class:`~replica.runtime.progress.Stages`)
 STAGES_AFTER = 3.0
@@ -42,6 +43,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="features per input dimension p/d of --features, as 1.5 or 3/2")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_bayes_flags(p)
+    p.add_argument("--rsb", type=int, default=0, metavar="K",
+                   help="steps of replica-symmetry breaking: 1 solves the zero-temperature 1RSB saddle point (q0, q1, "
+                        "delta_q, the Parisi parameter where the complexity vanishes) from the replica-symmetric one "
+                        "(docs/how-to/rsb.md); 0 (default) replica symmetry")
     p.add_argument("--no-replicon", dest="replicon", action="store_false",
                    help="skip the replicon (RS stability of the fixed point, under a second at the paper's point; "
                         "docs/explanation/replicon.md): no 'replicon'/'rs_stable' in the output")
@@ -55,11 +60,14 @@ def check_args(args: argparse.Namespace) -> None:
     validation.sample_complexity(args.alpha, "alpha")
     check_numeric_args(args)
     check_features_args(args)
+    check_rsb(args.rsb, args)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.bayes:
         return run_bayes(args)
+    if args.rsb:
+        return run_rsb(args)
     module = point_model(args)
     params = parameters_from_args(module, args)
     options = options_from_args(args, branch=args.branch, default_quadrature="auto")
