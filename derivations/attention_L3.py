@@ -19,8 +19,10 @@ from replica.applications.attention.paper import BRANCHES, TRANSITION
 A3 = [[0.6, 0.3, 0.1], [0.2, 0.6, 0.2], [0.1, 0.3, 0.6]]
 
 h, hs = fields(3, 1), teacher_fields(3, 1)
-omega, sigma, lam = parameter("omega", r"\omega"), parameter("sigma", r"\sigma"), parameter("lam", r"\lambda")
-A = matrix_parameter("A", 3, 3)
+omega = parameter("omega", r"\omega", "positionality of the target: the weight of its positional part $A$")
+sigma = parameter("sigma", r"\sigma", r"standard deviation of the token entries ($\Sigma_a = \sigma^2 I$)")
+lam = parameter("lam", r"\lambda", r"strength of the $\ell_2$ penalty")
+A = matrix_parameter("A", 3, 3, description="positional attention matrix of the target (row-stochastic)")
 hadamard = TokenStatistics([SpectralAtom(sp.Rational(1, 4), (sigma ** 2,) * 3, (1, s2, s3))
                             for s2 in (1, -1) for s3 in (1, -1)])
 

@@ -22,10 +22,16 @@ SLOTS = {"1a": (0.5, 0.8), "1b": (0.35, -0.4), "2a": (0.5, 0.4), "2b": (0.35, -0
 
 def build(p_same: float = 0.8, name: str = "attention_clusters") -> Model:
     h, hs = fields(2, 1), teacher_fields(2, 1)
-    omega, lam, same = parameter("omega", r"\omega"), parameter("lam", r"\lambda"), parameter("p_same", "p_{=}")
-    sig = {f"{l}{c}": parameter(f"sigma_{l}{c}", rf"\sigma_{{{l}{c}}}") for l in (1, 2) for c in "ab"}
-    mu = {f"{l}{c}": parameter(f"mu_{l}{c}", rf"\mu_{{{l}{c}}}") for l in (1, 2) for c in "ab"}
-    Amat = matrix_parameter("A", 2, 2)
+    omega = parameter("omega", r"\omega", "positionality of the target: the weight of its positional part $A$")
+    lam = parameter("lam", r"\lambda", r"strength of the $\ell_2$ penalty")
+    same = parameter("p_same", "p_{=}", "probability that the two tokens come from the same cluster")
+    sig = {f"{l}{c}": parameter(f"sigma_{l}{c}", rf"\sigma_{{{l}{c}}}",
+                                f"standard deviation of the entries of token {l} in cluster {c}")
+           for l in (1, 2) for c in "ab"}
+    mu = {f"{l}{c}": parameter(f"mu_{l}{c}", rf"\mu_{{{l}{c}}}",
+                               rf"projection $\sqrt{{d}}\, e_i^\top \mu$ of the mean of cluster {c} of token {l}")
+          for l in (1, 2) for c in "ab"}
+    Amat = matrix_parameter("A", 2, 2, description="positional attention matrix of the target (row-stochastic)")
     data = TokenStatistics.mixture(
         variances=[[sig[f"{l}{c}"] ** 2 for c in "ab"] for l in (1, 2)],
         means=[[mu[f"{l}{c}"] for c in "ab"] for l in (1, 2)],

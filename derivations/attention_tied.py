@@ -32,17 +32,18 @@ def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None,
     compare full matrices (default ``False``; ``None`` derives the unit-symmetric ansatz).
     """
     h, hs = fields(L, r), teacher_fields(L, r_t)
-    omega = parameter("omega", r"\omega")
-    sigma = parameter("sigma", r"\sigma")
+    omega = parameter("omega", r"\omega", "positionality of the target: the weight of its positional part $A$")
+    sigma = parameter("sigma", r"\sigma", "standard deviation of the token entries ($\\Sigma_a = \\sigma^2 I$)")
     if penalty == "l2":
-        lam = parameter("lam", r"\lambda")
+        lam = parameter("lam", r"\lambda", "strength of the $\\ell_2$ penalty")
         regularizer, reg_params = L2(lam), {lam: 0.01}
     elif penalty == "elastic_net":
-        lam1, lam2 = parameter("lam1", r"\lambda_1"), parameter("lam2", r"\lambda_2")
+        lam1 = parameter("lam1", r"\lambda_1", r"strength of the $\ell_1$ penalty")
+        lam2 = parameter("lam2", r"\lambda_2", r"strength of the $\ell_2$ penalty")
         regularizer, reg_params = ElasticNet(lam1, lam2, r), {lam1: 0.001, lam2: 0.01}
     else:
         raise ValueError(f"penalty must be 'l2' or 'elastic_net', got {penalty!r}")
-    Amat = matrix_parameter("A", L, L)
+    Amat = matrix_parameter("A", L, L, description="positional attention matrix of the target (row-stochastic)")
     A_default = np.asarray(A if A is not None else (PAPER_A if L == 2 else np.full((L, L), 1.0 / L)))
     pis = positional if positional is not None else [(-1) ** l for l in range(L)]
     reduction = None

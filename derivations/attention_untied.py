@@ -17,9 +17,11 @@ from replica.applications.attention.paper import BRANCHES, PAPER_A, TRANSITION
 def build(L: int = 2, r: int = 1, r_t: int = 1, reduced: bool = True, A=None, pin_key: bool = False,
           name: str = "attention_untied") -> Model:
     hQ, hK, hs = fields(L, r, "hQ", "h^Q"), fields(L, r, "hK", "h^K"), teacher_fields(L, r_t)
-    omega, sigma = parameter("omega", r"\omega"), parameter("sigma", r"\sigma")
-    lam_Q, lam_K = parameter("lam_Q", r"\lambda_Q"), parameter("lam_K", r"\lambda_K")
-    Amat = matrix_parameter("A", L, L)
+    omega = parameter("omega", r"\omega", "positionality of the target: the weight of its positional part $A$")
+    sigma = parameter("sigma", r"\sigma", r"standard deviation of the token entries ($\Sigma_a = \sigma^2 I$)")
+    lam_Q = parameter("lam_Q", r"\lambda_Q", r"strength of the $\ell_2$ penalty on the query weights")
+    lam_K = parameter("lam_K", r"\lambda_K", r"strength of the $\ell_2$ penalty on the key weights")
+    Amat = matrix_parameter("A", L, L, description="positional attention matrix of the target (row-stochastic)")
     S = softmax_rows(hQ * hK.T)
     if pin_key:
         S, h, reg = S.subs(dict(zip(hK, hQ))), hQ, L2(lam_Q + lam_K)

@@ -16,8 +16,8 @@ from replica import L1, Domain, EntropicObservable, Model, TokenStatistics, fiel
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
 noise = symbol("noise", "z")
-delta = parameter("Delta", r"\Delta")
-lam1 = parameter("lam1", r"\lambda_1")
+delta = parameter("Delta", r"\Delta", "variance of the label noise")
+lam1 = parameter("lam1", r"\lambda_1", "strength of the $\\ell_1$ penalty")
 penalty = L1(lam1)
 w = penalty.w[0]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from replica import L2, Domain, Model, TokenReduction, TokenStatistics, fields, parameter, teacher_fields
 
 h, hs = fields(2, 1), teacher_fields(2, 1)
-sigma, lam = parameter("sigma", r"\sigma"), parameter("lam", r"\lambda")
+sigma = parameter("sigma", r"\sigma", r"standard deviation of the token entries ($\Sigma_a = \sigma^2 I$)")
+lam = parameter("lam", r"\lambda", r"strength of the $\ell_2$ penalty")
 
 model = Model(
     name="linear_attention",

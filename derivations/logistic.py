@@ -14,7 +14,7 @@ from replica import L2, Domain, Model, Sign, TokenStatistics, classification_err
     student_teacher_angle, teacher_fields
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
-lam = parameter("lam", r"\lambda")
+lam = parameter("lam", r"\lambda", "strength of the $\\ell_2$ penalty")
 channel = Sign(hs[0])
 y = channel.label
 

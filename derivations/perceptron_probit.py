@@ -14,8 +14,8 @@ from replica import L2, Domain, Model, Probit, TokenStatistics, classification_e
     parameter, student_teacher_angle, teacher_fields
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
-lam = parameter("lam", r"\lambda")
-delta = parameter("Delta", r"\Delta")
+lam = parameter("lam", r"\lambda", "strength of the $\\ell_2$ penalty")
+delta = parameter("Delta", r"\Delta", "variance of the label noise")
 channel = Probit(hs[0], delta)
 y = channel.label
 

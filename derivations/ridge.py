@@ -13,8 +13,8 @@ from replica import L2, Domain, Model, TokenStatistics, fields, parameter, symbo
 
 h, hs = fields(1, 1), teacher_fields(1, 1)
 noise = symbol("noise", "z")
-delta = parameter("Delta", r"\Delta")
-lam = parameter("lam", r"\lambda")
+delta = parameter("Delta", r"\Delta", "variance of the label noise")
+lam = parameter("lam", r"\lambda", "strength of the $\\ell_2$ penalty")
 
 model = Model(
     name="ridge",

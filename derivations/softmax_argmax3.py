@@ -26,7 +26,7 @@ import sympy as sp
 from replica import L2, Argmax, Domain, Model, TestObservable, TokenStatistics, fields, parameter, teacher_fields
 
 h, hs = fields(1, 2), teacher_fields(1, 2)
-lam = parameter("lam", r"\lambda")
+lam = parameter("lam", r"\lambda", "strength of the $\\ell_2$ penalty")
 #: rows a_k of the orthonormal basis of the plane orthogonal to (1, 1, 1)
 A = sp.Matrix([[2 / sp.sqrt(6), 0], [-1 / sp.sqrt(6), 1 / sp.sqrt(2)], [-1 / sp.sqrt(6), -1 / sp.sqrt(2)]])
 channel = Argmax([(A[k, :] * hs.T)[0, 0] for k in range(3)])

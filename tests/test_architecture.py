@@ -388,8 +388,8 @@ def test_entropic_observable_at_the_entropic_prox(tmp_path):
     text = text.replace("    regularizer=L2(lam),", "    regularizer=ElasticNet(lam1, lam),\n"
                         "    observables=[EntropicObservable('zero_fraction', sp.Piecewise((1, sp.Eq(w, 0)), (0, True)),"
                         " w=[w])],")
-    text = text.replace('lam = parameter("lam", r"\\lambda")', 'lam = parameter("lam", r"\\lambda")\n'
-                        'lam1 = parameter("lam1", r"\\lambda_1")\nw = symbol("w")')
+    line = next(ln for ln in text.splitlines() if ln.startswith('lam = parameter("lam"'))
+    text = text.replace(line, line + '\nlam1 = parameter("lam1", r"\\lambda_1")\nw = symbol("w")')
     text = text.replace("parameters={delta: 0.25, lam: 0.1},", "parameters={delta: 0.25, lam: 0.1, lam1: 0.3},")
     decl = tmp_path / "sparse_ridge.py"
     decl.write_text(text)

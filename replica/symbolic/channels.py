@@ -469,8 +469,9 @@ class Argmax(Channel):
 
     def describe(self, tex) -> str:
         forms = ", ".join(tex(f) for f in self.forms)
-        names = ", ".join(f"u_{k}" for k in self.values)
-        return rf"{tex(self.label)} = \operatorname{{argmax}}_k u_k, \quad ({names}) = ({forms})"
+        # u^*: the teacher's forms (the student's logits, where a loss has them, are u)
+        names = ", ".join(f"u^{{*}}_{{{k}}}" for k in self.values)
+        return rf"{tex(self.label)} = \operatorname{{argmax}}_k u^{{*}}_k, \quad ({names}) = ({forms})"
 
 
 def conditional_law(forms: Sequence[sp.Expr], laws: dict[sp.Symbol, sp.Expr], residual: Sequence[sp.Symbol]

@@ -183,17 +183,22 @@ def _samples(symbols: Sequence[sp.Symbol], defaults: dict, label_values: dict, r
     return out
 
 
+def _piecewise_functions(pw: PiecewiseStructure):
+    """The symbols besides the variable (sorted), the function of (variable, *others) and the
+    breakpoints as functions of the others, all lambdified for plain floats."""
+    others = sorted((pw.expr.free_symbols | set().union(*[sp.sympify(b).free_symbols for b in pw.breakpoints]))
+                    - {pw.variable}, key=str)
+    f = sp.lambdify([pw.variable, *others], pw.expr, "math")
+    return others, f, [sp.lambdify(others, b, "math") for b in pw.breakpoints]
+
+
 def check_continuous(pw: PiecewiseStructure, defaults: dict, label_values: dict | None = None,
                      what: str = "loss", trials: int = 24, seed: int = 0) -> None:
     """Refuse a function that jumps at a breakpoint (numerically, at random values of the other
     symbols and the parameter defaults): its Moreau envelope would not be differentiable."""
     label_values = label_values or {}
     rng = random.Random(seed)
-    h = pw.variable
-    others = sorted((pw.expr.free_symbols | set().union(*[sp.sympify(b).free_symbols for b in pw.breakpoints]))
-                    - {h}, key=str)
-    f = sp.lambdify([h, *others], pw.expr, "math")
-    fb = [sp.lambdify(others, b, "math") for b in pw.breakpoints]
+    others, f, fb = _piecewise_functions(pw)
     for vals in _samples(others, defaults, label_values, rng, trials):
         args = [vals[s] for s in others]
         for b, g in zip(pw.breakpoints, fb):
@@ -210,7 +215,7 @@ def check_continuous(pw: PiecewiseStructure, defaults: dict, label_values: dict 
                 continue
             if abs(left - right) > 1e-4 * (1.0 + abs(left) + abs(right)):
                 raise DeclarationError(
-                    f"{what}: jumps at {h} = {b} (from {left:.4g} to {right:.4g}); the Moreau envelope of a "
+                    f"{what}: jumps at {pw.variable} = {b} (from {left:.4g} to {right:.4g}); the Moreau envelope of a "
                     "discontinuous function has no derivative (a 0-1 loss cannot be trained by this theory); "
                     "use a continuous surrogate")
 
@@ -246,3 +251,32 @@ def check_convex(expr: sp.Expr, variable: sp.Symbol, defaults: dict, what: str,
             at = ", ".join(f"{s}={v:g}" for s, v in zip(others, args))
             raise DeclarationError(f"{what}: {expr} is not convex in {variable}" + (f" (at {at})" if at else "")
                                    + "; the entropic Moreau envelope needs a convex penalty")
+
+
+def is_convex_piecewise(pw: PiecewiseStructure, defaults: dict, label_values: dict | None = None,
+                        trials: int = 8, seed: int = 2) -> bool:
+    """Whether a continuous piecewise-smooth function is convex in its variable: midpoint convexity
+    on a grid that brackets every breakpoint (at the parameter defaults and random values of the
+    other symbols). Accepts every convex form (a ``Max`` of linear pieces, a Huber loss written as
+    ``Piecewise``, an ``Abs``), not one syntax."""
+    rng = random.Random(seed)
+    others, f, fb = _piecewise_functions(pw)
+    base = [-6.0, -3.0, -1.5, -0.7, -0.2, 0.0, 0.3, 0.8, 1.6, 3.2, 6.5]
+    for vals in _samples(others, defaults, label_values or {}, rng, trials):
+        args = [vals[s] for s in others]
+        grid = list(base)
+        for g in fb:
+            try:
+                x = float(g(*args))
+            except (ValueError, ZeroDivisionError, TypeError, OverflowError):
+                continue
+            if math.isfinite(x):
+                grid += [x - 0.5, x - 0.05, x, x + 0.05, x + 0.5]
+        grid = sorted(set(grid))
+        try:
+            scale = 1.0 + max(abs(float(f(x, *args))) for x in grid)
+        except (ValueError, ZeroDivisionError, TypeError, OverflowError):
+            continue
+        if convex_on_samples(lambda x: float(f(x, *args)), grid, scale) < -1e-9:
+            return False
+    return True

@@ -32,6 +32,7 @@ import numpy as np
 import sympy as sp
 
 from .derivation import Derivation, Equation
+from .losses import analyse, is_convex_piecewise
 from .potentials import GaussianMoreauEnvelope, gaussian_symbols, prox_center_symbols
 from .regularizers import SeparableRegularizer
 from .symbols import symbol
@@ -119,6 +120,8 @@ class ClosedForms:
     entropic: list[Equation] = field(default_factory=list)    # order parameters in closed form
     entropic_kind: str = ""                # "l2", "l1", ""
     threshold_variance: sp.Expr | None = None  # s^2 of the soft-threshold field (l1)
+    threshold: sp.Expr | None = None       # the l1 weight: hat w = sign(b)(|b| - threshold)_+ / curvature
+    curvature: sp.Expr | None = None       # the quadratic coefficient of the entropic bracket (l1)
 
 
 def gaussian_mean(expr: sp.Expr, gaussians: list[sp.Symbol]) -> sp.Expr:
@@ -151,16 +154,21 @@ class Presentation:
     def convex(self) -> bool:
         """Whether the loss is convex in the student fields (its prox is then unique and 1-Lipschitz):
         decides between the Stein form and the first-order form of ``Vhat``. Attention heads are not;
-        a ``Max`` of pieces linear in ``h`` is; a smooth loss is when its Hessian in ``h`` is positive
-        semi-definite on 40 sampled points (fields ~ N(0, 4), labels and noise drawn, defaults)."""
+        a piecewise-smooth loss is when it is midpoint-convex on a grid bracketing its breakpoints
+        (:func:`~replica.symbolic.losses.is_convex_piecewise`: a hinge, a Huber loss written as
+        ``Piecewise``); a smooth loss is when its Hessian in ``h`` is positive semi-definite on 40
+        sampled points (fields ~ N(0, 4), labels and noise drawn, defaults)."""
         m = self.m
         if m.student is not None:
             return False
         hs = list(m.h)
         loss = m.loss
-        if self.d.energetic_potential.pieces is not None:
-            return isinstance(loss, sp.Max) and all(sp.diff(b, hs[0], 2) == 0 for b in loss.args)
         defaults = dict(m.defaults)
+        if self.d.energetic_potential.pieces is not None:
+            labels = {m.channel.label: list(m.channel.values)} if m.channel is not None else {}
+            # the loss's own pieces (the bracket's add the prox term, whose V and centre are not data)
+            pieces = analyse(loss, hs[0], teacher=list(m.hstar) + list(m.noise), discrete=list(labels))
+            return pieces is None or is_convex_piecewise(pieces, defaults, labels)
         others = sorted(loss.free_symbols - set(hs) - set(defaults), key=str)
         labels = {m.channel.label: m.channel.values} if m.channel is not None else {}
         Hf = sp.lambdify(hs + others + list(defaults), sp.hessian(loss, hs), "numpy")
@@ -287,6 +295,7 @@ class Presentation:
             rhs = eq.rhs.subs(subs)
             eqs.append(Equation(eq.lhs, _tidy(rhs, sp.erfc(arg))))
         out.entropic, out.entropic_kind, out.threshold_variance = eqs, "l1", s2
+        out.threshold, out.curvature = lam, A
 
     def _energetic_closed(self, out: ClosedForms) -> None:
         d, m = self.d, self.m
@@ -329,7 +338,10 @@ def _tidy(expr: sp.Expr, keep: sp.Expr) -> sp.Expr:
     """Simplify an erfc-form expression without letting sympy rewrite the kept ``erfc``."""
     k = sp.Dummy("K")
     e = sp.simplify(expr.subs(keep, k))
-    return sp.collect(sp.expand(e), k).subs(k, keep) if sp.count_ops(e) > 12 else e.subs(k, keep)
+    if sp.count_ops(e) > 12:
+        # each collected term factored: a denominator (V + lam2)^2, not its expansion
+        e = sp.Add(*[sp.factor(t) for t in sp.Add.make_args(sp.collect(sp.expand(e), k))])
+    return e.subs(k, keep)
 
 
 def label_unit(e: sp.Expr, y: sp.Symbol | None) -> sp.Expr:

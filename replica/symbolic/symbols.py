@@ -12,6 +12,9 @@ import sympy as sp
 
 #: symbol -> LaTeX spelling, filled by the constructors below.
 LATEX_NAMES: dict[sp.Symbol, str] = {}
+#: model parameter -> what it is, in words (LaTeX text allowed), as its declaration says
+#: (:func:`parameter`); the exports' Notation prints it. ``None``: the declaration gave none.
+PARAMETER_DESCRIPTIONS: dict[sp.Symbol, str | None] = {}
 
 
 def symbol(name: str, latex: str | None = None, **assumptions) -> sp.Symbol:
@@ -51,17 +54,30 @@ def teacher_fields(L: int, r_t: int) -> sp.Matrix:
     return fields(L, r_t, name="hstar", latex="h^{*}")
 
 
-def parameter(name: str, latex: str | None = None, **assumptions) -> sp.Symbol:
-    """A scalar model parameter (kept symbolic, given a value at solve time)."""
-    return symbol(name, latex or sp.latex(sp.Symbol(name)), **assumptions)
+def parameter(name: str, latex: str | None = None, description: str | None = None,
+              **assumptions) -> sp.Symbol:
+    """A scalar model parameter (kept symbolic, given a value at solve time).
+
+    ``description`` says what it is (``"label-noise variance"``; LaTeX math in ``$...$`` allowed):
+    the exports' Notation prints it beside the symbol. Like the LaTeX spelling it belongs to the
+    symbol, so the declaration that creates a parameter last sets both.
+    """
+    s = symbol(name, latex or sp.latex(sp.Symbol(name)), **assumptions)
+    PARAMETER_DESCRIPTIONS[s] = description
+    return s
 
 
-def matrix_parameter(name: str, rows: int, cols: int, latex: str | None = None) -> sp.Matrix:
-    """A ``rows x cols`` matrix of scalar parameters ``A_11, A_12, ...``."""
+def matrix_parameter(name: str, rows: int, cols: int, latex: str | None = None,
+                     description: str | None = None) -> sp.Matrix:
+    """A ``rows x cols`` matrix of scalar parameters ``A_11, A_12, ...`` (``description``: what the
+    matrix is, for the exports' Notation; kept on every entry)."""
     tex = latex or name
     # Immutable, so that it can be a key of Model.parameters.
-    return sp.ImmutableMatrix(rows, cols, lambda i, j: symbol(f"{name}_{i + 1}{j + 1}",
-                                                              f"{tex}_{{{i + 1}{j + 1}}}"))
+    M = sp.ImmutableMatrix(rows, cols, lambda i, j: symbol(f"{name}_{i + 1}{j + 1}",
+                                                           f"{tex}_{{{i + 1}{j + 1}}}"))
+    for s in M:
+        PARAMETER_DESCRIPTIONS[s] = description
+    return M
 
 
 def softmax_rows(M: sp.Matrix) -> sp.Matrix:

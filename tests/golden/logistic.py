@@ -6,7 +6,7 @@ Fields: L=1, r=1, r_t=1. The model's mathematics only, each function once in ker
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
 (and the array helpers of replica.interface.generated_model).
 """
-# replica-artifact: version=0.1.0 declaration=8f746b751e38f339 generator=5130a4c7a87faf00
+# replica-artifact: version=0.1.0 declaration=5f691ab3ca96ac96 generator=1bbb7d3be633e1bb
 import numpy as np
 
 from replica.interface.generated_model import _exp, _ndtr, _where
