@@ -24,7 +24,7 @@ def build(K: int = 2, K_teacher: int | None = None, name: str | None = None,
     as :class:`replica.Model` (``False``: the full matrices)."""
     Kt = K if K_teacher is None else K_teacher
     h, hs = fields(1, K), teacher_fields(1, Kt)
-    lam = parameter("lam", r"\lambda")
+    lam = parameter("lam", r"\lambda", "strength of the $\\ell_2$ penalty")
     student = sp.Add(*[sp.tanh(h[0, k]) for k in range(K)]) / sp.sqrt(K)
     teacher = sp.Add(*[sp.tanh(hs[0, k]) for k in range(Kt)]) / sp.sqrt(Kt)
     # (T - S)^2 / 2, written as (sum_k tanh h*_k - tanh h_k)^2 / (2K) when K = K_t (a shorter export)

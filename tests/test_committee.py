@@ -153,6 +153,20 @@ def test_the_tie_projection_is_the_group_average():
     assert np.allclose(tie_projection(_Module, "unspecialised")(E[0]), 0.0)
 
 
+def test_a_diagonal_below_the_off_diagonal_is_flagged_with_three_units_only():
+    from replica.numeric.unit_symmetry import unit_branch_notes
+
+    specialised = np.array([0.2, 0.13, 7.0, -3.0, 0.35, 0.17])
+    anti = np.array([0.2, 0.13, 7.0, -3.0, 0.17, 0.25])
+    assert unit_branch_notes(_Module, "specialised", specialised, "x") == []
+    notes = unit_branch_notes(_Module, "specialised", anti, "x")
+    assert len(notes) == 1 and "theta_1_11 < theta_1_12" in notes[0] and "anti-specialised" in notes[0]
+
+    class TwoUnits(_Module):   # swapping the two teacher units exchanges the orbits: a relabelling
+        ORBIT_SIZES = (2, 1, 2, 1, 2, 2)
+    assert unit_branch_notes(TwoUnits, "specialised", anti, "x") == []
+
+
 def test_folding_by_unit_permutations_keeps_the_averages_of_invariant_functions():
     from replica.numeric.integrators import Permutation, fold_nodes
     from replica.numeric.quadrature import gauss_hermite

@@ -131,7 +131,26 @@ def unit_branch_notes(module: GeneratedModel, branch: str | None, x: np.ndarray,
                 out.append(f"{prefix}: {names} within 1e-4: the {branch} solve converged to the {b} fixed point "
                            f"(the {b} branch's ties hold); no {branch} fixed point was found from this start at "
                            f"this alpha (see 'replica phase' for where each branch exists)")
+        elif module.UNIT_ANSATZ == "specialised":
+            out += _anti_specialised(module, extra, x)
     return out
+
+
+def _anti_specialised(module: GeneratedModel, groups, x: np.ndarray) -> list[str]:
+    """A note where a tie group's first orbit (a diagonal: unit ``k`` with teacher unit ``k``) is
+    below the others: every student unit then overlaps the other teacher units more than its own.
+    With two units that is a relabelling (:func:`canonical_units` reports the diagonal the larger);
+    with three or more it is a fixed point of its own (three tanh units at alpha = 4 and 8 have
+    both, the specialised one with the larger free entropy)."""
+    sizes = module.ORBIT_SIZES
+    low = [g for g in groups if len(g) > 1 and len({sizes[i] for i in g}) > 1 and x[g[0]] < min(x[list(g[1:])])]
+    if not low:
+        return []
+    names = ", ".join(f"{module.ORDER_PARAMETERS[g[0]]} < " + ", ".join(module.ORDER_PARAMETERS[i] for i in g[1:])
+                      for g in low)
+    return [f"{names}: every student unit overlaps the other teacher units more than its own (an anti-specialised "
+            f"fixed point, not a relabelling of a specialised one); no fixed point with the diagonal the larger was "
+            f"found from the starts at this alpha"]
 
 
 def tied_starts(module: GeneratedModel, x: np.ndarray, branch: str | None) -> list[tuple[np.ndarray, str]]:

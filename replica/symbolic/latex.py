@@ -354,7 +354,7 @@ class Writer:
 
     def rows(self, lhs: str, expr) -> list[str]:
         """The right-hand side as rows that fit :data:`ROW_BUDGET` (a sum split at its terms, a
-        product with a long sum split inside ``\\Big( \\Big)``)."""
+        product with a long sum, or with a power of one, split inside ``\\Big( \\Big)``)."""
         full = self.x(expr)
         if width(lhs) + _REL + width(full) <= ROW_BUDGET:
             return [full]
@@ -366,13 +366,19 @@ class Writer:
         elif isinstance(expr, Mean) and isinstance(expr.args[0], sp.Add):
             head, tail = r"\mathbb{E}\Big[", r"\Big]"
             terms = list(expr.args[0].as_ordered_terms())
-        elif isinstance(expr, sp.Mul):
-            adds = [f for f in expr.args if isinstance(f, sp.Add)]
+        elif isinstance(expr, (sp.Mul, sp.Pow)):
+            factors = expr.args if isinstance(expr, sp.Mul) else (expr,)
+            adds = [f for f in factors if isinstance(f, sp.Add)]
+            # else a power of a long sum, e.g. a committee's (sum_k tanh h*_k - tanh h_k)^2 / 2K
+            adds = adds or [f for f in factors if isinstance(f, sp.Pow) and isinstance(f.base, sp.Add)
+                            and f.exp.is_Integer and f.exp > 1]
             if adds:
                 big = max(adds, key=lambda a: len(self.x(a)))
                 rest = expr / big
-                head, tail = (self.x(rest) + r" \Big(" if rest != 1 else r"\Big("), r"\Big)"
-                terms = list(big.as_ordered_terms())
+                base, power = (big.base, big.exp) if isinstance(big, sp.Pow) else (big, 1)
+                head = self.x(rest) + r" \Big(" if rest != 1 else r"\Big("
+                tail = r"\Big)" + (f"^{{{self.x(power)}}}" if power != 1 else "")
+                terms = list(base.as_ordered_terms())
         if not terms:
             return [full]
         pieces = []
