@@ -276,7 +276,7 @@ def test_a_model_is_a_composition_of_factors():
     from replica.registry import load_model
 
     parts = model_factors(load_model("logistic"))
-    assert set(parts) == {"loss", "penalty", "data law", "channel"}
+    assert set(parts) == {"loss", "penalty", "data law", "channel", "prior"}
     assert isinstance(parts["loss"], LogisticLoss) and isinstance(parts["penalty"], L2)
     assert all(isinstance(f, Factor) for f in parts.values())
     generic = model_factors(load_model("softmax_argmax3"))["loss"]

@@ -18,6 +18,8 @@ role           module                                  carries
                                                        ``latex()``, ``probabilities``, ``sample``
 ``data law``   :mod:`replica.symbolic.data`            the spectral law's moments (``rho``,
                                                        ``rho_bar``), ``latex()``, ``sample``
+``prior``      :mod:`replica.symbolic.priors`          ``density``, the ``Z_0`` terms of Bayes-optimal
+                                                       inference, ``sample`` (the teacher's weights)
 =============  ======================================  ==============================================
 
 A numeric method takes the parameter values by name (``{"lam": 0.1}``); what it needs but is not

@@ -32,13 +32,14 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 import sympy as sp
 
 from ..errors import DeclarationError
 from .channels import _numeric as _numeric_value
+from .factors import Factor
 from .symbols import symbol
 
 #: the weight variable of a prior's density (its LaTeX spelling: ``w``)
@@ -81,8 +82,11 @@ class QuadraticTerm:
         return self.c + (self.b.T * B)[0, 0] + (B.T * self.G * B)[0, 0] / 2
 
 
-class Prior:
-    """Base class: the law ``P0`` of every entry of a teacher weight row (entries independent)."""
+class Prior(Factor):
+    """Base class: the law ``P0`` of every entry of a teacher weight row (entries independent); the
+    entropic side's factor of Bayes-optimal inference (:mod:`replica.symbolic.factors`)."""
+
+    role: ClassVar[str] = "prior"
 
     def components(self) -> tuple[Atom | GaussianPart, ...] | None:
         """The one-dimensional law as a finite mixture of atoms and Gaussians; ``None`` for a density

@@ -146,6 +146,11 @@ class _View:
     def S(self) -> int:
         return self.ops.S
 
+    @property
+    def units(self):
+        """The unit-symmetric ansatz: none (1RSB works on the full matrices)."""
+        return None
+
     def slot(self, family: str, s: int) -> sp.Matrix:
         return self.ops.slot(self.mapping[family], s)
 
