@@ -194,9 +194,9 @@ def replicates(seeds: Sequence[int], run_seed: Callable[[int], dict], *, label: 
             run = run_seed(seed)
             if desc is not None:
                 cache.put("simulate", desc, run)
+        runs.append(run)  # before the report: it counts the runs finished, this one included
         if report is not None:
             log(report(run))
-        runs.append(run)
     return runs
 
 

@@ -358,6 +358,25 @@ def _check_exports(name: str, derivation: Derivation) -> None:
             f"derivations/{name}{suffix} is missing or stale: run `python derivations/{name}.py`"
 
 
+def test_exports_keep_their_declarations_spellings_after_another_declaration():
+    """Symbols are shared by name and the declaration that creates one last sets its LaTeX spelling
+    and description: a later ``parameter("Delta", ...)`` (another model in the same process, here
+    without a description and with another spelling) must not change ridge's exports, which
+    depend on the process's history otherwise (they did, in one test worker after another test)."""
+    from replica import parameter
+    from replica.symbolic.symbols import LATEX_NAMES, PARAMETER_DESCRIPTIONS
+
+    model = load_model("ridge")
+    delta = next(s for s in model.defaults if s.name == "Delta")
+    saved = LATEX_NAMES.get(delta), PARAMETER_DESCRIPTIONS.get(delta)
+    try:
+        parameter("Delta", r"\\Delta_{\rm other}")
+        assert PARAMETER_DESCRIPTIONS[delta] is None
+        _check_exports("ridge", Derivation(model))
+    finally:
+        LATEX_NAMES[delta], PARAMETER_DESCRIPTIONS[delta] = saved
+
+
 def test_generated_module_imports_without_sympy():
     from replica.registry import load_module
 

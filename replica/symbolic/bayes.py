@@ -49,7 +49,7 @@ from ..errors import DeclarationError
 from .channels import NormalCDF
 from .model import Model
 from .priors import Density, Prior, QuadraticTerm
-from .symbols import LATEX_NAMES, symbol, symmetric_matrix
+from .symbols import LATEX_NAMES, restore_names, symbol, symmetric_matrix
 
 ALPHA = symbol("alpha", r"\alpha")
 
@@ -271,6 +271,7 @@ class BayesDerivation:
 
     def __init__(self, model: Model):
         self.model = model
+        restore_names(model.spellings)  # its own declaration's spellings, whatever was declared since
         _check(model)
         self.K = model.r_t
         self.q = symmetric_matrix("q", self.K)

@@ -26,7 +26,7 @@ from .regularizers import L2
 from .order_parameters import OrderParameters
 from .potentials import (GaussianMoreauEnvelope, energetic_potential, entropic_potential,
                          trace_potential, validity_conditions)
-from .symbols import LATEX_NAMES, symbol
+from .symbols import LATEX_NAMES, restore_names, symbol
 from .symmetries import Symmetries, derive_symmetries
 
 ALPHA = symbol("alpha", r"\alpha")
@@ -109,6 +109,7 @@ class Derivation:
 
     def __init__(self, model: Model):
         self.model = model
+        restore_names(model.spellings)  # its own declaration's spellings, whatever was declared since
         check_erm_prior(model)
         self.order_parameters = model.order_parameters()
         self.alpha = ALPHA

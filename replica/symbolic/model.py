@@ -41,7 +41,7 @@ from .order_parameters import OrderParameters, TokenReduction, check_families
 from .permutations import SPECIALISED, UNSPECIALISED, UnitAnsatz, UnitBlocks, unit_blocks
 from .priors import Prior, as_prior
 from .regularizers import L2, Regularizer, SeparableRegularizer
-from .symbols import check_field_count
+from .symbols import DeclaredNames, check_field_count, declared_names
 from ..validation import real
 
 
@@ -179,6 +179,9 @@ class Model:
     #: the loss as a factor (:mod:`replica.symbolic.factors`): what was declared, or the generic one
     loss_factor: Loss | None = field(default=None, init=False, repr=False, compare=False)
     prior: Prior | sp.Expr | None = None
+    #: the symbols' LaTeX spellings and parameter descriptions when the model was declared
+    #: (:func:`replica.symbolic.symbols.declared_names`); its derivations make them current again
+    spellings: DeclaredNames | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._check_factor_roles()
@@ -203,6 +206,7 @@ class Model:
         self.observables = with_test_loss(self.loss, tuple(self.observables))
         self._validate_observables()
         self._check_nonsmooth()
+        self.spellings = declared_names()
 
     def _unit_symmetry(self) -> None:
         """Exchangeable units (:mod:`replica.symbolic.permutations`): the unit-symmetric ansatz and its

@@ -56,7 +56,7 @@ from .order_parameters import OrderParameters
 from .potentials import (GaussianMoreauEnvelope, energetic_potential, entropic_envelope, entropic_matrices,
                          kinked_labels_as_max, prox_center_symbols, token_view)
 from .regularizers import L2, SeparableRegularizer
-from .symbols import LATEX_NAMES, cholesky_lower, symbol
+from .symbols import LATEX_NAMES, cholesky_lower, restore_names, symbol
 
 #: the Parisi parameter ``m = beta x`` (finite at zero temperature)
 PARISI = symbol("parisi_m", r"\mathsf{m}")
@@ -207,6 +207,7 @@ class RSBDerivation:
     """
 
     def __init__(self, model: Model):
+        restore_names(model.spellings)  # its own declaration's spellings, whatever was declared since
         if model.data.has_clusters:
             raise DeclarationError("1RSB: models with token clusters are not supported (the label "
                                    "configurations would need a nested average of their own)")

@@ -19,6 +19,26 @@ LATEX_NAMES: dict[sp.Symbol, str] = {}
 #: (:func:`parameter`); the exports' Notation prints it. ``None``: the declaration gave none.
 PARAMETER_DESCRIPTIONS: dict[sp.Symbol, str | None] = {}
 
+#: a copy of :data:`LATEX_NAMES` and :data:`PARAMETER_DESCRIPTIONS` (:func:`declared_names`)
+DeclaredNames = tuple[dict[sp.Symbol, str], dict[sp.Symbol, "str | None"]]
+
+
+def declared_names() -> DeclaredNames:
+    """The LaTeX spellings and parameter descriptions as they stand now: a model takes this copy when
+    it is declared, since the symbols are shared by name and the declaration that creates a symbol
+    last sets its spelling (a test's ``parameter("Delta", ...)`` without a description respelled
+    ridge's ``Delta`` in its exports when both ran in one process)."""
+    return dict(LATEX_NAMES), dict(PARAMETER_DESCRIPTIONS)
+
+
+def restore_names(names: "DeclaredNames | None") -> None:
+    """Make a model's declaration-time spellings and descriptions (:func:`declared_names`) current
+    again, before deriving or exporting it."""
+    if names is not None:
+        LATEX_NAMES.update(names[0])
+        PARAMETER_DESCRIPTIONS.update(names[1])
+
+
 #: most fields (``L r`` of the student, ``L r_t`` of the teacher) a model may declare: the symbolic
 #: derivation's cost grows steeply with them (the 2 x 2 student of ``attention_rank2`` takes
 #: minutes, ``fields(1000, 1000)`` ran silently until killed); ``$REPLICA_MAX_FIELDS`` raises it
