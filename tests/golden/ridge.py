@@ -6,7 +6,7 @@ Fields: L=1, r=1, r_t=1. The model's mathematics only, each function once in ker
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
 (and the array helpers of replica.interface.generated_model).
 """
-# replica-artifact: version=0.1.0 declaration=20cb5dbb18137b4f generator=e5e1a50fe7935e95
+# replica-artifact: version=0.1.0 declaration=20cb5dbb18137b4f generator=690f8063c25aa60f
 import numpy as np
 
 MODEL = 'ridge'
