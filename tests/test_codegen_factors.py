@@ -79,3 +79,23 @@ def test_a_damaged_kernel_file_is_found(tmp_path):
         _import_path(path, prefix="damaged_")
     loss.unlink()
     assert stale_kernels(path) == [loss]
+
+
+def test_the_cache_regenerates_a_model_whose_kernel_file_is_damaged(tmp_path, monkeypatch):
+    """load_module finds a model's kernel file missing or edited (stale_kernels), generates the model
+    again and reads the restored file: a cache entry is fresh only with all of its factors' kernels."""
+    from replica.interface import generated_model
+    from replica.registry import loader
+
+    monkeypatch.setenv("REPLICA_CACHE", str(tmp_path / "cache"))
+    first = loader.load_module("ridge")
+    assert first.path.is_relative_to(tmp_path / "cache") and stale_kernels(first.path) == []
+    loss = next((first.path.parent / "kernels").glob("loss-*.py"))
+    good = loss.read_text()
+    loss.write_text(good.replace("return", "return 1 +", 1))
+    monkeypatch.setattr(loader, "_LOADED", {})
+    monkeypatch.setattr(generated_model, "_KERNEL_MODULES", {})
+    again = loader.load_module("ridge")
+    assert loss.read_text() == good and again.path == first.path
+    p, z, x = np.array(again.DEFAULTS, dtype=float), np.zeros((3, 1)), np.array([0.7, 0.4, 0.3])
+    np.testing.assert_array_equal(again.bracket(np.ones((1, 1)), z, x, p), first.bracket(np.ones((1, 1)), z, x, p))

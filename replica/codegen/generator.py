@@ -451,7 +451,9 @@ Model: {m.name}: {m.description}
 Fields: L={m.L}, r={m.r}, r_t={m.r_t}. The model's mathematics only, each function once in kernel form
 (replica.codegen.backends.KernelBackend): replica.interface.generated_model builds the vectorised functions
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
-(and the array helpers of replica.interface.generated_model).
+(and the array helpers of replica.interface.generated_model). The functions of each factor (trace,
+penalty, loss, channel, data law) come first, then the model's own; in the cache each factor's
+are a kernel file of their own, shared with the models that generate the same code.
 """
 # {stamp.line()}
 import numpy as np

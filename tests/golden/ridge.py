@@ -4,9 +4,11 @@ Model: ridge: ridge regression y = h* + sqrt(Delta) z, square loss, l2 penalty (
 Fields: L=1, r=1, r_t=1. The model's mathematics only, each function once in kernel form
 (replica.codegen.backends.KernelBackend): replica.interface.generated_model builds the vectorised functions
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
-(and the array helpers of replica.interface.generated_model).
+(and the array helpers of replica.interface.generated_model). The functions of each factor (trace,
+penalty, loss, channel, data law) come first, then the model's own; in the cache each factor's
+are a kernel file of their own, shared with the models that generate the same code.
 """
-# replica-artifact: version=0.1.0 declaration=20cb5dbb18137b4f generator=690f8063c25aa60f
+# replica-artifact: version=0.1.0 declaration=20cb5dbb18137b4f generator=2eb90c7bb1484bad
 import numpy as np
 
 MODEL = 'ridge'
