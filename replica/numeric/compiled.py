@@ -13,8 +13,9 @@ The unit is a file in the user cache directory (``<cache>/compiled/``, see
 ``$XDG_CACHE_HOME/replica`` on Linux) named by the model and two hashes, of the leaves (the
 generated module's numeric content) and of the kernels, so that a change to either compiles a
 new unit and never reuses a stale one. numba caches the machine code in ``<cache>/numba``
-(``cache=True``, :func:`numba_cache_dir`; ``$NUMBA_CACHE_DIR`` where set): the first use of a model compiles for ~15-25 s, later processes load it in a
-fraction of a second. If the cache directory cannot be written the unit goes to a temporary
+(``cache=True``, :func:`numba_cache_dir`; ``$NUMBA_CACHE_DIR`` where set): the first use of a
+model compiles for ~10-20 CPU-s (a two-unit committee's command: 9.4), later processes load it in
+a fraction of a second. If the cache directory cannot be written the unit goes to a temporary
 directory (compiled afresh in every process).
 
 Backends: ``"numba"`` (this unit), ``"numpy"`` (the generated module's vectorised functions and

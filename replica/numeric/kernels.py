@@ -126,7 +126,7 @@ def node_direction(g, H, d, floor, work):
     Cholesky solve when H is safely positive definite (then |H| = H), else an eigendecomposition.
     ``work`` is (PROX_DIM, PROX_DIM) scratch.
     """
-    D = g.shape[0]
+    D = PROX_DIM  # the unit's constant (g has PROX_DIM entries): numba compiles this dimension's branch alone
     if D == 1:
         d[0] = direction_1x1(H[0], g[0], floor)
         return
@@ -276,7 +276,7 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
 def node_min_eigen(H, work, u):
     """Smallest eigenvalue of the symmetrised ``H`` (row-major, PROX_DIM**2), its unit eigenvector
     into ``u``; returns ``(lambda_min, max |lambda|)`` (as :func:`replica.numeric.prox._min_eigen`)."""
-    D = u.shape[0]
+    D = PROX_DIM  # as in node_direction: the other dimensions' branches are not compiled
     if D == 1:
         u[0] = 1.0
         return H[0], abs(H[0])
@@ -312,7 +312,10 @@ def node_off_saddle(h, c, F, tol, max_iter, g, H, d, trial, g2, H2, work, sols, 
         sgn = 1.0 if side == 0 else -1.0
         for i in range(D):
             hk[i] = h[i] + sgn * eps * u[i]
-        Fk, okk, _m = node_newton(hk, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work, sols, solok, 0, 1e-3)
+        # nprev as np.int64(0), not the literal 0: numba would compile node_newton a second time for
+        # the literal's own type (Literal[int](0), ~1 s of a model's first compilation)
+        Fk, okk, _m = node_newton(hk, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work, sols, solok,
+                                  np.int64(0), 1e-3)
         if not (okk and math.isfinite(Fk)):
             continue
         take = Fk < best - 1e-12 * (1.0 + abs(Fk))
@@ -587,7 +590,7 @@ def node_line_sweeps(Z, h, F, lo, hi, x, p, tol, max_iter, tol_F, hF, FF, hB, FB
                 for i in range(D):
                     hh[i] = h[i, line, src]
                 Fn, ok, match = node_newton(hh, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work,
-                                            sols, solok, 0, 1e-3)
+                                            sols, solok, np.int64(0), 1e-3)  # (np.int64: node_off_saddle)
                 if not (ok and math.isfinite(Fn)):
                     ok_line = False
                     break
