@@ -192,7 +192,9 @@ def unresolved_ties(module: GeneratedModel, branch: str | None, x: np.ndarray, e
             vals = [float(x[i]) for i in g]
             bars = [float(errors.get(names[i], np.nan)) for i in g]
             spread = max(vals) - min(vals)
-            if all(np.isfinite(bars)) and 0 < spread <= sum(sorted(bars)[-2:]):
+            # on the subspace to 1e-4 (relative) it is the tied fixed point, as unit_branch_notes says
+            on = spread <= 1e-4 * max(abs(float(np.mean(vals))), 1e-3)
+            if all(np.isfinite(bars)) and not on and spread <= sum(sorted(bars)[-2:]):
                 within.append(f"{', '.join(names[i] for i in g)} differ by {spread:.2g}, within their bars ("
                               + ", ".join(f"±{e:.2g}" for e in bars) + ")")
         if within:
