@@ -474,7 +474,8 @@ class FixedPointIteration:
             with self.on_branch(SPECIALISED):
                 mu = largest_breaking(breaking_eigenvalues(self, fp.x, alpha))
         except InvalidStateError:  # identical units (q's diagonal = off-diagonal): no breaking step fits
-            return []
+            return ["a step off the unspecialised subspace is not admissible here (the units are identical: the "
+                    "specialised ansatz is singular), so no specialised fixed point branches off this one"]
         if not math.isfinite(mu):
             return []
         if mu < 1:
