@@ -209,3 +209,52 @@ def test_phase_json_reports_alpha_spec_and_both_branches():
     assert 1.6 < out["alpha_spec"] < 2.6 and "linearly unstable" in out["alpha_spec_reason"]
     assert set(out["curves"]) >= {"specialised", "unspecialised"}
     assert len(out["curves"]["unspecialised"]["phi"]) >= 2 and out["pair"] == ["specialised", "unspecialised"]
+
+
+@pytest.fixture(scope="module")
+def three_units(tmp_path_factory):
+    from derivations.committee import build
+
+    return _module(build(3, name="committee3_solve"), tmp_path_factory.mktemp("committee3"))
+
+
+def test_three_units_at_alpha_4_end_specialised_from_the_default_starts(three_units):
+    """Three tanh units at alpha = 4 (lam = 0.1): the default cold solve (starts on the scout's rule,
+    re-solved on the default scrambled Sobol rule) ends on the specialised fixed point, theta's diagonal
+    above its off-diagonal, with a larger phi than the unspecialised one. On the former default, tensor
+    Gauss-Hermite of order 7, it ended anti-specialised: that rule's specialised branch ends in a
+    saddle-node at alpha = 4.47, where converged rules keep it down to alpha ~ 3.4."""
+    from replica.numeric.integrators import default_spec
+    from replica.numeric.solver import Solver
+
+    m = three_units
+    assert default_spec(m).startswith("sobol:")
+    s = Solver(m, {"lam": LAM})
+    fp = s.solve_best(4.0, scout=s.scout())
+    th = fp.order
+    assert fp.branch == "free" and th["theta_1_11"] - th["theta_1_12"] > 0.1, (th, fp.notes)
+    assert not any("anti-specialised" in n for n in fp.notes)
+    un = Solver(m, {"lam": LAM}, "unspecialised").solve(4.0)
+    assert fp.phi > un.phi, (fp.phi, un.phi)
+
+
+def test_a_stalled_start_is_given_up_and_an_unspecialised_point_says_why(committee_module):
+    """Two units near alpha_spec (alpha = 2, Gauss-Hermite 7, the default's scout): the generic start
+    (1, 1) plateaus near 1e-3; with patience it is given up after a few hundred iterations, not
+    max_iter, and the cold solve still ends on a fixed point. At alpha = 1 the cold solve reports the
+    unspecialised fixed point and why: it is linearly stable towards specialisation (breaking
+    eigenvalue below one)."""
+    from replica.errors import ConvergenceError
+    from replica.numeric.iteration import STALL_PATIENCE
+    from replica.numeric.quadrature import gauss_hermite
+    from replica.numeric.solver import Solver
+
+    s = Solver(committee_module, {"lam": LAM}, rule=gauss_hermite(4, 7))
+    with pytest.raises(ConvergenceError) as exc:
+        s.solve(2.0, x0=s.initial_state(), patience=STALL_PATIENCE)
+    assert "stalled" in str(exc.value) and exc.value.iterations < s.max_iter
+    assert np.isfinite(s.solve_best(2.0).phi)
+    fp = s.solve_best(1.0)
+    assert abs(fp.order["theta_1_11"] - fp.order["theta_1_12"]) < 1e-4 * fp.order["theta_1_11"]
+    why = [n for n in fp.notes if "linearly stable towards specialisation" in n]
+    assert len(why) == 1 and "below alpha_spec" in why[0], fp.notes

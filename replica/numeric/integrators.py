@@ -29,7 +29,7 @@ from ..errors import ParameterError
 from .kinks import kink_integrator, line_rule_applies, parse_plan
 from .preintegration import CUT, householder, make_integrator, truncated_normal_rule
 from .quadrature import QuadratureRule, gauss_hermite, parse_rule
-from .unit_symmetry import folded_order, permutation_group
+from .unit_symmetry import default_unit_rule, permutation_group
 
 __all__ = ["EnergeticAverage", "EnergeticIntegrator", "QuadratureIntegrator", "AlignedEntropicRule", "fold_nodes",
            "Permutation",
@@ -629,9 +629,9 @@ def default_spec(module: GeneratedModel, branch: str | None = None) -> str:
     pinned = set(module.BRANCHES.get(branch or "free", ()))
     mirror = any(mirrored and all(f in pinned or f not in module.FAMILIES for f in fams)
                  for (fams, _), mirrored in zip(module.SYMMETRIES, module.MIRRORED))
-    # exchangeable units in five dimensions and more: a tensor rule the unit permutations fold
-    # (replica.numeric.unit_symmetry.folded_order) instead of a sparse grid
-    order = folded_order(module, flips=int(mirror)) if len(module.GAUSSIANS) >= 5 else None
-    if order is not None:
-        return f"gh:{order}"
+    # exchangeable units in five dimensions and more: scrambled Sobol points (tensor Gauss-Hermite
+    # rules, even folded by the unit permutations, do not converge there: default_unit_rule)
+    spec = default_unit_rule(module)
+    if spec is not None:
+        return spec
     return "default" if mirror else "preint:default"

@@ -26,7 +26,8 @@ from .branches import PINNABLE
 from .convergence import explained_failures, runaway
 from .fixed_point import FixedPoint, same_point
 from .saddle_map import MapResult
-from .unit_symmetry import has_units, tie_projection, tied_starts
+from .unit_symmetry import (SPECIALISED, UNSPECIALISED, breaking_eigenvalues, has_units, largest_breaking,
+                            tie_gap, tie_projection, tied_starts)
 
 #: the iteration's part of an error is this times the Newton correction ``|J^{-1} g|``: the correction
 #: is the linearised remaining error, with a finite-difference / Broyden Jacobian that can be tens of
@@ -68,6 +69,11 @@ def _tallied(solve):
     return wrapper
 
 
+#: iterations without halving the residual after which a cold start of :meth:`FixedPointIteration.solve_best`'s
+#: first round is given up (a plateau; the second round, where no start converged, waits for max_iter)
+STALL_PATIENCE = 100
+
+
 class FixedPointIteration:
     """:meth:`solve` and what builds on it (:meth:`solve_best`, :meth:`newton_corrected`, the Jacobian
     of the map) for a :class:`~replica.numeric.solver.Solver` (module docstring)."""
@@ -75,7 +81,8 @@ class FixedPointIteration:
     @_tallied
     @explained_failures
     def solve(self, alpha: float, x0: np.ndarray | Mapping[str, float] | None = None,
-              jacobian: np.ndarray | None = None, cold: bool = False, need_jacobian: bool = False) -> FixedPoint:
+              jacobian: np.ndarray | None = None, cold: bool = False, need_jacobian: bool = False,
+              patience: int | None = None) -> FixedPoint:
         """Iterate to the fixed point at sample complexity ``alpha`` (from ``x0`` if given).
 
         ``jacobian``: the Newton Jacobian of a nearby solve (:attr:`last_jacobian`, e.g. the same
@@ -83,7 +90,9 @@ class FixedPointIteration:
         ``cold``: ``x0`` is a generic start, not a nearby solution: Newton waits for Anderson as
         from the default start (:meth:`solve_best`'s starts). ``need_jacobian``: end with a Newton
         Jacobian (:attr:`last_jacobian`) even where the iteration converged without one (forward
-        differences at the fixed point, warm from its minimisers).
+        differences at the fixed point, warm from its minimisers). ``patience``: give up (raise
+        :class:`ConvergenceError`) once the best residual of the last ``patience`` iterations is not
+        under half the best before them (a stall), instead of iterating to ``max_iter``.
 
         Returns a converged :class:`FixedPoint` or raises :class:`ConvergenceError` /
         :class:`InvalidStateError` naming the point, the iterations and the residual.
@@ -166,6 +175,10 @@ class FixedPointIteration:
                                         and r > 1e6 * min(residuals[since:])):
                 raise ConvergenceError("fixed-point iteration diverged", residuals, it,
                                        dict(zip(self.names, x.tolist())))
+            if patience and len(residuals) - since >= 2 * patience and r >= self.tol \
+                    and min(residuals[-patience:]) >= 0.5 * min(residuals[since:-patience]):
+                raise ConvergenceError(f"the residual stalled near {min(residuals[-patience:]):.1e} over the last "
+                                       f"{patience} iterations", residuals, it, dict(zip(self.names, x.tolist())))
             far = runaway(self, dict(zip(self.names, x.tolist())))
             if far is not None:  # growing geometrically toward infinity: no finite fixed point
                 raise ConvergenceError(far, residuals, it, dict(zip(self.names, x.tolist())))
@@ -375,7 +388,11 @@ class FixedPointIteration:
         jacobians: list = []
         # Newton switched on at residual 0.1 (a continuation's setting) can send every generic start
         # away (hinge at lam = 1e-3, alpha = 5: 500 iterations in vain each): if none converged, the
-        # starts once more with Newton waiting as from the default start (cold)
+        # starts once more with Newton waiting as from the default start (cold). In the first round a
+        # start whose residual stalls for STALL_PATIENCE iterations is given up: the two-unit committee
+        # near alpha_spec has two generic starts that plateau near 7e-4 (on the scout's rule) and cost
+        # 1000 of a cold solve's 1070 iterations; the second round, run only if no start converged,
+        # gives every start its max_iter.
         starts: list[tuple[np.ndarray, str | None]] = []
         for qs, ms in spread:
             x0 = base.copy()
@@ -390,7 +407,7 @@ class FixedPointIteration:
                 try:
                     first._warm = None
                     with first.on_branch(on):
-                        fp = first.solve(alpha, x0=x0, cold=cold)
+                        fp = first.solve(alpha, x0=x0, cold=cold, patience=None if cold else STALL_PATIENCE)
                 except (ConvergenceError, InvalidStateError) as exc:
                     error = exc
                     continue
@@ -442,7 +459,33 @@ class FixedPointIteration:
                               f"{best.branch} fixed point, into which the {self.branch} branch merges (see "
                               f"'replica phase' for where each branch exists)")
             self._adopt_branch(best.branch)
+        best.notes += self._specialisation_notes(best, alpha)
         return best
+
+    def _specialisation_notes(self, fp: FixedPoint, alpha: float) -> list[str]:
+        """Why a cold solve of a model with a specialised branch reports an unspecialised fixed point:
+        whether that point is linearly stable towards specialisation (the largest eigenvalue of the
+        map's Jacobian along the breaking directions below one: ``alpha`` below ``alpha_spec``) or
+        not. Two map evaluations; nothing for other models or fixed points."""
+        mod = self.module
+        if not has_units(mod) or SPECIALISED not in mod.BRANCHES or tie_gap(mod, UNSPECIALISED, fp.x) >= 1e-4:
+            return []
+        try:
+            with self.on_branch(SPECIALISED):
+                mu = largest_breaking(breaking_eigenvalues(self, fp.x, alpha))
+        except InvalidStateError:  # identical units (q's diagonal = off-diagonal): no breaking step fits
+            return ["a step off the unspecialised subspace is not admissible here (the units are identical: the "
+                    "specialised ansatz is singular), so no specialised fixed point branches off this one"]
+        if not math.isfinite(mu):
+            return []
+        if mu < 1:
+            return [f"the unspecialised fixed point is linearly stable towards specialisation here (largest breaking "
+                    f"eigenvalue {mu:.3g} < 1: alpha is below alpha_spec) and no specialised fixed point converged from "
+                    f"the starts; a specialised branch that does not leave it continuously (three units or more) can "
+                    f"exist below alpha_spec: 'replica phase' follows both branches"]
+        return [f"the unspecialised fixed point is linearly UNSTABLE towards specialisation (largest breaking "
+                f"eigenvalue {mu:.3g} > 1: alpha is above alpha_spec), yet no specialised fixed point converged from "
+                f"the starts; 'replica phase' follows the specialised branch"]
 
     @contextlib.contextmanager
     def on_branch(self, branch: str | None):

@@ -31,6 +31,7 @@ from .report import result_dict
 from .rule_plan import plan_line
 from .solver import FixedPoint, Solver, iteration_tally
 from .stability import perturbed_replicons, replicon_summary, state_error
+from .unit_symmetry import unresolved_ties
 
 #: why a number of a point's report can be null
 REASONS = {"quadrature_residual": "not computed: the companion rule's map is not defined at this state "
@@ -212,6 +213,7 @@ def solve_point(module: GeneratedModel, parameters: Mapping[str, float] | None, 
                                        max_levels=1 if options.accuracy is None else 8,
                                        progress=progress if options.accuracy is not None else None, beside=beside,
                                        keep_rule=options.keep_rule)
+                fp.notes += unresolved_ties(module, solver.branch, fp.x, fp.errors)
         finally:
             tally.__exit__(None, None, None)
         # the whole point's work, not the last rule's (its re-solve from the ladder took 1 iteration)

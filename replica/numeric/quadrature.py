@@ -157,7 +157,11 @@ def smolyak(dim: int, level: int) -> QuadratureRule:
     return QuadratureRule(nodes, weights, "smolyak", level)
 
 
-def sobol_rqmc(dim: int, log2_points: int, scramblings: int = 8, seed: int = 0) -> QuadratureRule:
+#: independent scramblings of a ``sobol:M`` rule (their spread is its bar, replica.numeric.rqmc)
+SOBOL_SCRAMBLINGS = 8
+
+
+def sobol_rqmc(dim: int, log2_points: int, scramblings: int = SOBOL_SCRAMBLINGS, seed: int = 0) -> QuadratureRule:
     """Randomised QMC: ``scramblings`` independent scrambled Sobol sets of ``2**log2_points`` points.
 
     The points are mapped to Gaussians by the inverse normal CDF. Equal weights.

@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from ..interface.generated_model import GeneratedModel
+from .quadrature import SOBOL_SCRAMBLINGS
 
 Projection = Callable[[np.ndarray], np.ndarray]
 
@@ -80,6 +81,40 @@ def breaking_directions(module: GeneratedModel, branch: str) -> np.ndarray:
     return np.array(rows).reshape(len(rows), n)
 
 
+#: relative step of the central differences along a breaking direction
+FD_STEP = 1e-4
+#: the unit branches by name (replica.symbolic.permutations); the breaking directions leave the
+#: unspecialised one's fixed subspace
+SPECIALISED, UNSPECIALISED = "specialised", "unspecialised"
+
+
+def breaking_eigenvalues(solver, x: np.ndarray, alpha: float) -> np.ndarray:
+    """Eigenvalues of the saddle-point map's Jacobian along the breaking directions at ``x`` (an
+    unspecialised fixed point), by central differences (two map evaluations per direction);
+    ``solver`` (a :class:`~replica.numeric.solver.Solver`) solves a branch without ties. The map
+    commutes with the unspecialised branch's group, so at its fixed point the Jacobian maps these
+    directions onto themselves and their block is computed alone."""
+    mod = solver.module
+    E = breaking_directions(mod, UNSPECIALISED)
+    sizes = np.asarray(mod.ORBIT_SIZES, dtype=float)
+    scale = max(float(np.linalg.norm(x)), 1e-3)
+    cols = []
+    for e in E:
+        h = FD_STEP * scale / max(float(np.linalg.norm(e)), 1e-300)
+        plus = solver.evaluate_map(x + h * e, alpha).x_new
+        minus = solver.evaluate_map(x - h * e, alpha).x_new
+        cols.append((plus - minus) / (2 * h))
+    # components along the (orbit-size orthonormal) breaking basis
+    M = np.array([[float(np.sum(sizes * e * c)) for c in cols] for e in E])
+    return np.linalg.eigvals(M)
+
+
+def largest_breaking(ev: np.ndarray) -> float:
+    """The largest real part of breaking eigenvalues (the one whose crossing of one is the
+    bifurcation); nan without any."""
+    return float(np.max(ev.real)) if ev.size else float("nan")
+
+
 def tie_gap(module: GeneratedModel, branch: str, x: np.ndarray) -> float:
     """How far ``x`` is from ``branch``'s tied subspace, relative to the tied values: the largest
     ``|x_i - mean| / max(|mean|, 1e-3)`` over the tie groups (0 without ties)."""
@@ -136,6 +171,39 @@ def unit_branch_notes(module: GeneratedModel, branch: str | None, x: np.ndarray,
     return out
 
 
+def unresolved_ties(module: GeneratedModel, branch: str | None, x: np.ndarray, errors) -> list[str]:
+    """A note where a fixed point of ``branch`` is off a unit branch that ties more (e.g. ``theta``'s
+    diagonal above its off-diagonal) by no more than its error bars (``errors``: bar per order
+    parameter name): on those rules the point is not resolved from the tied subspace. A rule that is
+    not symmetric under the units' permutations (scrambled Sobol points) moves the tied fixed point
+    off its subspace by about its own error, so a weakly specialised point within its bars may be
+    the unspecialised one; ``--branch`` solves the tied branch exactly."""
+    if not has_units(module):
+        return []
+    own = set(ties(module, branch))
+    out = []
+    for b in module.UNIT_TIES or {}:
+        extra = [g for g in ties(module, b) if g not in own]
+        if not extra or set(ties(module, b)) < own:
+            continue
+        names = module.ORDER_PARAMETERS
+        within = []
+        for g in extra:
+            vals = [float(x[i]) for i in g]
+            bars = [float(errors.get(names[i], np.nan)) for i in g]
+            spread = max(vals) - min(vals)
+            # on the subspace to 1e-4 (relative) it is the tied fixed point, as unit_branch_notes says
+            on = spread <= 1e-4 * max(abs(float(np.mean(vals))), 1e-3)
+            if all(np.isfinite(bars)) and not on and spread <= sum(sorted(bars)[-2:]):
+                within.append(f"{', '.join(names[i] for i in g)} differ by {spread:.2g}, within their bars ("
+                              + ", ".join(f"±{e:.2g}" for e in bars) + ")")
+        if within:
+            out.append(f"{'; '.join(within)}: on these rules this fixed point is not resolved from the {b} subspace "
+                       f"(a rule that is not symmetric under the units' permutations moves the {b} fixed point off "
+                       f"it by about its error); --branch {b} solves that branch with its ties imposed")
+    return out
+
+
 def _anti_specialised(module: GeneratedModel, groups, x: np.ndarray) -> list[str]:
     """A note where a tie group's first orbit (a diagonal: unit ``k`` with teacher unit ``k``) is
     below the others: every student unit then overlaps the other teacher units more than its own.
@@ -180,9 +248,9 @@ def canonical_units(module: GeneratedModel, x: np.ndarray, xhat: np.ndarray) -> 
     return x, xhat
 
 
-#: nodes a unit module's default tensor rule may keep after folding (about those of the two-unit
-#: committee's order-14 rule in four dimensions, folded by its mirror and its unit swap)
-FOLDED_NODE_BUDGET = 20_000
+#: nodes a unit module's default rule may have (about those of the two-unit committee's order-14 rule
+#: in four dimensions, folded by its mirror and its unit swap)
+UNIT_RULE_NODE_BUDGET = 20_000
 
 
 def permutation_group(perms) -> set[tuple[int, ...]]:
@@ -200,21 +268,21 @@ def permutation_group(perms) -> set[tuple[int, ...]]:
     return group
 
 
-def group_order(perms) -> int:
-    """The order of the group of coordinate permutations generated by ``perms``."""
-    return len(permutation_group(perms)) if perms else 1
+def default_unit_rule(module: GeneratedModel, budget: int = UNIT_RULE_NODE_BUDGET) -> str | None:
+    """The default energetic rule of a module with unit permutations in five Gaussian dimensions and
+    more: scrambled Sobol points (``sobol:M``: ``SOBOL_SCRAMBLINGS`` sets of ``2^M``, the
+    largest ``M`` within ``budget`` nodes); None for other modules.
 
-
-def folded_order(module: GeneratedModel, flips: int = 0, budget: int = FOLDED_NODE_BUDGET) -> int | None:
-    """The tensor Gauss-Hermite order per axis whose rule, folded by the unit permutations (and
-    ``flips`` independent sign flips), keeps about ``budget`` nodes; None without unit permutations.
-    Symmetry makes tensor rules affordable in dimension five and up: the committee of ``K`` units
-    folds its ``2K``-dimensional rule by ``K!`` (times 2 for the mirror)."""
-    if not module.UNIT_PERMUTATIONS:
+    Not a tensor Gauss-Hermite rule folded by the unit permutations to as many nodes (order 7 for
+    three units): on three tanh units (six dimensions) orders 5 to 11 do not converge -- at
+    alpha = 6 the specialised fixed point's ``V_11 - V_12`` is 7.2, 1.1, 2.5, 5.9 and 5.2 on orders
+    6, 7, 9, 10 and 11, where scrambled Sobol rules of 2^14 and 2^15 points per set agree on 5.53
+    (to 0.06 %) -- and order 7 loses the specialised branch below alpha = 4.47 (a saddle-node of
+    that rule alone). A randomised rule converges at its own rate whatever the integrand, and the
+    spread of its scramblings is its bar (:mod:`replica.numeric.rqmc`)."""
+    if not module.UNIT_PERMUTATIONS or len(module.GAUSSIANS) < 5:
         return None
-    dim = len(module.GAUSSIANS)
-    size = group_order(module.UNIT_PERMUTATIONS) * 2 ** flips
-    order = 3
-    while (order + 1) ** dim / size <= budget and order < 24:
-        order += 1
-    return order
+    m = 1
+    while SOBOL_SCRAMBLINGS * 2 ** (m + 1) <= budget:
+        m += 1
+    return f"sobol:{m}"

@@ -13,7 +13,9 @@ entropies cross).
 The map commutes with the larger group of the unspecialised branch, so at its fixed point the
 Jacobian maps the breaking directions onto themselves (they are the non-trivial isotypic part of
 the specialised subspace): their block of the Jacobian is computed alone, by central differences
-of the map along each direction (two map evaluations per direction; one direction for a committee).
+of the map along each direction (two map evaluations per direction; one direction for a committee;
+:func:`replica.numeric.unit_symmetry.breaking_eigenvalues`, which a cold solve also uses to say
+why it reports the unspecialised fixed point).
 """
 from __future__ import annotations
 
@@ -24,13 +26,9 @@ import numpy as np
 from ..errors import ConvergenceError, InvalidStateError
 from ..interface.generated_model import GeneratedModel
 from ..numeric.solver import Solver
-from ..numeric.unit_symmetry import breaking_directions, has_units
+from ..numeric.unit_symmetry import SPECIALISED, UNSPECIALISED, breaking_eigenvalues, has_units, largest_breaking
 from .results import BranchCurve, Crossing, CrossingStatus
 
-#: the unit branches (replica.symbolic.permutations: SPECIALISED, UNSPECIALISED), by name
-SPECIALISED, UNSPECIALISED = "specialised", "unspecialised"
-#: relative step of the central differences along a breaking direction
-FD_STEP = 1e-4
 #: root-finder tolerance on alpha_spec, relative
 ALPHA_TOL = 1e-4
 
@@ -44,29 +42,6 @@ def no_threshold(module: GeneratedModel) -> str | None:
         return (f"{module.MODEL} has no specialised branch: no block of the teacher's units is exchangeable like the "
                 "student's (e.g. a single teacher field), so every fixed point of the ansatz is unspecialised")
     return None
-
-
-def breaking_eigenvalues(solver: Solver, x: np.ndarray, alpha: float) -> np.ndarray:
-    """Eigenvalues of the map's Jacobian along the breaking directions at ``x`` (an unspecialised
-    fixed point), by central differences; ``solver`` solves the specialised branch (no ties)."""
-    mod = solver.module
-    E = breaking_directions(mod, UNSPECIALISED)
-    sizes = np.asarray(mod.ORBIT_SIZES, dtype=float)
-    scale = max(float(np.linalg.norm(x)), 1e-3)
-    cols = []
-    for e in E:
-        h = FD_STEP * scale / max(float(np.linalg.norm(e)), 1e-300)
-        plus = solver.evaluate_map(x + h * e, alpha).x_new
-        minus = solver.evaluate_map(x - h * e, alpha).x_new
-        cols.append((plus - minus) / (2 * h))
-    # components along the (orbit-size orthonormal) breaking basis
-    M = np.array([[float(np.sum(sizes * e * c)) for c in cols] for e in E])
-    return np.linalg.eigvals(M)
-
-
-def _largest(ev: np.ndarray) -> float:
-    """The largest real part (the eigenvalue whose crossing of one is the bifurcation)."""
-    return float(np.max(ev.real)) if ev.size else float("nan")
 
 
 def specialisation_threshold(module: GeneratedModel, parameters: Mapping[str, float] | None,
@@ -92,7 +67,7 @@ def specialisation_threshold(module: GeneratedModel, parameters: Mapping[str, fl
     mus: list[tuple[float, float]] = []
     for p in curve.points:
         try:
-            mus.append((p.alpha, _largest(breaking_eigenvalues(free, p.x, p.alpha))))
+            mus.append((p.alpha, largest_breaking(breaking_eigenvalues(free, p.x, p.alpha))))
         except (InvalidStateError, ConvergenceError):
             continue
     if not mus:
@@ -115,7 +90,7 @@ def specialisation_threshold(module: GeneratedModel, parameters: Mapping[str, fl
 
     def g(alpha: float, x0: np.ndarray) -> tuple[float, np.ndarray]:
         fp = tied.solve(alpha, x0=x0)
-        return _largest(breaking_eigenvalues(free, fp.x, alpha)) - 1.0, fp.x
+        return largest_breaking(breaking_eigenvalues(free, fp.x, alpha)) - 1.0, fp.x
 
     x_lo, x_hi = states[lo], states[hi]
     glo, ghi = mlo - 1.0, mhi - 1.0
@@ -155,4 +130,4 @@ def breaking_profile(module: GeneratedModel, points: Sequence, make_solver: Call
     """``(alpha, largest breaking eigenvalue)`` at unspecialised fixed points ``points`` (objects with
     ``alpha`` and ``x``), for plots and checks."""
     free = make_solver(SPECIALISED)
-    return [(p.alpha, _largest(breaking_eigenvalues(free, p.x, p.alpha))) for p in points]
+    return [(p.alpha, largest_breaking(breaking_eigenvalues(free, p.x, p.alpha))) for p in points]
