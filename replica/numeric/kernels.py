@@ -26,7 +26,8 @@ import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
 KERNEL_NAMES = ("newton_scratch", "direction_1x1", "direction_2x2", "min_eigen_2x2",
-                "armijo_accepts", "step_is_tiny", "slope_is_flat", "decrease_is_real", "node_direction", "node_newton", "node_min_eigen", "node_off_saddle",
+                "armijo_accepts", "step_is_tiny", "slope_is_flat", "decrease_is_real", "minimum_slack",
+                "is_saddle", "node_direction", "node_newton", "node_min_eigen", "node_off_saddle",
                 "node_prox_average", "node_start_minima", "node_bracket_slopes", "node_line_sweeps",
                 "node_test_average", "node_local_descent", "node_local_average")
 
@@ -141,6 +142,18 @@ def slope_is_flat(slope, F):
 def decrease_is_real(F, F_new):
     """``F`` fell by more than round-off (else the descent sits at a minimum up to round-off)."""
     return (F - F_new) > 1e-15 * (1.0 + np.abs(F))
+
+
+def minimum_slack(F):
+    """How far apart two minima's values must be to count as different: ``1e-12 (1 + |F|)`` (closer,
+    they tie, and the choice between them must not depend on round-off)."""
+    return 1e-12 * (1.0 + np.abs(F))
+
+
+def is_saddle(lam_min, lam_big, tol):
+    """A stationary point whose Hessian's smallest eigenvalue ``lam_min`` is below ``-tol`` times the
+    largest ``|eigenvalue|`` ``lam_big``: a saddle, not a minimum."""
+    return lam_min < -tol * np.maximum(lam_big, 1e-300)
 
 
 def node_direction(g, H, d, floor, work):
@@ -326,7 +339,7 @@ def node_off_saddle(h, c, F, tol, max_iter, g, H, d, trial, g2, H2, work, sols, 
     ok False where neither side converged. h unchanged at a minimum."""
     D = h.shape[0]
     lam, big = node_min_eigen(H, work, u)
-    if not lam < -1e-8 * max(big, 1e-300):
+    if not is_saddle(lam, big, 1e-8):
         return F, True
     hmax = 0.0
     for i in range(D):
@@ -340,8 +353,8 @@ def node_off_saddle(h, c, F, tol, max_iter, g, H, d, trial, g2, H2, work, sols, 
         Fk, okk, _m = node_newton(hk, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work, sols, solok, 0, 1e-3)
         if not (okk and math.isfinite(Fk)):
             continue
-        take = Fk < best - 1e-12 * (1.0 + abs(Fk))
-        if not take and Fk <= best + 1e-12 * (1.0 + abs(Fk)):
+        take = Fk < best - minimum_slack(Fk)
+        if not take and Fk <= best + minimum_slack(Fk):
             # mirror minima tie (a saddle on a symmetry plane): the lexicographically larger one,
             # whichever side the round-off put first (replica.numeric.prox.off_saddles does the same)
             for i in range(D):
@@ -737,7 +750,7 @@ def node_local_descent(h, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2
     if not conv:
         return F, -1
     lam, big = node_min_eigen(H, work, d)
-    if lam < -saddle_tol * max(big, 1e-300):
+    if is_saddle(lam, big, saddle_tol):
         return F, 1
     return F, 0
 

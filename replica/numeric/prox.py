@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from ..interface.generated_model import GeneratedModel
-from .kernels import (armijo_accepts, decrease_is_real, direction_1x1, direction_2x2, min_eigen_2x2, slope_is_flat,
-                      step_is_tiny)
+from .kernels import (armijo_accepts, decrease_is_real, direction_1x1, direction_2x2, is_saddle, min_eigen_2x2,
+                      minimum_slack, slope_is_flat, step_is_tiny)
 
 
 @dataclass
@@ -390,7 +390,7 @@ def off_saddles(module: GeneratedModel, h: np.ndarray, F: np.ndarray, conv: np.n
     with np.errstate(all="ignore"):
         _, _, H = module.bracket_newton(h[:, idx], z[:, idx], x, p)
         lam, u, big = _min_eigen(H, D)
-    bad = lam < -SADDLE_TOL * np.maximum(big, 1e-300)
+    bad = is_saddle(lam, big, SADDLE_TOL)
     if not bad.any():
         return h, F
     idx, u = idx[bad], u[:, bad]
@@ -401,7 +401,7 @@ def off_saddles(module: GeneratedModel, h: np.ndarray, F: np.ndarray, conv: np.n
         hs, Fs, cs, _ = newton_minimize(module, h[:, idx] + sign * eps * u, z[:, idx], x, p, tol=tol,
                                         max_iter=max_iter)
         ok = cs & np.isfinite(Fs)
-        slack = 1e-12 * (1.0 + np.abs(Fs))
+        slack = minimum_slack(Fs)
         lower = ok & (Fs < best_F - slack)
         # mirror minima tie (a saddle on a symmetry plane): the lexicographically larger minimiser,
         # whichever side round-off put first, as the compiled node_off_saddle
