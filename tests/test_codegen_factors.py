@@ -42,7 +42,7 @@ def test_models_with_the_same_factor_share_its_kernel_file(sources):
     assert keys["ridge"]["penalty"] != keys["logistic"]["penalty"]  # lam is parameter 1 in one, 0 in the other
     for s in sources.values():
         assert set(_keys(s.module).values()) == set(s.kernels)
-        assert "def bracket(" not in s.module and "def bracket(" in s.bundled()
+        assert "def bracket(" not in s.module and "def bracket(" in s.bundled
 
 
 def test_the_split_module_computes_what_the_bundled_one_does(tmp_path, sources):

@@ -354,7 +354,7 @@ def test_the_cached_module_is_the_generator_output(tmp_path, monkeypatch):
     assert module.path.read_text() == sources.module
     for key, text in sources.kernels.items():
         assert (module.path.parent / "kernels" / f"{key}.py").read_text() == text
-        assert text[text.index("\ndef "):] in sources.bundled()  # the same kernels, in place
+        assert text[text.index("\ndef "):] in sources.bundled  # the same kernels, in place
 
 
 def _check_exports(name: str, derivation: Derivation) -> None:

@@ -25,7 +25,9 @@ import math
 import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
-KERNEL_NAMES = ("newton_scratch", "direction_1x1", "direction_2x2", "min_eigen_2x2", "node_direction", "node_newton", "node_min_eigen", "node_off_saddle",
+KERNEL_NAMES = ("newton_scratch", "direction_1x1", "direction_2x2", "min_eigen_2x2",
+                "armijo_accepts", "step_is_tiny", "slope_is_flat", "decrease_is_real", "minimum_slack",
+                "is_saddle", "node_direction", "node_newton", "node_min_eigen", "node_off_saddle",
                 "node_prox_average", "node_start_minima", "node_bracket_slopes", "node_line_sweeps",
                 "node_test_average", "node_local_descent", "node_local_average")
 
@@ -116,6 +118,42 @@ def min_eigen_2x2(a, b, c):
     t = 0.5 * np.arctan2(b, half_diff)
     # the eigenvector of the smaller eigenvalue: orthogonal to (cos t, sin t)
     return half_tr - rad, -np.sin(t), np.cos(t), np.maximum(np.abs(half_tr + rad), np.abs(half_tr - rad))
+
+
+# The rules of every descent here, shared by both backends as the closed forms above.
+def armijo_accepts(F_trial, F, t, slope):
+    """Whether step ``t`` along a direction of slope ``g.d < 0`` lowers ``F`` enough: a finite
+    ``F(h + t d) <= F(h) + 1e-4 t g.d`` (Armijo's sufficient decrease)."""
+    return np.isfinite(F_trial) & (F_trial <= F + 1e-4 * t * slope)
+
+
+def step_is_tiny(dmax, hmax, step_tol):
+    """A modified Newton step of size ``dmax`` below ``step_tol (1 + |h|_inf)``: converged (taken
+    without a new evaluation, the error left is ~ step^2)."""
+    return dmax <= step_tol * (1.0 + hmax)
+
+
+def slope_is_flat(slope, F):
+    """A step that can lower ``F`` by less than ``F``'s round-off resolves (``|g| ~ 1e-8``): Armijo on
+    ``F`` would stop by chance, so the gradient judges it instead."""
+    return -slope <= 1e-12 * (1.0 + np.abs(F))
+
+
+def decrease_is_real(F, F_new):
+    """``F`` fell by more than round-off (else the descent sits at a minimum up to round-off)."""
+    return (F - F_new) > 1e-15 * (1.0 + np.abs(F))
+
+
+def minimum_slack(F):
+    """How far apart two minima's values must be to count as different: ``1e-12 (1 + |F|)`` (closer,
+    they tie, and the choice between them must not depend on round-off)."""
+    return 1e-12 * (1.0 + np.abs(F))
+
+
+def is_saddle(lam_min, lam_big, tol):
+    """A stationary point whose Hessian's smallest eigenvalue ``lam_min`` is below ``-tol`` times the
+    largest ``|eigenvalue|`` ``lam_big``: a saddle, not a minimum."""
+    return lam_min < -tol * np.maximum(lam_big, 1e-300)
 
 
 def node_direction(g, H, d, floor, work):
@@ -218,11 +256,11 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
         if gmax < tol:
             # Converged: one more (unevaluated) Newton step where it is tiny leaves an error ~ step^2
             # instead of ~ |g| / H, a bias every rule would share (1e-12 on the numbers at tol 1e-12).
-            if dmax <= step_tol * (1.0 + hmax):
+            if step_is_tiny(dmax, hmax, step_tol):
                 for i in range(D):
                     h[i] += d[i]
             return F, True, -1
-        if -slope <= 1e-12 * (1.0 + abs(F)):
+        if slope_is_flat(slope, F):
             # The step can lower F by less than F's round-off resolves (|g| ~ 1e-8): Armijo on F
             # would stop by chance, leaving |g| there (noise of ~1e-11 in the averages from node to
             # node and state to state). The gradient still resolves it: take the full step while
@@ -242,7 +280,7 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
                 H[i] = H2[i]
             F = Ft
             continue
-        if dmax <= step_tol * (1.0 + hmax):
+        if step_is_tiny(dmax, hmax, step_tol):
             # Take the tiny step without evaluating: the error left is ~ step^2 (returning h
             # itself would leave an error ~ step, i.e. 1e-8 noise in the envelope gradient).
             for i in range(D):
@@ -255,13 +293,13 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
             for i in range(D):
                 trial[i] = h[i] + t * d[i]
             Ft = node_bracket_newton(trial, c, g2, H2)
-            if math.isfinite(Ft) and Ft <= F + 1e-4 * t * slope:
+            if armijo_accepts(Ft, F, t, slope):
                 accepted = True
                 break
             t *= 0.5
         if not accepted:
             return F, True, -1
-        small = (F - Ft) <= 1e-15 * (1.0 + abs(F))
+        small = not decrease_is_real(F, Ft)  # F and Ft are finite here
         for i in range(D):
             h[i] = trial[i]
             g[i] = g2[i]
@@ -301,7 +339,7 @@ def node_off_saddle(h, c, F, tol, max_iter, g, H, d, trial, g2, H2, work, sols, 
     ok False where neither side converged. h unchanged at a minimum."""
     D = h.shape[0]
     lam, big = node_min_eigen(H, work, u)
-    if not lam < -1e-8 * max(big, 1e-300):
+    if not is_saddle(lam, big, 1e-8):
         return F, True
     hmax = 0.0
     for i in range(D):
@@ -318,8 +356,8 @@ def node_off_saddle(h, c, F, tol, max_iter, g, H, d, trial, g2, H2, work, sols, 
                                   np.int64(0), 1e-3)
         if not (okk and math.isfinite(Fk)):
             continue
-        take = Fk < best - 1e-12 * (1.0 + abs(Fk))
-        if not take and Fk <= best + 1e-12 * (1.0 + abs(Fk)):
+        take = Fk < best - minimum_slack(Fk)
+        if not take and Fk <= best + minimum_slack(Fk):
             # mirror minima tie (a saddle on a symmetry plane): the lexicographically larger one,
             # whichever side the round-off put first (replica.numeric.prox.off_saddles does the same)
             for i in range(D):
@@ -673,7 +711,7 @@ def node_local_descent(h, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2
             for i in range(D):
                 d[i] *= cap / dmax
             dmax = cap
-        if dmax <= 1e-8 * (1.0 + hmax):
+        if step_is_tiny(dmax, hmax, 1e-8):
             for i in range(D):
                 h[i] += d[i]
             F = node_bracket_newton(h, c, g, H)
@@ -689,7 +727,7 @@ def node_local_descent(h, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2
             for i in range(D):
                 trial[i] = h[i] + t * d[i]
             Ft = node_bracket_newton(trial, c, g2, H2)
-            ok = math.isfinite(Ft) and Ft <= F + 1e-4 * t * slope
+            ok = armijo_accepts(Ft, F, t, slope)
             if ok and capped:
                 ahead = 0.0
                 for i in range(D):
@@ -702,7 +740,7 @@ def node_local_descent(h, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2
         if not accepted:
             conv = True
             break
-        small = (F - Ft) <= 1e-15 * (1.0 + abs(F))
+        small = not decrease_is_real(F, Ft)  # F and Ft are finite here
         for i in range(D):
             h[i] = trial[i]
             g[i] = g2[i]
@@ -715,7 +753,7 @@ def node_local_descent(h, c, tol, max_iter, step, saddle_tol, g, H, d, trial, g2
     if not conv:
         return F, -1
     lam, big = node_min_eigen(H, work, d)
-    if lam < -saddle_tol * max(big, 1e-300):
+    if is_saddle(lam, big, saddle_tol):
         return F, 1
     return F, 0
 

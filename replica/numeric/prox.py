@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from ..interface.generated_model import GeneratedModel
-from .kernels import direction_1x1, direction_2x2, min_eigen_2x2
+from .kernels import (armijo_accepts, decrease_is_real, direction_1x1, direction_2x2, is_saddle, min_eigen_2x2,
+                      minimum_slack, slope_is_flat, step_is_tiny)
 
 
 @dataclass
@@ -90,8 +91,8 @@ def newton_minimize(module: GeneratedModel, h0: np.ndarray, z: np.ndarray, x: np
             # converged: one more (unevaluated) Newton step where it is tiny leaves an error ~ step^2
             # instead of ~ |g| / H, a bias every rule would share (kernels.node_newton does the same)
             dc = newton_direction(g[:, conv], H[:, conv])
-            ok = np.all(np.isfinite(dc), axis=0) & (np.max(np.abs(dc), axis=0)
-                                                    <= step_tol * (1.0 + np.max(np.abs(ha[:, conv]), axis=0)))
+            ok = np.all(np.isfinite(dc), axis=0) & step_is_tiny(np.max(np.abs(dc), axis=0),
+                                                                np.max(np.abs(ha[:, conv]), axis=0), step_tol)
             h[:, active[conv][ok]] = ha[:, conv][:, ok] + dc[:, ok]
         converged[active[conv]] = True
         keep = ~done
@@ -102,7 +103,7 @@ def newton_minimize(module: GeneratedModel, h0: np.ndarray, z: np.ndarray, x: np
         d = newton_direction(g, H)
         # A Newton step below step_tol leaves an error ~ step^2: converged (the gradient
         # itself can stall at ~1e-10 from round-off in the exponentials).
-        tiny = np.max(np.abs(d), axis=0) <= step_tol * (1.0 + np.max(np.abs(ha), axis=0))
+        tiny = step_is_tiny(np.max(np.abs(d), axis=0), np.max(np.abs(ha), axis=0), step_tol)
         # Take those tiny steps (without a new evaluation): the error left is ~ step^2, where
         # stopping at ha would leave ~ step, i.e. 1e-8 noise in the envelope gradient.
         h[:, active[tiny]] = ha[:, tiny] + d[:, tiny]
@@ -110,7 +111,7 @@ def newton_minimize(module: GeneratedModel, h0: np.ndarray, z: np.ndarray, x: np
         # A step that can lower F by less than F's round-off resolves (|g| ~ 1e-8): Armijo on F would
         # stop by chance and leave |g| there (noise ~1e-11 in the averages). Judge it by the gradient:
         # the full step is taken while it shrinks the gradient, else the node has converged.
-        flat = ~tiny & (-slope <= 1e-12 * (1.0 + np.abs(Fa)))
+        flat = ~tiny & slope_is_flat(slope, Fa)
         flat_stop = np.zeros(active.size, dtype=bool)
         if flat.any():
             fi = np.flatnonzero(flat)
@@ -129,7 +130,7 @@ def newton_minimize(module: GeneratedModel, h0: np.ndarray, z: np.ndarray, x: np
         moving = np.ones(active.size, dtype=bool)
         moving[pending] = False
         moving[tiny] = False
-        moving &= flat | ((Fa - F[active]) > 1e-15 * (1.0 + np.abs(Fa)))
+        moving &= flat | decrease_is_real(Fa, F[active])
         moving &= ~flat_stop
         converged[active[~moving]] = True
         active = active[moving]
@@ -156,10 +157,10 @@ def line_search(module: GeneratedModel, h: np.ndarray, z: np.ndarray, d: np.ndar
         trial = h[:, pending] + t[pending] * d[:, pending]
         if stop_ahead is None:
             Ft = module.bracket(trial, z[:, pending], x, p)
-            ok = np.isfinite(Ft) & (Ft <= F[pending] + 1e-4 * t[pending] * slope[pending])
+            ok = armijo_accepts(Ft, F[pending], t[pending], slope[pending])
         else:
             Ft, gt, _ = module.bracket_newton(trial, z[:, pending], x, p)
-            ok = np.isfinite(Ft) & (Ft <= F[pending] + 1e-4 * t[pending] * slope[pending])
+            ok = armijo_accepts(Ft, F[pending], t[pending], slope[pending])
             ok &= ~stop_ahead[pending] | (np.sum(gt * d[:, pending], axis=0) <= 0)
         found.append((pending[ok], trial[:, ok], np.asarray(Ft)[ok]))
         pending = pending[~ok]
@@ -389,7 +390,7 @@ def off_saddles(module: GeneratedModel, h: np.ndarray, F: np.ndarray, conv: np.n
     with np.errstate(all="ignore"):
         _, _, H = module.bracket_newton(h[:, idx], z[:, idx], x, p)
         lam, u, big = _min_eigen(H, D)
-    bad = lam < -SADDLE_TOL * np.maximum(big, 1e-300)
+    bad = is_saddle(lam, big, SADDLE_TOL)
     if not bad.any():
         return h, F
     idx, u = idx[bad], u[:, bad]
@@ -400,7 +401,7 @@ def off_saddles(module: GeneratedModel, h: np.ndarray, F: np.ndarray, conv: np.n
         hs, Fs, cs, _ = newton_minimize(module, h[:, idx] + sign * eps * u, z[:, idx], x, p, tol=tol,
                                         max_iter=max_iter)
         ok = cs & np.isfinite(Fs)
-        slack = 1e-12 * (1.0 + np.abs(Fs))
+        slack = minimum_slack(Fs)
         lower = ok & (Fs < best_F - slack)
         # mirror minima tie (a saddle on a symmetry plane): the lexicographically larger minimiser,
         # whichever side round-off put first, as the compiled node_off_saddle
@@ -454,7 +455,7 @@ def local_minimize(module: GeneratedModel, h0: np.ndarray, z: np.ndarray, x: np.
         length = np.max(np.abs(d), axis=0)
         capped = length > scale
         d = np.where(capped, d * (scale / np.where(capped, length, 1.0)), d)
-        tiny = np.max(np.abs(d), axis=0) <= step_tol * (1.0 + np.max(np.abs(ha), axis=0))
+        tiny = step_is_tiny(np.max(np.abs(d), axis=0), np.max(np.abs(ha), axis=0), step_tol)
         h[:, active[tiny]] = ha[:, tiny] + d[:, tiny]
         converged[active[tiny]] = True
         slope = np.sum(g * d, axis=0)
@@ -466,7 +467,7 @@ def local_minimize(module: GeneratedModel, h0: np.ndarray, z: np.ndarray, x: np.
         moving = np.ones(active.size, dtype=bool)
         moving[pending] = False
         moving[tiny] = False
-        moving &= (Fa - F[active]) > 1e-15 * (1.0 + np.abs(Fa))
+        moving &= decrease_is_real(Fa, F[active])
         converged[active[~moving]] = True
         active = active[moving]
         if active.size == 0:

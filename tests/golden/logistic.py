@@ -8,7 +8,7 @@ from them, replica.numeric.compiled the compiled per-node unit. Imports numpy on
 penalty, loss, channel, data law) come first, then the model's own; in the cache each factor's
 are a kernel file of their own, shared with the models that generate the same code.
 """
-# replica-artifact: version=0.1.0 declaration=b1444dd709f050d4 generator=2eb90c7bb1484bad
+# replica-artifact: version=0.1.0 declaration=b1444dd709f050d4 generator=b832fabbc7cc6e6e
 import numpy as np
 
 from replica.interface.generated_model import _exp, _ndtr, _where
