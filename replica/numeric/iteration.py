@@ -27,7 +27,7 @@ from .convergence import explained_failures, runaway
 from .fixed_point import FixedPoint, same_point
 from .saddle_map import MapResult
 from .unit_symmetry import (SPECIALISED, UNSPECIALISED, breaking_eigenvalues, has_units, largest_breaking,
-                            tie_gap, tie_projection, tied_starts)
+                            tie_gap, tie_projection, tied_starts, ties)
 
 #: the iteration's part of an error is this times the Newton correction ``|J^{-1} g|``: the correction
 #: is the linearised remaining error, with a finite-difference / Broyden Jacobian that can be tens of
@@ -380,6 +380,7 @@ class FixedPointIteration:
         evaluations), so the starts cost a fraction of full solves.
         """
         base = self.initial_state()
+        untied = not ties(self.module, self.branch)  # a branch that may specialise (not --branch unspecialised)
         qidx = [i for i in self.module.SYMMETRIC_DIAGONAL if self.names[i].startswith("q")]
         mt = [i for f in PINNABLE for i in self.module.FAMILIES.get(f, [])]
         found: list[FixedPoint] = []
@@ -459,7 +460,8 @@ class FixedPointIteration:
                               f"{best.branch} fixed point, into which the {self.branch} branch merges (see "
                               f"'replica phase' for where each branch exists)")
             self._adopt_branch(best.branch)
-        best.notes += self._specialisation_notes(best, alpha)
+        if untied:
+            best.notes += self._specialisation_notes(best, alpha)
         return best
 
     def _specialisation_notes(self, fp: FixedPoint, alpha: float) -> list[str]:
@@ -470,12 +472,15 @@ class FixedPointIteration:
         mod = self.module
         if not has_units(mod) or SPECIALISED not in mod.BRANCHES or tie_gap(mod, UNSPECIALISED, fp.x) >= 1e-4:
             return []
+        warm = self._warm  # the fixed point's minimisers stay the warm start of what follows (error bars)
         try:
             with self.on_branch(SPECIALISED):
                 mu = largest_breaking(breaking_eigenvalues(self, fp.x, alpha))
         except InvalidStateError:  # identical units (q's diagonal = off-diagonal): no breaking step fits
             return ["a step off the unspecialised subspace is not admissible here (the units are identical: the "
                     "specialised ansatz is singular), so no specialised fixed point branches off this one"]
+        finally:
+            self._warm = warm
         if not math.isfinite(mu):
             return []
         if mu < 1:
