@@ -449,9 +449,17 @@ class FixedPointIteration:
             if all(not same_point(fp, d) for d in distinct):
                 distinct.append(fp)
         if len(distinct) > 1:
+            # the phis of this rule (the reported one may be refined later), the tied branches' by name
             best.notes.append(f"{len(distinct)} distinct fixed points on this branch from {len(starts)} starts; "
-                              f"reporting the one with the largest phi (others: "
-                              + ", ".join(f"phi={d.phi:.6g}" for d in distinct[1:]) + ")")
+                              f"reporting the one with the largest phi ({best.phi:.6g} on "
+                              f"{self.integrator.describe()}; others: "
+                              + ", ".join(f"phi={d.phi:.6g}" + (f" on the {d.branch} branch" if d.branch != best.branch
+                                                                else "") for d in distinct[1:]) + ")")
+            higher = [d for d in distinct[1:] if d.branch != best.branch and d.phi > best.phi]
+            if higher:
+                best.notes.append(f"the {higher[0].branch} fixed point has the larger phi ({higher[0].phi:.6g}); the "
+                                  f"{best.branch} one is reported where one converged (--branch {higher[0].branch} "
+                                  f"solves the other)")
         best.seconds = sum(fp.seconds for fp in found)
         if best.branch != self.branch:
             # only a unit branch that ties more had a fixed point: this solver works on it from now on
