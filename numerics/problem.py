@@ -304,18 +304,10 @@ class Problem:
 
     def _sign_freedom(self) -> tuple[list[list[int]], list[int]]:
         """Student column groups and teacher columns whose sign flip leaves the loss unchanged."""
-        rng = np.random.default_rng(1)
-        k = 24
-        H = 1.3 * rng.standard_normal((k, self.L, self.r))
-        if self.channel is not None:
-            T = [rng.choice(np.asarray(self.channel.values, dtype=float), k)]
-        else:
-            T = [1.1 * rng.standard_normal(k) for _ in self.teacher_syms]
-        Z = [rng.standard_normal(k) for _ in self.noise_syms]
-        Z += self.label_columns(self.configs[rng.choice(len(self.configs), k, p=self.config_probs)])
+        _, H, T, Z = self._probe(seed=1)
 
         def loss(Hm, Tm):
-            return _broadcast(self._loss_np(*[Hm[:, l, j] for l in range(self.L) for j in range(self.r)], *Tm, *Z), k)
+            return self._probe_loss(Hm, Tm, Z)
 
         base = loss(H, T)
 
@@ -347,7 +339,15 @@ class Problem:
         defined up to a rotation of their columns, and only rotation-invariant overlaps are compared."""
         if self.r < 2:
             return False
-        rng = np.random.default_rng(2)
+        rng, H, T, Z = self._probe(seed=2)
+        O, _ = np.linalg.qr(rng.standard_normal((self.r, self.r)))
+        return bool(np.allclose(self._probe_loss(H @ O, T, Z), self._probe_loss(H, T, Z), rtol=1e-10, atol=1e-12))
+
+    def _probe(self, seed: int) -> tuple[np.random.Generator, np.ndarray, list, list]:
+        """24 random samples to test a symmetry of the loss on: student fields ``H`` (samples, L, r), teacher
+        columns ``T`` (the channel's label values where it has some), noise and label columns ``Z``; and the
+        generator, to draw more from the same stream."""
+        rng = np.random.default_rng(seed)
         k = 24
         H = 1.3 * rng.standard_normal((k, self.L, self.r))
         if self.channel is not None:
@@ -356,12 +356,11 @@ class Problem:
             T = [1.1 * rng.standard_normal(k) for _ in self.teacher_syms]
         Z = [rng.standard_normal(k) for _ in self.noise_syms]
         Z += self.label_columns(self.configs[rng.choice(len(self.configs), k, p=self.config_probs)])
-        O, _ = np.linalg.qr(rng.standard_normal((self.r, self.r)))
+        return rng, H, T, Z
 
-        def loss(Hm):
-            return _broadcast(self._loss_np(*[Hm[:, l, j] for l in range(self.L) for j in range(self.r)], *T, *Z), k)
-
-        return bool(np.allclose(loss(H @ O), loss(H), rtol=1e-10, atol=1e-12))
+    def _probe_loss(self, H: np.ndarray, T: list, Z: list) -> np.ndarray:
+        """The loss of each probe sample (:meth:`_probe`)."""
+        return _broadcast(self._loss_np(*self._h_columns(H), *T, *Z), len(H))
 
     # ------------------------------------------------------------------ data
     def label_columns(self, slot: np.ndarray) -> list[np.ndarray]:

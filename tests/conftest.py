@@ -36,6 +36,18 @@ def _generated_modules(request):
         load_module(name)
 
 
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``): the
+    simulator tests train tiny tensors, faster on one thread, and keep the shared machine usable."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 @pytest.fixture(autouse=True)
 def _quiet_overflow():
     # Saturated softmax exponentials overflow harmlessly in the generated code.

@@ -1,14 +1,18 @@
 """What the tests share: the one command-line harness (:func:`run`, :func:`run_cli`, :func:`cli`,
 :func:`spawn`, :func:`run_without` -- every test that runs ``replica`` or a simulator's command
 goes through these), spec files and the thresholds spec the sweep tests compare on, and process
-checks for the interrupt tests (Linux ``/proc`` and ``ps``)."""
+checks for the interrupt tests (Linux ``/proc`` and ``ps``) and the one check of how an interrupted run
+with workers ends (:func:`interrupt_leaves_no_worker`)."""
 from __future__ import annotations
 
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,3 +129,35 @@ def descendants(pid: int) -> list[int]:
             found.append(c)
             todo.append(c)
     return found
+
+
+def interrupt_leaves_no_worker(args, sig: int, status: int, ready: Callable[[], bool], *, poll: float = 0.05,
+                               start_timeout: float = 240) -> str:
+    """Start ``replica ARGS`` (a run with a pool of two workers or more), wait until its workers are up and
+    ``ready()`` holds (some work done), send ``sig``, and check how it ends: exit ``status``, a last line
+    saying it was interrupted and that a rerun resumes, no traceback, and no worker left alive. Returns the
+    run's standard error."""
+    # SIGINT reaches the run as it would from a terminal, not ignored as in a background job
+    p = spawn(*args, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        workers: list[int] = []
+        deadline = time.monotonic() + start_timeout
+        while time.monotonic() < deadline and p.poll() is None:
+            workers = children(p.pid)
+            if len(workers) >= 2 and ready():
+                break
+            time.sleep(poll)
+        assert p.poll() is None and len(workers) >= 2, "the run ended or never started its workers"
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == status, err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert "Traceback" not in err and "interrupted" in lines[-1] and "rerun to resume" in lines[-1], err
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(w) for w in workers):
+        time.sleep(0.1)
+    assert not any(alive(w) for w in workers), "a worker outlived its parent"
+    return err

@@ -45,6 +45,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 from numerics.applications.attention import simulate  # noqa: E402
 from numerics.applications.attention.finite_size import (  # noqa: E402
@@ -86,14 +87,6 @@ SEMANTIC_05 = pytest.param(
         strict=True, reason="alpha=0.5 is below the semantic spinodal (0.748): sim theta ~0.05 vs "
                             "Solver theta 0.0022, no finite-size trend (docs/reference/finite_size.md)"))
 FITS_FROM = {("semantic", 0.5): ("semantic", 1.0)}
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,10 @@ on their validation paths only (no full solves), with a bounded number of exampl
 """
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import math
-import os
 import signal
-import subprocess
 import sys
 import time
 from argparse import Namespace
@@ -27,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replica import validation
-from tests.support import cli, run
+from tests.support import alive, cli, interrupt_leaves_no_worker, run
 from replica.errors import ConvergenceError, DeclarationError, InvalidStateError, ParameterError
 from replica.numeric.quadrature import gauss_hermite, parse_rule
 
@@ -174,56 +171,18 @@ def test_solve_json_is_strict():
 
 
 # ------------------------------------------------------------------ 3. interrupted runs
-def _children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
 def _entries(cache: Path) -> list[Path]:
     """Cache entries moved into place (not the temporary files of a write in progress)."""
     return [p for p in cache.rglob("*.json") if not p.name.startswith(".")]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with contextlib.suppress(OSError):  # a zombie counts as gone
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    return True
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="process checks read /proc (Linux)")
 @pytest.mark.parametrize("sig,status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_interrupted_figures_leave_no_worker(tmp_path, sig, status):
     cache = tmp_path / "cache"
-    p = subprocess.Popen([sys.executable, "-m", "replica", "figures", "--quick", "--jobs", "2", "--out",
-                          tmp_path / "fig", "--cache", cache], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        workers: list[int] = []
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and p.poll() is None:  # both workers up and a point solved
-            workers = _children(p.pid)
-            if len(workers) >= 2 and _entries(cache):
-                break
-            time.sleep(0.2)
-        assert len(workers) >= 2 and p.poll() is None, "the figures run never started its workers"
-        p.send_signal(sig)
-        _, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == status, err
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert "Traceback" not in err and "interrupted" in lines[-1] and "rerun to resume" in lines[-1]
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(w) for w in workers):
-        time.sleep(0.1)
-    assert not any(_alive(w) for w in workers), "a worker outlived its parent"
+    # interrupted once both workers are up and a point is solved
+    interrupt_leaves_no_worker(("figures", "--quick", "--jobs", "2", "--out", tmp_path / "fig", "--cache", cache),
+                               sig, status, ready=lambda: bool(_entries(cache)), poll=0.2)
     entries = _entries(cache)  # finished points stay in the cache, each one whole
     assert entries and all(json.loads(e.read_text())["payload"] for e in entries)
 
@@ -245,7 +204,7 @@ def test_worker_pool_stops_workers_on_interrupt():
             workers = list(pool._processes)
             assert len(workers) == 2
             raise KeyboardInterrupt
-    assert not any(_alive(w) for w in workers)
+    assert not any(alive(w) for w in workers)
 
 
 # ------------------------------------------------------------------ 4. honest non-convergence

@@ -202,3 +202,20 @@ def test_backends_agree_on_the_tutorial_agnostic_point():
         for k in fps[0].order:
             assert fp.order[k] == pytest.approx(fps[0].order[k], rel=1e-7, abs=1e-10)
         assert fp.phi == pytest.approx(fps[0].phi, rel=1e-9)
+
+
+def test_auto_backend_compiles_only_where_it_pays(ridge, attention):
+    """``auto`` runs a one-dimensional prox (ridge) on the numpy path, which is as fast there and
+    compiles nothing (replica.numeric.compiled.COMPILED_MIN_PROX_DIM), and the attention model's
+    two-dimensional one on the compiled kernels where numba is available; an explicit backend
+    is taken as asked."""
+    from replica.numeric.compiled import COMPILED_MIN_PROX_DIM, resolve_backend
+
+    assert ridge.PROX_DIM < COMPILED_MIN_PROX_DIM <= attention.PROX_DIM
+    assert resolve_backend(ridge, "auto") == "numpy"
+    assert resolve_backend(attention, "auto") == ("numba" if numba_available() else "numpy")
+    assert resolve_backend(attention, "numpy") == "numpy"
+    if numba_available():
+        assert resolve_backend(ridge, "numba") == "numba"
+    with pytest.raises(ParameterError):
+        resolve_backend(ridge, "fortran")

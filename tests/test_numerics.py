@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 from tests.support import spawn  # noqa: E402
 from numerics.applications.attention import simulate  # noqa: E402
@@ -48,15 +49,6 @@ from numerics.tokens import (  # noqa: E402
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # tiny tensors: 1 thread is faster and keeps the shared 2-core machine usable
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def _instance(d=9, L=3, n=5, r_t=2, omega=0.4, seed=0, sigma=0.7):

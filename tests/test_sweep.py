@@ -8,8 +8,6 @@ import concurrent.futures as cf
 import json
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,7 @@ from replica.runtime.executors import InlineExecutor, Ready, open_executor, reso
 from replica.sweep import load_spec, open_sweep, plan_chains, run_sweep, write_dataset
 from replica.sweep.run import prepare
 from tests import support
-from tests.support import THRESHOLDS_3_OMEGA, alive, children, run_cli
+from tests.support import THRESHOLDS_3_OMEGA, interrupt_leaves_no_worker, run_cli
 
 ROOT = support.ROOT
 
@@ -285,30 +283,8 @@ def test_interrupted_sweep_resumes(tmp_path, sig, status):
                          'alpha = {start = 0.3, stop = 5.0, num = 40}').replace("chunk = 2", "chunk = 5")
     spec = spec_file(tmp_path, text)
     cache = tmp_path / "cache"
-    p = subprocess.Popen([sys.executable, "-m", "replica", "sweep", spec, "--out", tmp_path / "r.nc", "--jobs", "2",
-                          "--cache", cache], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        workers: list[int] = []
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and p.poll() is None:
-            workers = children(p.pid)
-            if len(workers) >= 2 and len(_records(cache)) >= 3:
-                break
-            time.sleep(0.02)
-        assert p.poll() is None and len(workers) >= 2, "the sweep ended before it could be interrupted"
-        p.send_signal(sig)
-        _, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == status, err
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert "Traceback" not in err and "interrupted" in lines[-1] and "rerun to resume" in lines[-1]
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(alive(w) for w in workers):
-        time.sleep(0.1)
-    assert not any(alive(w) for w in workers), "a worker outlived its parent"
+    interrupt_leaves_no_worker(("sweep", spec, "--out", tmp_path / "r.nc", "--jobs", "2", "--cache", cache), sig,
+                               status, ready=lambda: len(_records(cache)) >= 3, poll=0.02)
     done = len(_records(cache))
     assert 3 <= done < 120
     res = run_cli("sweep", spec, "--out", tmp_path / "r.nc", "--jobs", "2", "--cache", cache, "--json")

@@ -343,12 +343,18 @@ def test_generator_output_matches_its_golden_file(name):
 
 def test_the_cached_module_is_the_generator_output(tmp_path, monkeypatch):
     """What load_module imports from the cache is what the generator writes, stamp included (the
-    freshness stamp is the cache key): the golden comparison above covers the modules users run."""
+    freshness stamp is the cache key): the model's own file and its factors' kernel files, which the
+    golden file holds in place (the golden comparison above covers the modules users run)."""
+    from replica.codegen import generate_sources
     from replica.registry import loader as registry
 
     module = registry.load_module("ridge")
     assert module.path.parent == registry.generated_dir()
-    assert module.path.read_text() == generate_module(Derivation(load_model("ridge")))
+    sources = generate_sources(Derivation(load_model("ridge")))
+    assert module.path.read_text() == sources.module
+    for key, text in sources.kernels.items():
+        assert (module.path.parent / "kernels" / f"{key}.py").read_text() == text
+        assert text[text.index("\ndef "):] in sources.bundled()  # the same kernels, in place
 
 
 def _check_exports(name: str, derivation: Derivation) -> None:

@@ -11,6 +11,14 @@ kernels together with the generic kernels of :mod:`replica.numeric.kernels`. A g
 model's mathematics only -- the generic numerics are library code -- and never imports sympy, so
 solving does not pay for symbolic work.
 
+Each function comes from one factor of the free entropy (:data:`FACTOR_OF`: the trace potential,
+the penalty, the loss, the channel, the data law) or is the model's own (its observables and
+constraints). In the cache the model's module keeps its own functions, the metadata and the table,
+and imports the rest from one kernel file per factor named by the hash of its text
+(:func:`generate_sources`, :func:`~replica.interface.generated_model.factor_kernels`): models whose
+factor generates the same code share one file. ``replica generate MODEL --out FILE.py`` writes the
+same kernels in place, one self-contained file (:func:`generate_module`).
+
 The contract, as :class:`~replica.interface.generated_model.GeneratedModel` reads it (names are stable, see
 :data:`MODULE_API`):
 
@@ -71,7 +79,7 @@ Arrays: ``x``/``xhat`` are 1-d in ``ORDER_PARAMETERS``/``CONJUGATES`` order, ``p
 from __future__ import annotations
 
 from .backends import Backend, Function, KernelBackend, NodeForm, default_backends
-from .generator import generate_module, model_functions, write_module
+from .generator import FACTOR_OF, GeneratedSources, generate_module, generate_sources, model_functions, write_module
 
 MODULE_API = (
     "entropic_update", "entropic_potential", "energetic_update", "trace_potential", "bracket",
@@ -82,5 +90,5 @@ MODULE_API = (
 NODE_API = ("node_constants", "node_bracket_newton", "node_parameter_gradient", "node_starts",
             "node_test_observables", "node_weight")
 
-__all__ = ["Backend", "Function", "KernelBackend", "MODULE_API", "NODE_API", "NodeForm", "default_backends",
-           "generate_module", "model_functions", "write_module"]
+__all__ = ["Backend", "FACTOR_OF", "Function", "GeneratedSources", "KernelBackend", "MODULE_API", "NODE_API",
+           "NodeForm", "default_backends", "generate_module", "generate_sources", "model_functions", "write_module"]

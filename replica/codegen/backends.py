@@ -109,32 +109,42 @@ class KernelBackend(Backend):
     def section(self, functions: Sequence[Function]) -> str:
         """Every function, in order, after the table that says how to call them (``FUNCTIONS``,
         ``N_CONSTANTS``)."""
-        chunks, table, n_constants = [], [], 0
+        header, sources = self.sources(functions)
+        return header + "\n\n" + "\n\n".join(src for src in sources.values() if src)
+
+    def sources(self, functions: Sequence[Function]) -> tuple[str, dict[str, str]]:
+        """``(table, sources)``: the table that says how to call the kernels (``FUNCTIONS``,
+        ``N_CONSTANTS``) and the source of every function by name, in order (``""`` for one
+        written as an entry of another's output), so that the generator can place each function
+        in the file of the factor it belongs to."""
+        sources: dict[str, str] = {}
+        table, n_constants = [], 0
         for fn in functions:
             blocks = tuple(len(b) if stacked else 0 for b, stacked in fn.blocks)
             n_node = len(fn.node_args)
             if fn.delegate is not None:
                 table.append(f"    {fn.name!r}: ({fn.delegate[0]!r}, {fn.delegate[1]}),")
+                sources[fn.name] = ""
                 continue
             if fn.node is None:
-                chunks.append(self.function(fn.name, fn.args, self._targets(fn, None), fn.doc))
+                sources[fn.name] = self.function(fn.name, fn.args, self._targets(fn, None), fn.doc)
                 table.append(f"    {fn.name!r}: ({fn.name!r}, {n_node}, {blocks!r}, None),")
                 continue
             targets = self._targets(fn, fn.node.targets)
             if fn.node.split is not None:
-                src, n_constants = self.split_function(fn.node.split[0], fn.node.name, fn.args[0], fn.args[1:],
-                                                       targets, fn.node.split[1], fn.node.doc)
-                chunks.append(src)
+                sources[fn.name], n_constants = self.split_function(fn.node.split[0], fn.node.name, fn.args[0],
+                                                                    fn.args[1:], targets, fn.node.split[1],
+                                                                    fn.node.doc)
                 split = fn.node.split[0]
             else:
-                chunks.append(self.function(fn.node.name, fn.args, targets, fn.node.doc, node=True))
+                sources[fn.name] = self.function(fn.node.name, fn.args, targets, fn.node.doc, node=True)
                 split = None
             table.append(f"    {fn.name!r}: ({fn.node.name!r}, {n_node}, {blocks!r}, {split!r}),")
         header = ("# how replica.interface.generated_model calls the kernels below on node arrays: function -> (kernel,\n"
                   "# leading arguments with node axes, output blocks (entries; 0: one value per node), kernel of\n"
                   "# its h-free constants or None), or (function, entry) for an entry of another's output\n"
                   "FUNCTIONS = {\n" + "\n".join(table) + f"\n}}\nN_CONSTANTS = {n_constants}\n")
-        return header + "\n\n" + "\n\n".join(chunks)
+        return header, sources
 
     @staticmethod
     def _targets(fn: Function, names) -> list:
@@ -148,9 +158,15 @@ class KernelBackend(Backend):
 
     @staticmethod
     def _loads(args, used) -> list[str]:
-        """One unpacking line per argument whose symbols are used (``_`` for the unused ones)."""
+        """One unpacking line per argument whose symbols are used (``_`` for the unused ones). The
+        model's parameters ``_p`` are read by position instead (``lam = _p[1]``): a kernel then
+        does not depend on how many parameters the model has, and models that share a factor
+        share its kernels."""
         lines = []
         for arg, syms in args:
+            if arg == "_p":
+                lines += [f"    {s.name} = _p[{i}]" for i, s in enumerate(syms) if s in used]
+                continue
             if syms and any(s in used for s in syms):
                 names = [s.name if s in used else "_" for s in syms]
                 lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = {arg}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import keyword
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -25,7 +26,8 @@ from ..symbolic.order_parameters import ORDER_FAMILIES
 from ..symbolic.symmetries import gaussian_permutations
 from ..symbolic.potentials import GaussianMoreauEnvelope, prox_center_symbols
 from ..symbolic.symbols import cholesky_lower
-from .backends import Backend, Function, NodeForm, default_backends
+from ..interface.generated_model import kernel_key, kernel_path
+from .backends import Backend, Function, KernelBackend, NodeForm, default_backends
 
 def _check_names(symbols: Sequence[sp.Symbol]) -> None:
     """Every symbol is printed verbatim: it must be an identifier that clashes with nothing.
@@ -449,7 +451,9 @@ Model: {m.name}: {m.description}
 Fields: L={m.L}, r={m.r}, r_t={m.r_t}. The model's mathematics only, each function once in kernel form
 (replica.codegen.backends.KernelBackend): replica.interface.generated_model builds the vectorised functions
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
-(and the array helpers of replica.interface.generated_model).
+(and the array helpers of replica.interface.generated_model). The functions of each factor (trace,
+penalty, loss, channel, data law) come first, then the model's own; in the cache each factor's
+are a kernel file of their own, shared with the models that generate the same code.
 """
 # {stamp.line()}
 import numpy as np
@@ -588,15 +592,69 @@ def _entropic_header(d: Derivation) -> str:
 
 
 # --------------------------------------------------------------------------- the module
-def generate_module(derivation: Derivation, backends: Sequence[Backend] | Backend | None = None, *,
-                    declaration: str | Path | None = None) -> str:
-    """Source code of the numeric module for ``derivation``.
+#: the factor of the free entropy each generated function comes from: the kernel file it is written
+#: into (:func:`generate_sources`). ``trace``: the trace potential and the linear maps it defines between
+#: the order parameters and their conjugates (the layout of the fields); ``penalty``: the entropic side
+#: (regulariser with the data's spectrum); ``loss``: the inner minimisation at a node (the bracket, loss
+#: plus Moreau term, its Newton form, starts, breaks and kinks; with a target teacher the label it fits
+#: is inside); ``channel``: the label's law and what it weights; ``data``: the data law's tables. The
+#: functions not named here are the model's own (its observables, constraints, target).
+FACTOR_OF = {
+    **dict.fromkeys(("trace_potential", "energetic_update", "entropic_from_gradient", "validity"), "trace"),
+    **dict.fromkeys(("entropic_update", "entropic_potential", "entropic_bracket", "entropic_parameter_gradient",
+                     "entropic_validity", "entropic_argmin", "entropic_bracket_newton", "entropic_starts",
+                     "regularizer", "entropic_field", "entropic_kinks"), "penalty"),
+    **dict.fromkeys(("bracket", "bracket_newton", "prox_starts", "loss_breaks", "branch_index", "branch_newton",
+                     "branch_stationary", "prox_kinks", "loss_profile", "center_of"), "loss"),
+    **dict.fromkeys(("label_weight", "bracket_parameter_gradient", "break_parameter_gradient",
+                     "channel_transitions", "teacher_kinks"), "channel"),
+    **dict.fromkeys(("rho_bar", "atom_eigenvalues", "token_rho_bar", "label_probabilities"), "data"),
+}
+#: the order of the factors' kernels in a module
+FACTORS = ("trace", "penalty", "loss", "channel", "data")
 
-    ``backends``: the code-generation backends whose sections the module gets (default the
-    kernels, :func:`~replica.codegen.backends.default_backends`, which
-    :mod:`replica.interface.generated_model` requires). ``declaration``: the declaration file (default
-    ``model.declared_in``, set by :func:`replica.registry.load_model`), whose hash the module's
-    freshness stamp records.
+
+@dataclasses.dataclass(frozen=True)
+class GeneratedSources:
+    """A generated model as text: ``module``, the model's own file, which imports its factors'
+    kernels, and ``kernels``, the text of each factor's kernel file by its key
+    (:func:`~replica.interface.generated_model.kernel_key`: the factor and the hash of the text).
+    :meth:`bundled` is the same model as one self-contained file."""
+
+    module: str
+    kernels: dict[str, str]
+    bundle: str
+
+    def bundled(self) -> str:
+        """One file: the model's module with its factors' kernels written in place of their imports."""
+        return self.bundle
+
+
+def _kernel_file(factor: str, sources: Sequence[str]) -> str:
+    """The text of a factor's kernel file: nothing model-specific, so that every model whose factor
+    generates the same code writes the same bytes (and shares the file)."""
+    body = "\n\n".join(sources)
+    helpers = [h for h in HELPERS if f"{h}(" in body]
+    imports = f"\nfrom replica.interface.generated_model import {', '.join(helpers)}\n" if helpers else ""
+    return (f'''"""Kernels of a {factor} factor, generated by replica -- do not edit. Shared by every model whose
+{factor} factor generates this code: the file is named by the hash of its text (replica.codegen.generator).
+Each function in kernel form (replica.codegen.backends.KernelBackend).
+"""
+import numpy as np
+{imports}
+
+''' + body)
+
+
+def generate_sources(derivation: Derivation, backends: Sequence[Backend] | Backend | None = None, *,
+                     declaration: str | Path | None = None) -> GeneratedSources:
+    """The numeric module of ``derivation`` as the model's own file and its factors' kernel files.
+
+    With the default backend (:class:`~replica.codegen.backends.KernelBackend`) every function goes
+    to the kernel file of the factor it comes from (:data:`FACTOR_OF`), the rest stays in the model's
+    file, which also holds the metadata, the freshness stamp and the table of all functions
+    (``FUNCTIONS``). Another backend's section is written whole into the model's file.
+    ``backends``, ``declaration``: as for :func:`generate_module`.
     """
     if backends is None:
         backends = default_backends()
@@ -606,10 +664,55 @@ def generate_module(derivation: Derivation, backends: Sequence[Backend] | Backen
     if declaration is None:
         declaration = getattr(d.model, "declared_in", None)
     functions = model_functions(d)
-    sections = [s for s in (b.section(functions) for b in backends) if s]
-    body = "\n\n".join(sections)
-    helpers = [h for h in HELPERS if f"{h}(" in body]
-    return _header(d, declaration, helpers) + "\n\n" + body
+    own_sections, groups, table = [], {f: [] for f in FACTORS}, ""
+    own: list[str] = []
+    for b in backends:
+        if isinstance(b, KernelBackend):
+            table, sources = b.sources(functions)
+            for fn in functions:
+                if sources[fn.name]:
+                    (groups[FACTOR_OF[fn.name]] if fn.name in FACTOR_OF else own).append(sources[fn.name])
+        else:
+            section = b.section(functions)
+            if section:
+                own_sections.append(section)
+    kernels: dict[str, str] = {}
+    imports, inline = [], []
+    for factor in FACTORS:
+        if not groups[factor]:
+            continue
+        text = _kernel_file(factor, groups[factor])
+        key = kernel_key(factor, text)
+        kernels[key] = text
+        names = tuple(n for src in groups[factor] for n in re.findall(r"^def (\w+)\(", src, re.M))
+        imports.append(f"{', '.join(names)}{',' if len(names) == 1 else ''} = factor_kernels(\n"
+                       f"    __file__, {key!r}, {names!r})".replace("'", '"'))
+        inline.append(f"# ---- the {factor} factor's kernels (kernels/{key}.py in the cache, shared)\n\n"
+                      + "\n\n".join(groups[factor]))
+    own_text = "\n\n".join(own + own_sections)
+    mine = [h for h in HELPERS if f"{h}(" in own_text]
+    everything = "\n\n".join(inline + ["# ---- the model's own functions\n\n" + own_text if own else own_text])
+    head = (table + "\n\n") if table else ""
+    split_body = head + (f"# the factors' kernels: files beside this module, named by factor and the hash of their "
+                         f"text,\n# shared by every model whose factor generates the same code\n"
+                         f"from replica.interface.generated_model import factor_kernels\n\n"
+                         + "\n".join(imports) + "\n\n\n" if imports else "") + own_text
+    bundle = _header(d, declaration, [h for h in HELPERS if f"{h}(" in everything]) + "\n\n" + head + everything
+    return GeneratedSources(_header(d, declaration, mine) + "\n\n" + split_body, kernels, bundle)
+
+
+def generate_module(derivation: Derivation, backends: Sequence[Backend] | Backend | None = None, *,
+                    declaration: str | Path | None = None) -> str:
+    """Source code of the numeric module for ``derivation``, one self-contained file (the factors'
+    kernels written in place: :meth:`GeneratedSources.bundled`).
+
+    ``backends``: the code-generation backends whose sections the module gets (default the
+    kernels, :func:`~replica.codegen.backends.default_backends`, which
+    :mod:`replica.interface.generated_model` requires). ``declaration``: the declaration file (default
+    ``model.declared_in``, set by :func:`replica.registry.load_model`), whose hash the module's
+    freshness stamp records.
+    """
+    return generate_sources(derivation, backends, declaration=declaration).bundled()
 
 
 #: the helpers a kernel may call (see :class:`~replica.codegen.backends.KernelBackend`)
@@ -618,11 +721,22 @@ HELPERS = ("_bvn", "_erfc", "_exp", "_ndtr", "_where")
 
 def write_module(derivation: Derivation, path: str | Path,
                  backends: Sequence[Backend] | Backend | None = None, *,
-                 declaration: str | Path | None = None) -> Path:
-    """Generate the module and write it to ``path`` (its folder is created if missing; the file
-    appears whole or not at all). :func:`replica.registry.load_module` writes into the
-    cache of generated modules; ``replica generate MODEL --out FILE.py`` where a user wants one."""
+                 declaration: str | Path | None = None, shared_kernels: bool = False) -> Path:
+    """Generate the module and write it to ``path`` (its folder is created if missing; every file
+    appears whole or not at all). :func:`replica.registry.load_module` writes into the cache of
+    generated modules with ``shared_kernels=True``: the model's own file at ``path`` and its factors'
+    kernels under ``kernels/`` beside it, one file per factor named by the hash of its text (a file
+    already there is the same text and is kept). Otherwise (``replica generate MODEL --out FILE.py``)
+    one self-contained file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # atomic: a concurrent reader sees the old or the new module, never half of one
-    return atomic_write_text(path, generate_module(derivation, backends, declaration=declaration))
+    sources = generate_sources(derivation, backends, declaration=declaration)
+    if not shared_kernels:
+        # atomic: a concurrent reader sees the old or the new module, never half of one
+        return atomic_write_text(path, sources.bundled())
+    for key, text in sources.kernels.items():
+        target = kernel_path(path, key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not (target.exists() and target.read_text(encoding="utf-8") == text):
+            atomic_write_text(target, text)
+    return atomic_write_text(path, sources.module)

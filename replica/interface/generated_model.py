@@ -18,6 +18,10 @@ compiled unit binds scalar ones. No sympy, no scipy at import.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import importlib.util
+import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -62,6 +66,70 @@ def _bvn(h, k, r):
 
 
 _where = np.where
+
+
+# --------------------------------------------------------------------------- factor kernels
+#: the folder beside a generated module that holds the kernels of its factors (see :func:`factor_kernels`)
+KERNELS_DIR = "kernels"
+#: how a generated module names a factor's kernel file: ``<factor>-<16 hex digits of its text's SHA-256>``
+_KERNEL_CALL = re.compile(r'factor_kernels\(\s*__file__, "([a-z]+-[0-9a-f]{16})"')
+
+
+def kernel_key(factor: str, text: str) -> str:
+    """The name of a factor's kernel file without ``.py``: the factor and the hash of the file's text.
+
+    The key is the content: two models whose factor generates the same code share one file, and a
+    file can never be stale (another text is another name)."""
+    return f"{factor}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def kernel_path(module_file: str | Path, key: str) -> Path:
+    """Where the kernel file ``key`` of the generated module at ``module_file`` lives."""
+    return Path(module_file).parent / KERNELS_DIR / f"{key}.py"
+
+
+def factor_kernels(module_file: str, key: str, names: tuple[str, ...]) -> tuple[Callable, ...]:
+    """The functions ``names`` of the factor kernel file ``key`` beside the generated module at
+    ``module_file`` (imported once per process; a file whose text does not hash to its name is
+    refused with one line: regenerate the model)."""
+    module = _KERNEL_MODULES.get(key)
+    if module is None:
+        path = kernel_path(module_file, key)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            text = None
+        if text is None or kernel_key(key.split("-")[0], text) != key:
+            raise ParameterError("model", f"the factor kernels {path} of {Path(module_file).name} are missing or "
+                                          "damaged; regenerate the model (replica generate MODEL)")
+        spec = importlib.util.spec_from_file_location(f"replica_kernels_{key.replace('-', '_')}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # as the generated modules are: their functions pickle by reference
+        spec.loader.exec_module(module)
+        _KERNEL_MODULES[key] = module
+    return tuple(getattr(module, n) for n in names)
+
+
+_KERNEL_MODULES: dict[str, ModuleType] = {}
+
+
+def stale_kernels(module_path: str | Path) -> list[Path]:
+    """The factor kernel files the generated module at ``module_path`` imports that are missing or
+    whose text does not hash to their name (empty when the module can be imported)."""
+    try:
+        text = Path(module_path).read_text(encoding="utf-8")
+    except OSError:
+        return []
+    out = []
+    for key in _KERNEL_CALL.findall(text):
+        path = kernel_path(module_path, key)
+        try:
+            ok = kernel_key(key.split("-")[0], path.read_text(encoding="utf-8")) == key
+        except OSError:
+            ok = False
+        if not ok:
+            out.append(path)
+    return out
 
 #: the per-node leaves of the compiled unit (:mod:`replica.numeric.kernels` calls them), by the name of the
 #: vectorised function built from the same kernel

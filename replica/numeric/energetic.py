@@ -144,6 +144,19 @@ def chunk_map(fn, n: int) -> list:
     return [f.result() for f in futures]
 
 
+def _summed(parts: list, n: int) -> tuple[np.ndarray, float, int, int]:
+    """The chunks' ``((psi, count, n_failed), grad)`` of a compiled node average (:func:`chunk_map`) added up
+    in chunk order: ``(grad, psi, count, n_failed)``."""
+    grad = np.zeros(n)
+    psi, count, n_fail = 0.0, 0, 0
+    for (ps, c, nf), g in parts:
+        grad += g
+        psi += ps
+        count += c
+        n_fail += nf
+    return grad, psi, count, n_fail
+
+
 def _average_compiled(module, nodes, weights, x, p, warm, multistart, prox_tol, warm_starts,
                       n_starts=None) -> EnergeticAverage:
     k = compiled(module)
@@ -171,14 +184,7 @@ def _average_compiled(module, nodes, weights, x, p, warm, multistart, prox_tol, 
             h_out[:, a:b] = h
         return out, grad
 
-    parts = chunk_map(run, N)
-    grad = np.zeros(len(x))
-    psi, n_dis, n_fail = 0.0, 0, 0
-    for (ps, nd, nf), g in parts:
-        grad += g
-        psi += ps
-        n_dis += nd
-        n_fail += nf
+    grad, psi, n_dis, n_fail = _summed(chunk_map(run, N), len(x))
     if n_fail:
         # Robust numpy/scipy fallback (per-node L-BFGS) for the rare failed nodes.
         idx = np.flatnonzero(failed)
@@ -222,14 +228,7 @@ def local_average_on_nodes(module: GeneratedModel, nodes: np.ndarray, weights: n
             status[a:b] = st
             return out, grad
 
-        parts = chunk_map(run, N)
-        grad = np.zeros(len(x))
-        psi, n_sad, n_fail = 0.0, 0, 0
-        for (ps, ns, nf), g in parts:
-            grad += g
-            psi += ps
-            n_sad += ns
-            n_fail += nf
+        grad, psi, n_sad, n_fail = _summed(chunk_map(run, N), len(x))
         return EnergeticAverage(-grad, -float(psi), h_out, 0, int(n_fail), int(n_sad))
     grad = np.zeros(len(module.ORDER_PARAMETERS))
     psi = 0.0

@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 #: the generic kernels, in dependency order (each may call the ones before it and the leaves)
-KERNEL_NAMES = ("newton_scratch", "node_direction", "node_newton", "node_min_eigen", "node_off_saddle",
+KERNEL_NAMES = ("newton_scratch", "direction_1x1", "direction_2x2", "min_eigen_2x2", "node_direction", "node_newton", "node_min_eigen", "node_off_saddle",
                 "node_prox_average", "node_start_minima", "node_bracket_slopes", "node_line_sweeps",
                 "node_test_average", "node_local_descent", "node_local_average")
 
@@ -82,37 +82,56 @@ def newton_scratch(D):
             np.zeros((D, D)))
 
 
+# The closed forms below are written with numpy's ufuncs only: numba compiles them for one node (the
+# kernels here), numpy runs the same functions on arrays of nodes (replica.numeric.prox), so both
+# backends share one implementation of each formula (bit for bit: numba maps np.sqrt, np.cos, ... on
+# scalars to the functions math.* gives it).
+def direction_1x1(hess, g, floor):
+    """The modified Newton step ``-g / max(|hess|, floor)`` of a one-dimensional prox."""
+    return -g / np.maximum(np.abs(hess), floor)
+
+
+def direction_2x2(a, b, c, g0, g1, floor):
+    """The modified Newton direction ``-|H|^{-1} g`` of the symmetric ``H = [[a, b], [b, c]]`` with its
+    eigenvalues replaced by ``max(|lambda|, floor)``, in closed form: ``(d0, d1)``."""
+    half_tr = 0.5 * (a + c)
+    half_diff = 0.5 * (a - c)
+    rad = np.sqrt(half_diff * half_diff + b * b)
+    l1 = half_tr + rad  # l1 >= l2
+    l2 = half_tr - rad
+    t = 0.5 * np.arctan2(b, half_diff)  # unit eigenvector of l1: (cos t, sin t), tan 2t = 2b / (a - c)
+    u1 = np.cos(t)
+    u2 = np.sin(t)
+    c1 = (u1 * g0 + u2 * g1) / np.maximum(np.abs(l1), floor)
+    c2 = (-u2 * g0 + u1 * g1) / np.maximum(np.abs(l2), floor)
+    return -(u1 * c1 - u2 * c2), -(u2 * c1 + u1 * c2)
+
+
+def min_eigen_2x2(a, b, c):
+    """The smaller eigenvalue of the symmetric ``[[a, b], [b, c]]``, its unit eigenvector and the
+    larger ``|eigenvalue|``: ``(lambda_min, u0, u1, max |lambda|)``."""
+    half_tr = 0.5 * (a + c)
+    half_diff = 0.5 * (a - c)
+    rad = np.sqrt(half_diff * half_diff + b * b)
+    t = 0.5 * np.arctan2(b, half_diff)
+    # the eigenvector of the smaller eigenvalue: orthogonal to (cos t, sin t)
+    return half_tr - rad, -np.sin(t), np.cos(t), np.maximum(np.abs(half_tr + rad), np.abs(half_tr - rad))
+
+
 def node_direction(g, H, d, floor, work):
     """d = -|H|^{-1} g with the eigenvalues of H replaced by max(|lambda|, floor).
 
     Same modified Newton direction as replica.numeric.prox.newton_direction: closed forms for
-    PROX_DIM = 1, 2; above, a Cholesky solve when H is safely positive definite
-    (then |H| = H), else an eigendecomposition. ``work`` is (PROX_DIM, PROX_DIM) scratch.
+    PROX_DIM = 1, 2 (:func:`direction_1x1`, :func:`direction_2x2`, shared with it); above, a
+    Cholesky solve when H is safely positive definite (then |H| = H), else an eigendecomposition.
+    ``work`` is (PROX_DIM, PROX_DIM) scratch.
     """
-    D = g.shape[0]
+    D = PROX_DIM  # the unit's constant (g has PROX_DIM entries): numba compiles this dimension's branch alone
     if D == 1:
-        d[0] = -g[0] / max(abs(H[0]), floor)
+        d[0] = direction_1x1(H[0], g[0], floor)
         return
     if D == 2:
-        a = H[0]
-        b = 0.5 * (H[1] + H[2])
-        c = H[3]
-        half_tr = 0.5 * (a + c)
-        half_diff = 0.5 * (a - c)
-        rad = math.sqrt(half_diff * half_diff + b * b)
-        l1 = half_tr + rad
-        l2 = half_tr - rad
-        t = 0.5 * math.atan2(b, half_diff)
-        u1 = math.cos(t)
-        u2 = math.sin(t)
-        m1 = max(abs(l1), floor)
-        m2 = max(abs(l2), floor)
-        p1 = u1 * g[0] + u2 * g[1]
-        p2 = -u2 * g[0] + u1 * g[1]
-        c1 = p1 / m1
-        c2 = p2 / m2
-        d[0] = -(u1 * c1 - u2 * c2)
-        d[1] = -(u2 * c1 + u1 * c2)
+        d[0], d[1] = direction_2x2(H[0], 0.5 * (H[1] + H[2]), H[3], g[0], g[1], floor)
         return
     # Cholesky of the symmetrised H (lower triangle in work); pivots must exceed floor.
     pd = True
@@ -257,22 +276,13 @@ def node_newton(h, c, tol, max_iter, step_tol, g, H, d, trial, g2, H2, work, sol
 def node_min_eigen(H, work, u):
     """Smallest eigenvalue of the symmetrised ``H`` (row-major, PROX_DIM**2), its unit eigenvector
     into ``u``; returns ``(lambda_min, max |lambda|)`` (as :func:`replica.numeric.prox._min_eigen`)."""
-    D = u.shape[0]
+    D = PROX_DIM  # as in node_direction: the other dimensions' branches are not compiled
     if D == 1:
         u[0] = 1.0
         return H[0], abs(H[0])
     if D == 2:
-        a = H[0]
-        b = 0.5 * (H[1] + H[2])
-        c = H[3]
-        half_tr = 0.5 * (a + c)
-        half_diff = 0.5 * (a - c)
-        rad = math.sqrt(half_diff * half_diff + b * b)
-        t = 0.5 * math.atan2(b, half_diff)
-        # eigenvector of the smaller eigenvalue: orthogonal to (cos t, sin t)
-        u[0] = -math.sin(t)
-        u[1] = math.cos(t)
-        return half_tr - rad, max(abs(half_tr + rad), abs(half_tr - rad))
+        lam, u[0], u[1], big = min_eigen_2x2(H[0], 0.5 * (H[1] + H[2]), H[3])
+        return lam, big
     for i in range(D):
         for j in range(D):
             work[i, j] = 0.5 * (H[i * D + j] + H[j * D + i])
@@ -302,7 +312,10 @@ def node_off_saddle(h, c, F, tol, max_iter, g, H, d, trial, g2, H2, work, sols, 
         sgn = 1.0 if side == 0 else -1.0
         for i in range(D):
             hk[i] = h[i] + sgn * eps * u[i]
-        Fk, okk, _m = node_newton(hk, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work, sols, solok, 0, 1e-3)
+        # nprev as np.int64(0), not the literal 0: numba would compile node_newton a second time for
+        # the literal's own type (Literal[int](0), ~1 s of a model's first compilation)
+        Fk, okk, _m = node_newton(hk, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work, sols, solok,
+                                  np.int64(0), 1e-3)
         if not (okk and math.isfinite(Fk)):
             continue
         take = Fk < best - 1e-12 * (1.0 + abs(Fk))
@@ -577,7 +590,7 @@ def node_line_sweeps(Z, h, F, lo, hi, x, p, tol, max_iter, tol_F, hF, FF, hB, FB
                 for i in range(D):
                     hh[i] = h[i, line, src]
                 Fn, ok, match = node_newton(hh, c, tol, max_iter, 1e-8, g, H, d, trial, g2, H2, work,
-                                            sols, solok, 0, 1e-3)
+                                            sols, solok, np.int64(0), 1e-3)  # (np.int64: node_off_saddle)
                 if not (ok and math.isfinite(Fn)):
                     ok_line = False
                     break

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from ..interface.generated_model import GeneratedModel
+from .kernels import direction_1x1, direction_2x2, min_eigen_2x2
 
 
 @dataclass
@@ -41,25 +42,14 @@ def newton_direction(g: np.ndarray, H: np.ndarray, floor: float = 1e-8) -> np.nd
     """``-|H|^{-1} g`` with the eigenvalues of ``H`` replaced by ``max(|lambda|, floor)``.
 
     ``g`` is ``(D, M)`` and ``H`` is ``(D*D, M)`` (row-major blocks), as the generated
-    ``bracket_newton`` returns them. ``D = 1, 2`` use closed forms (the common cases).
+    ``bracket_newton`` returns them. ``D = 1, 2`` use closed forms (the common cases), the compiled
+    kernels' own functions run on arrays (:func:`replica.numeric.kernels.direction_2x2`).
     """
     D = g.shape[0]
     if D == 1:
-        return -g / np.maximum(np.abs(H[0]), floor)
+        return direction_1x1(H[0], g, floor)
     if D == 2:
-        a, b, c = H[0], 0.5 * (H[1] + H[2]), H[3]
-        half_tr, half_diff = 0.5 * (a + c), 0.5 * (a - c)
-        rad = np.sqrt(half_diff ** 2 + b ** 2)
-        l1, l2 = half_tr + rad, half_tr - rad          # l1 >= l2
-        # Unit eigenvector of l1: (cos t, sin t) with tan 2t = 2b / (a - c).
-        t = 0.5 * np.arctan2(b, half_diff)
-        u1, u2 = np.cos(t), np.sin(t)
-        m1 = np.maximum(np.abs(l1), floor)
-        m2 = np.maximum(np.abs(l2), floor)
-        p1 = u1 * g[0] + u2 * g[1]
-        p2 = -u2 * g[0] + u1 * g[1]
-        c1, c2 = p1 / m1, p2 / m2
-        return -np.stack([u1 * c1 - u2 * c2, u2 * c1 + u1 * c2])
+        return np.stack(direction_2x2(H[0], 0.5 * (H[1] + H[2]), H[3], g[0], g[1], floor))
     Hm = H.T.reshape(-1, D, D)
     Hm = 0.5 * (Hm + Hm.transpose(0, 2, 1))
     lam, U = np.linalg.eigh(Hm)
@@ -372,18 +362,14 @@ SADDLE_PROBE = 1e-4
 
 def _min_eigen(H: np.ndarray, D: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The smallest eigenvalue, its unit eigenvector ``(D, M)`` and the largest ``|eigenvalue|`` of
-    the symmetrised Hessians ``H`` ``(D*D, M)``. For ``D = 1, 2`` the closed forms of the compiled
-    :func:`replica.numeric.kernels.node_min_eigen`, signs included: where two mirror minima tie, both
-    backends then step off a saddle to the same side."""
+    the symmetrised Hessians ``H`` ``(D*D, M)``. For ``D = 2`` the compiled kernels' closed form
+    (:func:`replica.numeric.kernels.min_eigen_2x2`, run on arrays), signs included: where two mirror
+    minima tie, both backends then step off a saddle to the same side."""
     if D == 1:
         return H[0], np.ones((1, H.shape[1])), np.abs(H[0])
     if D == 2:
-        a, b, c = H[0], 0.5 * (H[1] + H[2]), H[3]
-        half_tr, half_diff = 0.5 * (a + c), 0.5 * (a - c)
-        rad = np.sqrt(half_diff ** 2 + b ** 2)
-        t = 0.5 * np.arctan2(b, half_diff)
-        u = np.stack([-np.sin(t), np.cos(t)])
-        return half_tr - rad, u, np.maximum(np.abs(half_tr + rad), np.abs(half_tr - rad))
+        lam, u0, u1, big = min_eigen_2x2(H[0], 0.5 * (H[1] + H[2]), H[3])
+        return lam, np.stack([u0, u1]), big
     Hm = H.T.reshape(-1, D, D)
     Hm = 0.5 * (Hm + Hm.transpose(0, 2, 1))
     lam, U = np.linalg.eigh(Hm)

@@ -103,8 +103,9 @@ class Solver(SolverRules, FixedPointIteration, ReportedNumbers, SaddlePointMap, 
         where only the fixed points matter (the field is then ``nan``). ``eps_g_error``
         (a cheap second test rule) is always computed.
     backend:
-        ``"auto"`` (compiled per-node kernels when numba is importable, see
-        :mod:`replica.numeric.kernels`), ``"numba"`` or ``"numpy"``. Only used when ``rule`` is
+        ``"auto"`` (compiled per-node kernels when numba is importable and the inner
+        minimisation has two or more dimensions, see :func:`replica.numeric.compiled.resolve_backend`
+        and :mod:`replica.numeric.kernels`), ``"numba"`` or ``"numpy"``. Only used when ``rule`` is
         a quadrature rule (or None).
     prox:
         Which minimiser of the bracket the equations use (:class:`replica.numeric.prox.ProxConvention`):

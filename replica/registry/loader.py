@@ -7,8 +7,11 @@ file defining ``model``. Their generated numeric modules are built into the user
 ``<cache>`` as for the point cache, :func:`replica.artifacts.cache.default_cache_dir`): the key is what
 the module's freshness stamp records (:mod:`replica.artifacts.freshness`, no sympy needed), so a
 module found there is the one the declaration and the generator give today, and an edit of either
-names a new file. ``replica generate MODEL --out FILE.py`` writes one where a user wants to read or
-ship it.
+names a new file. A module there holds the model's own arrays and imports the kernels of its
+factors (trace, penalty, loss, channel, data law) from ``<cache>/generated/kernels/<factor>-<hash>.py``,
+named by the hash of their text: models whose factor generates the same code share one file, and a
+module whose kernel file is missing or damaged is generated again. ``replica generate MODEL --out
+FILE.py`` writes one self-contained file, the kernels in place, where a user wants to read or ship it.
 
 :func:`load_module` is the one place that turns a model name into a numeric model (a
 :class:`~replica.interface.generated_model.GeneratedModel`, the typed interface of the module): it
@@ -33,7 +36,7 @@ from ..errors import ParameterError, ReplicaError
 from ..artifacts.cache import default_cache_dir, writable_cache_subdir
 from ..artifacts.freshness import Stamp, current_stamp, read_stamp
 from ..artifacts.paths import DERIVATIONS_DIR
-from ..interface.generated_model import GeneratedModel, as_model
+from ..interface.generated_model import GeneratedModel, as_model, stale_kernels
 
 
 def aliases() -> dict[str, str]:
@@ -163,18 +166,21 @@ def generated_path(name: str, stamp: Stamp | None = None) -> Path:
 
 
 def generate(name: str, path: Path | None = None, why: str | None = None) -> Path:
-    """Derive ``name`` and write its module (default :func:`generated_path`). Imports sympy.
+    """Derive ``name`` and write its module. Imports sympy. Into the cache (``path`` not given:
+    :func:`generated_path`) the model's own file and its factors' kernels beside it, shared with the
+    other models (:func:`replica.codegen.write_module`); to a given ``path`` one self-contained file.
     ``why``: the reason, said on stderr once the declaration has loaded (a declaration that fails
     to load is one line of error, not a notice and an error)."""
     from ..codegen import write_module  # the symbolic pipeline, only when generating
     from ..symbolic.derivation import Derivation
 
     model = load_model(name)
+    into_cache = path is None
     path = Path(path) if path is not None else generated_path(name)
     if why is not None:
         print(f"replica: generating the numeric module of {model.name} ({why}) into {path}; "
               "this takes a few seconds to a minute", file=sys.stderr)
-    return write_module(Derivation(model), path, declaration=model.declared_in)
+    return write_module(Derivation(model), path, declaration=model.declared_in, shared_kernels=into_cache)
 
 
 def load_module(name: str, regenerate: bool = False) -> GeneratedModel:
@@ -190,7 +196,7 @@ def load_module(name: str, regenerate: bool = False) -> GeneratedModel:
         with _generation_lock(path):
             # another process may have generated it while this one waited for the lock
             if regenerate or _unusable(path, stamp):
-                generate(name, path, "regeneration requested" if regenerate else _why_missing(path, stamp))
+                generate(name, None, "regeneration requested" if regenerate else _why_missing(path, stamp))
         importlib.invalidate_caches()
     sys.modules.pop(f"replica_generated_{path.stem}", None)
     model = as_model(_import_path(path, prefix="replica_generated_"))
@@ -203,9 +209,9 @@ _LOADED: dict[str, GeneratedModel] = {}
 
 
 def _unusable(path: Path, stamp: Stamp) -> bool:
-    """Whether the cached module at ``path`` must be generated: missing, or stamped otherwise (another
-    version of replica wrote it)."""
-    return read_stamp(path) != stamp
+    """Whether the cached module at ``path`` must be generated: missing, stamped otherwise (another
+    version of replica wrote it), or one of its factors' kernel files missing or damaged."""
+    return read_stamp(path) != stamp or bool(stale_kernels(path))
 
 
 def _why_missing(path: Path, stamp: Stamp) -> str:

@@ -4,9 +4,11 @@ Model: logistic: logistic regression on a sign teacher y = sign(h*), l2 penalty 
 Fields: L=1, r=1, r_t=1. The model's mathematics only, each function once in kernel form
 (replica.codegen.backends.KernelBackend): replica.interface.generated_model builds the vectorised functions
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
-(and the array helpers of replica.interface.generated_model).
+(and the array helpers of replica.interface.generated_model). The functions of each factor (trace,
+penalty, loss, channel, data law) come first, then the model's own; in the cache each factor's
+are a kernel file of their own, shared with the models that generate the same code.
 """
-# replica-artifact: version=0.1.0 declaration=b1444dd709f050d4 generator=10ae042e1eb03ee8
+# replica-artifact: version=0.1.0 declaration=b1444dd709f050d4 generator=2eb90c7bb1484bad
 import numpy as np
 
 from replica.interface.generated_model import _exp, _ndtr, _where
@@ -88,24 +90,7 @@ FUNCTIONS = {
 N_CONSTANTS = 7
 
 
-def entropic_update(_xhat, _p, _out0):
-    """Order parameters from conjugates: x = -K^{-T} grad_xhat Psi_w (closed form)."""
-    qhat_1, Vhat_1, thetahat_1 = _xhat
-    lam, = _p
-    _t0 = Vhat_1 + lam
-    _t1 = (1.0/(_t0))
-    _out0[0] = (qhat_1 + (thetahat_1*thetahat_1))/(_t0*_t0)
-    _out0[1] = _t1
-    _out0[2] = _t1*thetahat_1
-    return 0.0
-
-
-def entropic_potential(_xhat, _p):
-    """Psi_w(xhat)."""
-    qhat_1, Vhat_1, thetahat_1 = _xhat
-    lam, = _p
-    return (1/2)*(qhat_1 + (thetahat_1*thetahat_1))/(Vhat_1 + lam)
-
+# ---- the trace factor's kernels (kernels/trace-406d424bb02728d1.py in the cache, shared)
 
 def energetic_update(_dpsi_y, alpha, _out0):
     """Conjugates from dPsi_y/dx: xhat = -alpha K^{-1} grad_x Psi_y."""
@@ -123,6 +108,38 @@ def trace_potential(_x, _xhat):
     qhat_1, Vhat_1, thetahat_1 = _xhat
     return -1/2*V_1*qhat_1 + (1/2)*Vhat_1*q_1 - theta_1*thetahat_1
 
+
+def validity(_x, _p, _out0):
+    """Quantities that must be positive (principal minors), named in VALIDITY."""
+    q_1, V_1, theta_1 = _x
+    _out0[0] = q_1
+    _out0[1] = V_1
+    _out0[2] = 1 - (theta_1*theta_1)/q_1
+    return 0.0
+
+
+# ---- the penalty factor's kernels (kernels/penalty-a738aee90dce5fbb.py in the cache, shared)
+
+def entropic_update(_xhat, _p, _out0):
+    """Order parameters from conjugates: x = -K^{-T} grad_xhat Psi_w (closed form)."""
+    qhat_1, Vhat_1, thetahat_1 = _xhat
+    lam = _p[0]
+    _t0 = Vhat_1 + lam
+    _t1 = (1.0/(_t0))
+    _out0[0] = (qhat_1 + (thetahat_1*thetahat_1))/(_t0*_t0)
+    _out0[1] = _t1
+    _out0[2] = _t1*thetahat_1
+    return 0.0
+
+
+def entropic_potential(_xhat, _p):
+    """Psi_w(xhat)."""
+    qhat_1, Vhat_1, thetahat_1 = _xhat
+    lam = _p[0]
+    return (1/2)*(qhat_1 + (thetahat_1*thetahat_1))/(Vhat_1 + lam)
+
+
+# ---- the loss factor's kernels (kernels/loss-66c27e2dfcb449c4.py in the cache, shared)
 
 def bracket(_h, _z, _x, _p):
     """The Moreau bracket F(h; omega, h*, V) at every node."""
@@ -162,6 +179,43 @@ def node_bracket_newton(_h, _c, _g, _H):
     return _k1*(_k0 + h_1)**2 + np.log(_t1)
 
 
+def node_starts(_z, _x, _p, _out):
+    """Starting points of the inner minimisation for one node (into _out, S * PROX_DIM)."""
+    xi_1, _ = _z
+    q_1, _, _ = _x
+    _t0 = np.sqrt(q_1)*xi_1
+    _out[0] = _t0
+    _out[1] = 0
+    _out[2] = -_t0
+    return 0.0
+
+
+def prox_kinks(_z, _x, _p, _out0):
+    """Prox centres omega = b + V l'(b) at every breakpoint b and branch (N_PROX_KINKS, ...)."""
+    _out0[0] = np.nan
+    return 0.0
+
+
+def loss_profile(_h, _z, _p, _out0):
+    """dl/dh and d2l/dh2 of the loss at h (label in z)."""
+    h_1, = _h
+    _, y = _z
+    _t0 = _exp(-h_1*y)
+    _t1 = _t0/(_t0 + 1)
+    _out0[0] = -_t1*y
+    _out0[1] = _t1*(y*y)*(1 - _t1)
+    return 0.0
+
+
+def center_of(_z, _x):
+    """The prox centre omega at the nodes z."""
+    xi_1, _ = _z
+    q_1, _, _ = _x
+    return np.sqrt(q_1)*xi_1
+
+
+# ---- the channel factor's kernels (kernels/channel-2576a6a08f80d2a6.py in the cache, shared)
+
 def node_parameter_gradient(_h, _z, _x, _p, _G):
     """d(W F)/dx at fixed h for one node (into _G)."""
     h_1, = _h
@@ -195,16 +249,23 @@ def node_weight(_z, _x, _p):
     return _ndtr(theta_1*xi_1*y/(np.sqrt(q_1)*np.sqrt(-(theta_1*theta_1)*(1.0/(q_1)) + 1)))
 
 
-def node_starts(_z, _x, _p, _out):
-    """Starting points of the inner minimisation for one node (into _out, S * PROX_DIM)."""
-    xi_1, _ = _z
-    q_1, _, _ = _x
-    _t0 = np.sqrt(q_1)*xi_1
-    _out[0] = _t0
-    _out[1] = 0
-    _out[2] = -_t0
+def channel_transitions(_x, _p, _out0, _out1):
+    """Centres and widths (in z) where the label law changes (N_TRANSITIONS each)."""
+    q_1, _, theta_1 = _x
+    _out0[0] = 0
+    _out1[0] = np.sqrt(1 - (theta_1*theta_1)/q_1)*abs(np.sqrt(q_1))/abs(theta_1)
     return 0.0
 
+
+# ---- the data factor's kernels (kernels/data-f84c213929d00ed3.py in the cache, shared)
+
+def rho_bar(_p, _out0):
+    """rho_bar_l = tr Sigma_l / d for every token."""
+    _out0[0] = 1
+    return 0.0
+
+
+# ---- the model's own functions
 
 def node_test_observables(_z, _x, _p, _out):
     """Integrands of the test-point observables at one node (into _out)."""
@@ -219,15 +280,6 @@ def node_test_observables(_z, _x, _p, _out):
     return 0.0
 
 
-def validity(_x, _p, _out0):
-    """Quantities that must be positive (principal minors), named in VALIDITY."""
-    q_1, V_1, theta_1 = _x
-    _out0[0] = q_1
-    _out0[1] = V_1
-    _out0[2] = 1 - (theta_1*theta_1)/q_1
-    return 0.0
-
-
 def state_observables(_x, _p, _out0):
     """The state observables (STATE_OBSERVABLES order): functions of the order parameters."""
     q_1, _, theta_1 = _x
@@ -235,47 +287,9 @@ def state_observables(_x, _p, _out0):
     return 0.0
 
 
-def channel_transitions(_x, _p, _out0, _out1):
-    """Centres and widths (in z) where the label law changes (N_TRANSITIONS each)."""
-    q_1, _, theta_1 = _x
-    _out0[0] = 0
-    _out1[0] = np.sqrt(1 - (theta_1*theta_1)/q_1)*abs(np.sqrt(q_1))/abs(theta_1)
-    return 0.0
-
-
-def prox_kinks(_z, _x, _p, _out0):
-    """Prox centres omega = b + V l'(b) at every breakpoint b and branch (N_PROX_KINKS, ...)."""
-    _out0[0] = np.nan
-    return 0.0
-
-
-def loss_profile(_h, _z, _p, _out0):
-    """dl/dh and d2l/dh2 of the loss at h (label in z)."""
-    h_1, = _h
-    _, y = _z
-    _t0 = _exp(-h_1*y)
-    _t1 = _t0/(_t0 + 1)
-    _out0[0] = -_t1*y
-    _out0[1] = _t1*(y*y)*(1 - _t1)
-    return 0.0
-
-
 def test_breaks(_z, _p, _out0):
     """Discontinuities and kinks of the test integrands in omega (N_TEST_BREAKS, ...)."""
     _out0[0] = 0
-    return 0.0
-
-
-def center_of(_z, _x):
-    """The prox centre omega at the nodes z."""
-    xi_1, _ = _z
-    q_1, _, _ = _x
-    return np.sqrt(q_1)*xi_1
-
-
-def rho_bar(_p, _out0):
-    """rho_bar_l = tr Sigma_l / d for every token."""
-    _out0[0] = 1
     return 0.0
 
 

@@ -4,9 +4,11 @@ Model: ridge: ridge regression y = h* + sqrt(Delta) z, square loss, l2 penalty (
 Fields: L=1, r=1, r_t=1. The model's mathematics only, each function once in kernel form
 (replica.codegen.backends.KernelBackend): replica.interface.generated_model builds the vectorised functions
 from them, replica.numeric.compiled the compiled per-node unit. Imports numpy only
-(and the array helpers of replica.interface.generated_model).
+(and the array helpers of replica.interface.generated_model). The functions of each factor (trace,
+penalty, loss, channel, data law) come first, then the model's own; in the cache each factor's
+are a kernel file of their own, shared with the models that generate the same code.
 """
-# replica-artifact: version=0.1.0 declaration=20cb5dbb18137b4f generator=10ae042e1eb03ee8
+# replica-artifact: version=0.1.0 declaration=20cb5dbb18137b4f generator=2eb90c7bb1484bad
 import numpy as np
 
 MODEL = 'ridge'
@@ -70,24 +72,7 @@ FUNCTIONS = {
 N_CONSTANTS = 6
 
 
-def entropic_update(_xhat, _p, _out0):
-    """Order parameters from conjugates: x = -K^{-T} grad_xhat Psi_w (closed form)."""
-    qhat_1, Vhat_1, thetahat_1 = _xhat
-    _, lam = _p
-    _t0 = Vhat_1 + lam
-    _t1 = (1.0/(_t0))
-    _out0[0] = (qhat_1 + (thetahat_1*thetahat_1))/(_t0*_t0)
-    _out0[1] = _t1
-    _out0[2] = _t1*thetahat_1
-    return 0.0
-
-
-def entropic_potential(_xhat, _p):
-    """Psi_w(xhat)."""
-    qhat_1, Vhat_1, thetahat_1 = _xhat
-    _, lam = _p
-    return (1/2)*(qhat_1 + (thetahat_1*thetahat_1))/(Vhat_1 + lam)
-
+# ---- the trace factor's kernels (kernels/trace-406d424bb02728d1.py in the cache, shared)
 
 def energetic_update(_dpsi_y, alpha, _out0):
     """Conjugates from dPsi_y/dx: xhat = -alpha K^{-1} grad_x Psi_y."""
@@ -106,12 +91,44 @@ def trace_potential(_x, _xhat):
     return -1/2*V_1*qhat_1 + (1/2)*Vhat_1*q_1 - theta_1*thetahat_1
 
 
+def validity(_x, _p, _out0):
+    """Quantities that must be positive (principal minors), named in VALIDITY."""
+    q_1, V_1, theta_1 = _x
+    _out0[0] = q_1
+    _out0[1] = V_1
+    _out0[2] = 1 - (theta_1*theta_1)/q_1
+    return 0.0
+
+
+# ---- the penalty factor's kernels (kernels/penalty-999dc7e73089bde5.py in the cache, shared)
+
+def entropic_update(_xhat, _p, _out0):
+    """Order parameters from conjugates: x = -K^{-T} grad_xhat Psi_w (closed form)."""
+    qhat_1, Vhat_1, thetahat_1 = _xhat
+    lam = _p[1]
+    _t0 = Vhat_1 + lam
+    _t1 = (1.0/(_t0))
+    _out0[0] = (qhat_1 + (thetahat_1*thetahat_1))/(_t0*_t0)
+    _out0[1] = _t1
+    _out0[2] = _t1*thetahat_1
+    return 0.0
+
+
+def entropic_potential(_xhat, _p):
+    """Psi_w(xhat)."""
+    qhat_1, Vhat_1, thetahat_1 = _xhat
+    lam = _p[1]
+    return (1/2)*(qhat_1 + (thetahat_1*thetahat_1))/(Vhat_1 + lam)
+
+
+# ---- the loss factor's kernels (kernels/loss-ff9f436742d14697.py in the cache, shared)
+
 def bracket(_h, _z, _x, _p):
     """The Moreau bracket F(h; omega, h*, V) at every node."""
     h_1, = _h
     xi_1, eta_1, noise = _z
     q_1, V_1, theta_1 = _x
-    Delta, _ = _p
+    Delta = _p[0]
     _t0 = np.sqrt(q_1)
     return (1/2)*(np.sqrt(Delta)*noise + eta_1*np.sqrt(1 - (theta_1*theta_1)/q_1) - h_1 + theta_1*xi_1/_t0)**2 + (1/2)*(-_t0*xi_1 + h_1)**2/V_1
 
@@ -120,7 +137,7 @@ def node_constants(_z, _x, _p, _c):
     """Subexpressions of the bracket that do not depend on h, for one node, into _c."""
     xi_1, eta_1, noise = _z
     q_1, V_1, theta_1 = _x
-    Delta, _ = _p
+    Delta = _p[0]
     _u0 = np.sqrt(q_1)
     _u1 = np.sqrt(Delta)*noise + eta_1*np.sqrt(-(theta_1*theta_1)*(1.0/(q_1)) + 1) + theta_1*xi_1/_u0
     _u2 = _u0*xi_1
@@ -143,12 +160,25 @@ def node_bracket_newton(_h, _c, _g, _H):
     return _k2*(_k1 + h_1)**2 + (1/2)*(_k0 - h_1)**2
 
 
+def node_starts(_z, _x, _p, _out):
+    """Starting points of the inner minimisation for one node (into _out, S * PROX_DIM)."""
+    xi_1, _, _ = _z
+    q_1, _, _ = _x
+    _t0 = np.sqrt(q_1)*xi_1
+    _out[0] = _t0
+    _out[1] = 0
+    _out[2] = -_t0
+    return 0.0
+
+
+# ---- the channel factor's kernels (kernels/channel-8fe2104e70e322f9.py in the cache, shared)
+
 def node_parameter_gradient(_h, _z, _x, _p, _G):
     """d(W F)/dx at fixed h for one node (into _G)."""
     h_1, = _h
     xi_1, eta_1, noise = _z
     q_1, V_1, theta_1 = _x
-    Delta, _ = _p
+    Delta = _p[0]
     _t0 = np.sqrt(q_1)
     _t1 = -_t0*xi_1 + h_1
     _t2 = (1.0/(V_1))
@@ -168,39 +198,23 @@ def node_weight(_z, _x, _p):
     return 1
 
 
-def node_starts(_z, _x, _p, _out):
-    """Starting points of the inner minimisation for one node (into _out, S * PROX_DIM)."""
-    xi_1, _, _ = _z
-    q_1, _, _ = _x
-    _t0 = np.sqrt(q_1)*xi_1
-    _out[0] = _t0
-    _out[1] = 0
-    _out[2] = -_t0
+# ---- the data factor's kernels (kernels/data-f84c213929d00ed3.py in the cache, shared)
+
+def rho_bar(_p, _out0):
+    """rho_bar_l = tr Sigma_l / d for every token."""
+    _out0[0] = 1
     return 0.0
 
+
+# ---- the model's own functions
 
 def node_test_observables(_z, _x, _p, _out):
     """Integrands of the test-point observables at one node (into _out)."""
     xi_1, eta_1, noise = _z
     q_1, _, theta_1 = _x
-    Delta, _ = _p
+    Delta = _p[0]
     _t0 = np.sqrt(q_1)
     _out[0] = (1/2)*(np.sqrt(Delta)*noise - _t0*xi_1 + eta_1*np.sqrt(-(theta_1*theta_1)*(1.0/(q_1)) + 1) + theta_1*xi_1/_t0)**2
-    return 0.0
-
-
-def validity(_x, _p, _out0):
-    """Quantities that must be positive (principal minors), named in VALIDITY."""
-    q_1, V_1, theta_1 = _x
-    _out0[0] = q_1
-    _out0[1] = V_1
-    _out0[2] = 1 - (theta_1*theta_1)/q_1
-    return 0.0
-
-
-def rho_bar(_p, _out0):
-    """rho_bar_l = tr Sigma_l / d for every token."""
-    _out0[0] = 1
     return 0.0
 
 
