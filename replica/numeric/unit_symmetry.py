@@ -199,8 +199,11 @@ def unresolved_ties(module: GeneratedModel, branch: str | None, x: np.ndarray, e
             # on the subspace to 1e-4 (relative) it is the tied fixed point, as unit_branch_notes says
             on = spread <= 1e-4 * max(abs(float(np.mean(vals))), 1e-3)
             if all(np.isfinite(bars)) and not on and spread <= sum(sorted(bars)[-2:]):
+                low = len(vals) > 1 and vals[0] < max(vals[1:])   # what _anti_specialised flags, unresolved too
                 within.append(f"{', '.join(names[i] for i in g)} differ by {spread:.2g}, within their bars ("
-                              + ", ".join(f"±{e:.2g}" for e in bars) + ")")
+                              + ", ".join(f"±{e:.2g}" for e in bars) + ")"
+                              + (" -- the diagonal below the rest (anti-specialised) is not resolved either"
+                                 if low else ""))
         if within:
             out.append(f"{'; '.join(within)}: on these rules this fixed point is not resolved from the {b} subspace "
                        f"(a rule that is not symmetric under the units' permutations moves the {b} fixed point off "
