@@ -182,6 +182,8 @@ def test_a_specialisation_within_its_bars_is_flagged_and_the_default_rule_of_six
     assert unresolved_ties(_Module, "specialised", x, {"theta_1_11": 0.01, "theta_1_12": 0.01}) == []
     assert unresolved_ties(_Module, "unspecialised", x, bars) == []   # its own ties: nothing to resolve
     assert unresolved_ties(_Module, "specialised", x, {}) == []       # no bars, no claim
+    anti = unresolved_ties(_Module, "specialised", x[[0, 1, 2, 3, 5, 4]], bars)
+    assert len(anti) == 1 and "anti-specialised) is not resolved either" in anti[0]
     on = x.copy()
     on[5] = on[4] * (1 + 1e-12)   # on the subspace: the tied fixed point itself (unit_branch_notes says so)
     assert unresolved_ties(_Module, "specialised", on, bars) == []

@@ -224,17 +224,19 @@ def test_three_units_at_alpha_4_end_specialised_from_the_default_starts(three_un
     above its off-diagonal, with a larger phi than the unspecialised one. On the former default, tensor
     Gauss-Hermite of order 7, it ended anti-specialised: that rule's specialised branch ends in a
     saddle-node at alpha = 4.47, where converged rules keep it down to alpha ~ 3.4."""
-    from replica.numeric.integrators import default_spec
+    from replica.numeric.integrators import default_spec, from_spec
     from replica.numeric.solver import Solver
 
     m = three_units
     assert default_spec(m).startswith("sobol:")
-    s = Solver(m, {"lam": LAM})
+    rule = from_spec("auto", m)   # the command's rule (a bare Solver's default is a tensor rule)
+    s = Solver(m, {"lam": LAM}, rule=rule)
+    assert s.integrator.describe().startswith("sobol")
     fp = s.solve_best(4.0, scout=s.scout())
     th = fp.order
     assert fp.branch == "free" and th["theta_1_11"] - th["theta_1_12"] > 0.1, (th, fp.notes)
     assert not any("anti-specialised" in n for n in fp.notes)
-    un = Solver(m, {"lam": LAM}, "unspecialised").solve(4.0)
+    un = Solver(m, {"lam": LAM}, "unspecialised", rule=rule).solve(4.0)
     assert fp.phi > un.phi, (fp.phi, un.phi)
 
 

@@ -27,7 +27,7 @@ from .convergence import explained_failures, runaway
 from .fixed_point import FixedPoint, same_point
 from .saddle_map import MapResult
 from .unit_symmetry import (SPECIALISED, UNSPECIALISED, breaking_eigenvalues, has_units, largest_breaking,
-                            tie_gap, tie_projection, tied_starts)
+                            tie_gap, tie_projection, tied_starts, ties)
 
 #: the iteration's part of an error is this times the Newton correction ``|J^{-1} g|``: the correction
 #: is the linearised remaining error, with a finite-difference / Broyden Jacobian that can be tens of
@@ -380,6 +380,7 @@ class FixedPointIteration:
         evaluations), so the starts cost a fraction of full solves.
         """
         base = self.initial_state()
+        untied = not ties(self.module, self.branch)  # a branch that may specialise (not --branch unspecialised)
         qidx = [i for i in self.module.SYMMETRIC_DIAGONAL if self.names[i].startswith("q")]
         mt = [i for f in PINNABLE for i in self.module.FAMILIES.get(f, [])]
         found: list[FixedPoint] = []
@@ -448,9 +449,17 @@ class FixedPointIteration:
             if all(not same_point(fp, d) for d in distinct):
                 distinct.append(fp)
         if len(distinct) > 1:
+            # the phis of this rule (the reported one may be refined later), the tied branches' by name
             best.notes.append(f"{len(distinct)} distinct fixed points on this branch from {len(starts)} starts; "
-                              f"reporting the one with the largest phi (others: "
-                              + ", ".join(f"phi={d.phi:.6g}" for d in distinct[1:]) + ")")
+                              f"reporting the one with the largest phi ({best.phi:.6g} on "
+                              f"{self.integrator.describe()}; others: "
+                              + ", ".join(f"phi={d.phi:.6g}" + (f" on the {d.branch} branch" if d.branch != best.branch
+                                                                else "") for d in distinct[1:]) + ")")
+            higher = [d for d in distinct[1:] if d.branch != best.branch and d.phi > best.phi]
+            if higher:
+                best.notes.append(f"the {higher[0].branch} fixed point has the larger phi ({higher[0].phi:.6g}); the "
+                                  f"{best.branch} one is reported where one converged (--branch {higher[0].branch} "
+                                  f"solves the other)")
         best.seconds = sum(fp.seconds for fp in found)
         if best.branch != self.branch:
             # only a unit branch that ties more had a fixed point: this solver works on it from now on
@@ -459,7 +468,8 @@ class FixedPointIteration:
                               f"{best.branch} fixed point, into which the {self.branch} branch merges (see "
                               f"'replica phase' for where each branch exists)")
             self._adopt_branch(best.branch)
-        best.notes += self._specialisation_notes(best, alpha)
+        if untied:
+            best.notes += self._specialisation_notes(best, alpha)
         return best
 
     def _specialisation_notes(self, fp: FixedPoint, alpha: float) -> list[str]:
@@ -470,12 +480,15 @@ class FixedPointIteration:
         mod = self.module
         if not has_units(mod) or SPECIALISED not in mod.BRANCHES or tie_gap(mod, UNSPECIALISED, fp.x) >= 1e-4:
             return []
+        warm = self._warm  # the fixed point's minimisers stay the warm start of what follows (error bars)
         try:
             with self.on_branch(SPECIALISED):
                 mu = largest_breaking(breaking_eigenvalues(self, fp.x, alpha))
         except InvalidStateError:  # identical units (q's diagonal = off-diagonal): no breaking step fits
             return ["a step off the unspecialised subspace is not admissible here (the units are identical: the "
                     "specialised ansatz is singular), so no specialised fixed point branches off this one"]
+        finally:
+            self._warm = warm
         if not math.isfinite(mu):
             return []
         if mu < 1:

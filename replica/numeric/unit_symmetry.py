@@ -144,18 +144,26 @@ def specialised_start(module: GeneratedModel, x: np.ndarray, branch: str | None)
     return y
 
 
+def _tying_more(module: GeneratedModel, branch: str | None) -> list[tuple[str, list[tuple[int, ...]]]]:
+    """``(b, groups)`` for every unit branch ``b`` with tie groups that ``branch`` does not have
+    (``groups``), unless ``b``'s ties are a strict part of ``branch``'s."""
+    own = set(ties(module, branch))
+    out = []
+    for b in module.UNIT_TIES or {}:
+        extra = [g for g in ties(module, b) if g not in own]
+        if extra and not set(ties(module, b)) < own:
+            out.append((b, extra))
+    return out
+
+
 def unit_branch_notes(module: GeneratedModel, branch: str | None, x: np.ndarray, prefix: str) -> list[str]:
     """A note when a fixed point of ``branch`` lies (within 1e-4 relative) on a unit branch that ties
     more: e.g. a solve of the specialised branch that converged to equal diagonal and off-diagonal
     ``theta``, which is the unspecialised fixed point (no specialised one from this start)."""
     if not has_units(module):
         return []
-    own = set(ties(module, branch))
     out = []
-    for b in module.UNIT_TIES or {}:
-        extra = [g for g in ties(module, b) if g not in own]
-        if not extra or set(ties(module, b)) < own:
-            continue
+    for b, extra in _tying_more(module, branch):
         if tie_gap(module, b, x) < 1e-4:
             names = ", ".join(" = ".join(module.ORDER_PARAMETERS[i] for i in g) for g in extra)
             if branch in (None, "free"):   # the free branch contains the tied subspace: a fixed point of it
@@ -180,12 +188,8 @@ def unresolved_ties(module: GeneratedModel, branch: str | None, x: np.ndarray, e
     the unspecialised one; ``--branch`` solves the tied branch exactly."""
     if not has_units(module):
         return []
-    own = set(ties(module, branch))
     out = []
-    for b in module.UNIT_TIES or {}:
-        extra = [g for g in ties(module, b) if g not in own]
-        if not extra or set(ties(module, b)) < own:
-            continue
+    for b, extra in _tying_more(module, branch):
         names = module.ORDER_PARAMETERS
         within = []
         for g in extra:
@@ -195,8 +199,11 @@ def unresolved_ties(module: GeneratedModel, branch: str | None, x: np.ndarray, e
             # on the subspace to 1e-4 (relative) it is the tied fixed point, as unit_branch_notes says
             on = spread <= 1e-4 * max(abs(float(np.mean(vals))), 1e-3)
             if all(np.isfinite(bars)) and not on and spread <= sum(sorted(bars)[-2:]):
+                low = len(vals) > 1 and vals[0] < max(vals[1:])   # what _anti_specialised flags, unresolved too
                 within.append(f"{', '.join(names[i] for i in g)} differ by {spread:.2g}, within their bars ("
-                              + ", ".join(f"±{e:.2g}" for e in bars) + ")")
+                              + ", ".join(f"±{e:.2g}" for e in bars) + ")"
+                              + (" -- the diagonal below the rest (anti-specialised) is not resolved either"
+                                 if low else ""))
         if within:
             out.append(f"{'; '.join(within)}: on these rules this fixed point is not resolved from the {b} subspace "
                        f"(a rule that is not symmetric under the units' permutations moves the {b} fixed point off "
