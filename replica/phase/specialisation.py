@@ -121,7 +121,9 @@ def specialisation_threshold(module: GeneratedModel, parameters: Mapping[str, fl
                         (lo, hi), evaluations, CrossingStatus.FAILED), mus
     value = lo - glo * (hi - lo) / (ghi - glo)
     return Crossing(value, "the unspecialised fixed point becomes linearly unstable towards specialisation (an "
-                           "eigenvalue of the map's Jacobian along the breaking directions crosses 1)",
+                           "eigenvalue of the map's Jacobian along the breaking directions crosses 1); on the "
+                           "working rule, without an error bar: the crossing moves with the rule (re-run with "
+                           "--quadrature to see by how much)",
                     (mus[k - 1][0], mus[k][0]), evaluations), mus
 
 
