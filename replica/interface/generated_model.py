@@ -95,11 +95,7 @@ def factor_kernels(module_file: str, key: str, names: tuple[str, ...]) -> tuple[
     module = _KERNEL_MODULES.get(key)
     if module is None:
         path = kernel_path(module_file, key)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
-            text = None
-        if text is None or kernel_key(key.split("-")[0], text) != key:
+        if not _intact(path, key):
             raise ParameterError("model", f"the factor kernels {path} of {Path(module_file).name} are missing or "
                                           "damaged; regenerate the model (replica generate MODEL)")
         spec = importlib.util.spec_from_file_location(f"replica_kernels_{key.replace('-', '_')}", path)
@@ -120,16 +116,17 @@ def stale_kernels(module_path: str | Path) -> list[Path]:
         text = Path(module_path).read_text(encoding="utf-8")
     except OSError:
         return []
-    out = []
-    for key in _KERNEL_CALL.findall(text):
-        path = kernel_path(module_path, key)
-        try:
-            ok = kernel_key(key.split("-")[0], path.read_text(encoding="utf-8")) == key
-        except OSError:
-            ok = False
-        if not ok:
-            out.append(path)
-    return out
+    paths = [(kernel_path(module_path, key), key) for key in _KERNEL_CALL.findall(text)]
+    return [path for path, key in paths if not _intact(path, key)]
+
+
+def _intact(path: Path, key: str) -> bool:
+    """Whether the kernel file at ``path`` exists and its text hashes to its name ``key``."""
+    try:
+        return kernel_key(key.split("-")[0], path.read_text(encoding="utf-8")) == key
+    except OSError:
+        return False
+
 
 #: the per-node leaves of the compiled unit (:mod:`replica.numeric.kernels` calls them), by the name of the
 #: vectorised function built from the same kernel
